@@ -1,0 +1,203 @@
+"""The commands: each ``cmd_*`` takes plain arguments, does its work and returns an exit code.
+
+The click layer (``cli``) only parses options and calls these; output goes through ``Output`` so
+every command speaks both human and ``--json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gitpub.config import CONFIG_FILE, Config, default_config_text, load_config
+from gitpub.errors import EXIT_ERROR, EXIT_OK, CorruptStateError, UsageError
+from gitpub.prepare import Context, Request, Source, prepare
+from gitpub.repo import Repository
+from gitpub.sanitize import sanitize
+from gitpub.states import TERMINAL, exit_code_for
+from gitpub.store import Job, JobStore
+
+
+@dataclass
+class Output:
+    """Where a command reports: human lines on stdout/stderr, or one JSON object on stdout."""
+
+    json: bool = False
+
+    def emit(self, data: dict[str, Any], human: str) -> None:
+        if self.json:
+            sys.stdout.write(json.dumps(data, ensure_ascii=False, sort_keys=True) + "\n")
+        elif human:
+            sys.stdout.write(human.rstrip("\n") + "\n")
+        sys.stdout.flush()
+
+    def progress(self, message: str) -> None:
+        """Progress of long work, on stderr so it never mixes with ``--json``."""
+        sys.stderr.write(f"gitpub: {sanitize(message)}\n")
+        sys.stderr.flush()
+
+
+@contextmanager
+def open_context(where: Path, out: Output) -> Iterator[Context]:
+    with Repository.discover(where) as repo:
+        config = load_repo_config(repo)
+        yield Context(repo, JobStore(repo), config, progress=out.progress)
+
+
+def load_repo_config(repo: Repository) -> Config:
+    root = repo.work_tree if repo.work_tree is not None else repo.common_dir
+    return load_config(root)
+
+
+# -- rendering -----------------------------------------------------------------------------
+
+def _ago(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def describe_job(job: Job) -> str:
+    r = job.record
+    lines = [f"job {r.job_id}  {r.state.value}"]
+    lines.append(f"  key:       {r.idempotency_key}")
+    for t in r.targets:
+        lines.append(f"  target:    {t.path} ({t.op})")
+    if r.base_commit:
+        lines.append(f"  base:      {r.base_commit} ({r.base_ref})")
+    if r.manifest_sha256:
+        lines.append(f"  manifest:  {r.manifest_sha256}")
+    if r.local_commit:
+        lines.append(f"  commit:    {r.local_commit}")
+    if r.remote_commit:
+        lines.append(f"  remote:    {r.remote_commit}")
+    if r.attempt:
+        lines.append(f"  attempt:   {r.attempt}/{r.max_attempts}")
+    if r.next_retry_at:
+        lines.append(f"  retry at:  {_ago(r.next_retry_at)}")
+    if r.failure_code:
+        lines.append(f"  failure:   {r.failure_code}: {r.failure_detail or ''}")
+    lines.append(f"  updated:   {_ago(r.updated_at)}")
+    return "\n".join(lines)
+
+
+def resolve_job(store: JobStore, ref: str) -> Job:
+    """A job by id or unique id prefix."""
+    ids = store.job_ids()
+    matches = [i for i in ids if i == ref] or [i for i in ids if i.startswith(ref)]
+    if not matches:
+        raise UsageError(f"no job {ref!r}", hint="`git pub status` lists the jobs")
+    if len(matches) > 1:
+        raise UsageError(f"job id prefix {ref!r} is ambiguous ({len(matches)} jobs)")
+    job = store.load(matches[0])
+    if job is None:
+        raise UsageError(f"no job {ref!r}")
+    return job
+
+
+# -- commands ------------------------------------------------------------------------------
+
+def read_sources(
+    targets: Sequence[str], sources: Sequence[str], drafted: bool
+) -> tuple[list[str], list[Source]]:
+    """Expand ``--to``/SOURCE pairs: ``-`` is stdin, a directory maps below a ``--to`` ending
+    in ``/``."""
+    if drafted:
+        return list(targets), [_read_one(s) for s in sources]
+    if len(targets) != len(sources):
+        raise UsageError(f"{len(targets)} --to paths but {len(sources)} sources",
+                         hint="give one SOURCE per --to PATH")
+    out_targets: list[str] = []
+    out_sources: list[Source] = []
+    for target, source in zip(targets, sources, strict=True):
+        path = Path(source)
+        if source != "-" and path.is_dir():
+            if not target.endswith("/"):
+                raise UsageError(f"{source} is a directory: its --to must end with '/'")
+            files = sorted(p for p in path.rglob("*") if p.is_file())
+            if not files:
+                raise UsageError(f"{source} is an empty directory")
+            for f in files:
+                out_targets.append(target + f.relative_to(path).as_posix())
+                out_sources.append(Source(str(f), f.read_bytes()))
+        else:
+            if target.endswith("/"):
+                raise UsageError(f"--to {target} ends with '/' but {source} is not a directory")
+            out_targets.append(target)
+            out_sources.append(_read_one(source))
+    return out_targets, out_sources
+
+
+def _read_one(source: str) -> Source:
+    if source == "-":
+        return Source("-", sys.stdin.buffer.read())
+    try:
+        return Source(source, Path(source).read_bytes())
+    except OSError as e:
+        raise UsageError(f"cannot read {source}: {e.strerror}") from None
+
+
+def cmd_prepare(where: Path, out: Output, key: str | None, targets: Sequence[str],
+                sources: Sequence[str]) -> int:
+    with open_context(where, out) as ctx:
+        drafted = ctx.config.draft is not None
+        paths, srcs = read_sources(targets, sources, drafted)
+        request = Request(tuple(paths), tuple(srcs), drafted, key)
+        job, created = prepare(ctx, request)
+    out.emit(job.record.public() | {"created": created},
+             describe_job(job) + ("" if created else "\n  (existing job for this key)"))
+    return exit_code_for(job.state)
+
+
+def cmd_status(where: Path, out: Output, job_ref: str | None, show_all: bool) -> int:
+    with open_context(where, out) as ctx:
+        if job_ref is not None:
+            job = resolve_job(ctx.store, job_ref)
+            out.emit(job.record.public(), describe_job(job))
+            return EXIT_OK
+        jobs: list[Job] = []
+        errors: list[CorruptStateError] = []
+        for item in ctx.store.iter_jobs():
+            if isinstance(item, CorruptStateError):
+                errors.append(item)
+            elif show_all or item.state not in TERMINAL:
+                jobs.append(item)
+    jobs.sort(key=lambda j: j.record.created_at)
+    human = [f"{j.job_id[:13]}  {j.state.value:<18} {', '.join(j.record.target_paths)}"
+             for j in jobs] or ["no unfinished jobs" if not show_all else "no jobs"]
+    human += [f"error: {e.message}" for e in errors]
+    out.emit({"jobs": [j.record.public() for j in jobs],
+              "errors": [e.message for e in errors]}, "\n".join(human))
+    return EXIT_ERROR if errors else EXIT_OK
+
+
+def cmd_log(where: Path, out: Output, job_ref: str) -> int:
+    with open_context(where, out) as ctx:
+        job = resolve_job(ctx.store, job_ref)
+        events = ctx.store.history(job)
+    rows = [{"commit": e.commit, "time": e.time, "from": e.from_state, "to": e.to_state,
+             "phase": e.phase, "reason": e.reason} for e in events]
+    human = [f"{_ago(e.time)}  {(e.from_state or '-'):>18} -> {e.to_state:<18} "
+             f"[{e.phase}] {e.reason}" for e in events]
+    out.emit({"job_id": job.job_id, "events": rows}, "\n".join(human))
+    return EXIT_OK
+
+
+def cmd_init(where: Path, out: Output) -> int:
+    with Repository.discover(where) as repo:
+        if repo.work_tree is None:
+            raise UsageError("git pub init needs a repository with a working tree")
+        path = repo.work_tree / CONFIG_FILE
+        created = not path.exists()
+        if created:
+            path.write_text(default_config_text(), encoding="utf-8")
+        load_repo_config(repo)  # validate what is there
+    out.emit({"config": str(path), "created": created},
+             f"{'wrote' if created else 'kept existing'} {path}")
+    return EXIT_OK

@@ -1,0 +1,81 @@
+"""The job state machine: states, what each means, and which transitions are legal.
+
+The transition table is the design of reference/000 (the relay, bounded rebase and recovery
+sections) written as data, so the store can refuse an illegal move instead of recording it.
+A transition from a state to itself records an event (a finished pipeline phase, a lease,
+an attempt) without changing the state.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class State(str, Enum):
+    RECEIVED = "RECEIVED"  # accepted and durable; nothing else done yet
+    PREPARING = "PREPARING"  # base snapshotted; pipeline phases running, each recorded
+    SKIPPED = "SKIPPED"  # the dedup judge said SKIP, or a person abandoned the job
+    REVIEW = "REVIEW"  # a content or rule gate did not pass: a person must look at content
+    READY_TO_COMMIT = "READY_TO_COMMIT"  # artifacts and manifest are immutable and recorded
+    RECHECK_CANDIDATES = "RECHECK_CANDIDATES"  # new remote articles: one dedup-only re-check
+    LOCAL_COMMITTING = "LOCAL_COMMITTING"  # about to build the content commit
+    LOCAL_COMMITTED = "LOCAL_COMMITTED"  # the content commit exists and is kept by the job
+    RECOVERING = "RECOVERING"  # a commit attempt had an unknown outcome; find or rebuild it
+    PUSHING = "PUSHING"  # the exact commit being pushed is recorded; outcome not yet known
+    RETRY_WAIT = "RETRY_WAIT"  # a transient delivery failure; retry after next_retry_at
+    PUBLISHED = "PUBLISHED"  # the remote branch has a commit with our job id and manifest hash
+    CONFLICT = "CONFLICT"  # cannot be merged safely: a person must look at git
+    FAILED = "FAILED"  # delivery budget exhausted; only cheap probes run from here
+
+    def __str__(self) -> str:
+        return self.value
+
+
+S = State
+
+TERMINAL = frozenset({S.PUBLISHED, S.SKIPPED})
+NEEDS_PERSON = frozenset({S.REVIEW, S.CONFLICT})
+#: States in which a job is done as far as automation goes (FAILED is still probed cheaply).
+SETTLED = TERMINAL | NEEDS_PERSON | {S.FAILED}
+
+ALLOWED: dict[State, frozenset[State]] = {
+    S.RECEIVED: frozenset({S.PREPARING, S.REVIEW}),
+    S.PREPARING: frozenset({S.SKIPPED, S.REVIEW, S.READY_TO_COMMIT, S.CONFLICT}),
+    S.READY_TO_COMMIT: frozenset({S.LOCAL_COMMITTING, S.RECHECK_CANDIDATES, S.CONFLICT}),
+    S.LOCAL_COMMITTING: frozenset({S.LOCAL_COMMITTED, S.RECOVERING, S.CONFLICT}),
+    S.RECOVERING: frozenset({S.LOCAL_COMMITTED, S.LOCAL_COMMITTING, S.REVIEW}),
+    S.LOCAL_COMMITTED: frozenset(
+        {S.PUSHING, S.RECHECK_CANDIDATES, S.CONFLICT, S.PUBLISHED, S.REVIEW, S.SKIPPED}
+    ),
+    S.RECHECK_CANDIDATES: frozenset({S.SKIPPED, S.LOCAL_COMMITTED, S.CONFLICT, S.REVIEW}),
+    S.PUSHING: frozenset(
+        {S.PUBLISHED, S.RETRY_WAIT, S.CONFLICT, S.LOCAL_COMMITTED, S.RECHECK_CANDIDATES}
+    ),
+    S.RETRY_WAIT: frozenset({S.PUSHING, S.FAILED, S.PUBLISHED, S.LOCAL_COMMITTED, S.CONFLICT}),
+    S.FAILED: frozenset({S.PUBLISHED, S.RECEIVED, S.SKIPPED}),
+    S.REVIEW: frozenset({S.RECEIVED, S.SKIPPED}),
+    S.CONFLICT: frozenset({S.RECEIVED, S.SKIPPED}),
+    S.PUBLISHED: frozenset(),
+    S.SKIPPED: frozenset(),
+}
+
+
+class IllegalTransition(Exception):
+    pass
+
+
+def check_transition(old: State, new: State) -> None:
+    if old == new or new in ALLOWED[old]:
+        return
+    raise IllegalTransition(f"{old} -> {new} is not a legal transition")
+
+
+def exit_code_for(state: State) -> int:
+    """The command-line exit code that reports a job resting in ``state``."""
+    if state in NEEDS_PERSON:
+        return 4
+    if state in TERMINAL or state in (S.READY_TO_COMMIT, S.LOCAL_COMMITTED):
+        return 0
+    if state == S.FAILED:
+        return 5
+    return 5

@@ -1,0 +1,204 @@
+"""The job store: one ref per job under ``refs/pub/jobs/``, moved only by compare-and-swap.
+
+Each ref points at the job's latest *state commit*. A state commit's tree holds::
+
+    job.json          the versioned job record (see ``record``)
+    source/…          the sanitized input, as received
+    artifacts/…       every file the job will write, at its repository path (immutable once READY)
+    manifest          the canonical manifest of the artifacts
+
+and its first parent is the previous state commit, so ``git log --first-parent refs/pub/jobs/ID``
+is the job's event history: one commit per transition, its message saying why. A state commit
+may have more parents: the job's content commit is made a parent of the state commit that
+records it, which is what keeps it alive and makes "commit made" and "state recorded" one atomic
+step (one ref update).
+
+Write order is always objects (fsynced) → one ``set_if_equals`` on the job's ref. A writer that
+loses the swap gets ``LostRace`` and re-reads; nothing it wrote is reachable, so nothing is
+half-done. The job id is derived from the idempotency key (uuid5), so "a key maps to exactly one
+job" is the atomicity of creating one ref: two racers on one key race on the same ref name.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from gitpub.errors import CorruptStateError, LostRace
+from gitpub.record import JobRecord, RecordError, parse_record
+from gitpub.repo import MODE_FILE, CommitInfo, Entry, Repository
+from gitpub.sanitize import sanitize
+from gitpub.states import State, check_transition
+
+JOBS_PREFIX = "refs/pub/jobs/"
+_JOB_NAMESPACE = uuid.UUID("6f1c2f0e-5b1e-4c55-9a43-3c8f9d0e7a21")
+EVENT_VERSION = 1
+
+
+def job_id_for_key(key: str) -> str:
+    """The job id a key names: deterministic, so every writer agrees on it without a lookup."""
+    return str(uuid.uuid5(_JOB_NAMESPACE, key))
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job as read from the store: its record and where that record lives."""
+
+    record: JobRecord
+    commit: str  # the state commit the job's ref points at
+    tree: str
+
+    @property
+    def job_id(self) -> str:
+        return self.record.job_id
+
+    @property
+    def state(self) -> State:
+        return self.record.state
+
+
+@dataclass(frozen=True)
+class Event:
+    commit: str
+    time: float
+    from_state: str | None
+    to_state: str
+    phase: str
+    reason: str
+
+
+class JobStore:
+    def __init__(self, repo: Repository) -> None:
+        self.repo = repo
+
+    @staticmethod
+    def ref_name(job_id: str) -> str:
+        return JOBS_PREFIX + job_id
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def load(self, job_id: str) -> Job | None:
+        """The job, or None if there is no such ref. Unreadable state raises, naming the job."""
+        try:
+            sha = self.repo.read_ref(self.ref_name(job_id))
+            if sha is None:
+                return None
+            return self._load_commit(job_id, sha)
+        except CorruptStateError as e:
+            raise CorruptStateError(
+                f"job {job_id}: state is unreadable: {e.message}",
+                hint=f"nothing was changed; inspect `git log -p {self.ref_name(job_id)}` "
+                "and repair or delete that ref",
+            ) from None
+
+    def _load_commit(self, job_id: str, sha: str) -> Job:
+        info = self.repo.commit(sha)
+        entry = self.repo.lookup(info.tree, "job.json")
+        if entry is None:
+            raise CorruptStateError(f"state commit {sha} has no job.json")
+        try:
+            record = parse_record(self.repo.blob(entry.sha))
+        except RecordError as e:
+            raise CorruptStateError(f"{e} (in state commit {sha})") from None
+        if record.job_id != job_id:
+            raise CorruptStateError(f"record names job {record.job_id!r}, not {job_id!r}")
+        return Job(record, sha, info.tree)
+
+    def job_ids(self) -> list[str]:
+        return sorted(self.repo.list_refs(JOBS_PREFIX))
+
+    def iter_jobs(self) -> Iterator[Job | CorruptStateError]:
+        """Every job; an unreadable one is yielded as its error so callers can go on."""
+        for job_id in self.job_ids():
+            try:
+                job = self.load(job_id)
+            except CorruptStateError as e:
+                yield e
+                continue
+            if job is not None:
+                yield job
+
+    def read_file(self, job: Job, path: str) -> bytes | None:
+        entry = self.repo.lookup(job.tree, path)
+        return None if entry is None else self.repo.blob(entry.sha)
+
+    def subtree(self, job: Job, path: str) -> str | None:
+        entry = self.repo.lookup(job.tree, path)
+        return None if entry is None else entry.sha
+
+    def history(self, job: Job) -> list[Event]:
+        """The job's events, oldest first."""
+        events = [self._event(info) for info in self.repo.first_parent_chain(job.commit)]
+        events.reverse()
+        return events
+
+    @staticmethod
+    def _event(info: CommitInfo) -> Event:
+        _, _, body = info.message.partition(b"\n\n")
+        try:
+            data = json.loads(body.decode("utf-8"))
+            return Event(info.sha, float(data["time"]), data.get("from"), str(data["to"]),
+                         str(data.get("phase", "")), str(data.get("reason", "")))
+        except (ValueError, KeyError, TypeError):
+            subject = info.message.split(b"\n", 1)[0].decode("utf-8", "replace")
+            return Event(info.sha, info.commit_time, None, "?", "", subject)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def create(self, record: JobRecord, files: Mapping[str, bytes], reason: str) -> Job:
+        """Record a new job; ``LostRace`` if a job with this id already exists."""
+        return self._write(None, record, files, {}, (), "received", reason)
+
+    def transition(
+        self,
+        job: Job,
+        record: JobRecord,
+        *,
+        phase: str,
+        reason: str,
+        files: Mapping[str, bytes] | None = None,
+        entries: Mapping[str, Entry | None] | None = None,
+        keep_alive: Sequence[str] = (),
+    ) -> Job:
+        """Advance ``job`` to ``record`` by one compare-and-swap; ``LostRace`` if it moved."""
+        check_transition(job.state, record.state)
+        return self._write(job, record, files or {}, entries or {}, keep_alive, phase, reason)
+
+    def _write(
+        self,
+        prev: Job | None,
+        record: JobRecord,
+        files: Mapping[str, bytes],
+        entries: Mapping[str, Entry | None],
+        keep_alive: Sequence[str],
+        phase: str,
+        reason: str,
+    ) -> Job:
+        now = time.time()
+        record = record.evolve(updated_at=now)
+        changes: dict[str, Entry | None] = dict(entries)
+        for path, data in files.items():
+            changes[path] = Entry(MODE_FILE, self.repo.write_blob(data))
+        changes["job.json"] = Entry(MODE_FILE, self.repo.write_blob(record.to_json()))
+        tree = self.repo.write_tree(None if prev is None else prev.tree, changes)
+        reason = sanitize(reason)
+        event = {
+            "v": EVENT_VERSION,
+            "from": None if prev is None else prev.state.value,
+            "to": record.state.value,
+            "phase": phase,
+            "reason": reason,
+            "time": now,
+        }
+        summary = " ".join(reason.split())[:72]
+        message = f"{record.state.value}: {phase}: {summary}\n\n{json.dumps(event)}\n".encode()
+        parents = ([] if prev is None else [prev.commit]) + list(keep_alive)
+        commit = self.repo.write_commit(tree, parents, message, when=int(now))
+        ref = self.ref_name(record.job_id)
+        if not self.repo.cas_ref(ref, None if prev is None else prev.commit, commit,
+                                 f"gitpub: {record.state.value}"):
+            raise LostRace(ref)
+        return Job(record, commit, tree)
