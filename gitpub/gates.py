@@ -96,8 +96,9 @@ def title_of(path: str, data: bytes) -> str | None:
             meta = yaml.safe_load(block)
         except yaml.YAMLError:
             meta = None
-        if isinstance(meta, dict) and isinstance(meta.get("title"), str):
-            return meta["title"]
+        title = meta.get("title") if isinstance(meta, dict) else None
+        if isinstance(title, str):
+            return title
     for line in text.splitlines():
         if line.startswith("# "):
             return line[2:].strip()

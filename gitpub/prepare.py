@@ -311,9 +311,10 @@ def _judge(ctx: Context, job: Job, command: Command) -> Job:
         return _to_review(ctx, job, "judge", "judge_undecided",
                           [f"judge: {why} (expected SKIP or KEEP)"])
     if answer == "SKIP":
-        return ctx.store.transition(
-            job, job.record.evolve(state=State.SKIPPED, phases=job.record.phases | {"judge": "SKIP"}),
-            phase="judge", reason="the dedup judge answered SKIP")
+        skipped = job.record.evolve(state=State.SKIPPED,
+                                    phases=job.record.phases | {"judge": "SKIP"})
+        return ctx.store.transition(job, skipped, phase="judge",
+                                    reason="the dedup judge answered SKIP")
     job = ctx.store.transition(
         job, job.record.evolve(phases=job.record.phases | {"judge": "KEEP"}),
         phase="judge", reason="the dedup judge answered KEEP")

@@ -25,8 +25,8 @@ from typing import NamedTuple
 from dulwich.errors import NotGitRepository
 from dulwich.file import FileLocked
 from dulwich.object_store import tree_lookup_path
-from dulwich.objects import Blob, Commit, ShaFile, Tree
-from dulwich.refs import ZERO_SHA
+from dulwich.objects import ZERO_SHA, Blob, Commit, ObjectID, ShaFile, Tree
+from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from gitpub.errors import CorruptStateError, NotARepositoryError
@@ -67,8 +67,12 @@ class Identity:
 STORE_IDENTITY = Identity("gitpub", "gitpub@localhost")
 
 
-def _b(sha: str) -> bytes:
-    return sha.encode("ascii")
+def _b(sha: str) -> ObjectID:
+    return ObjectID(sha.encode("ascii"))
+
+
+def _r(name: str) -> Ref:
+    return Ref(name.encode("utf-8"))
 
 
 def _s(sha: bytes) -> str:
@@ -88,7 +92,7 @@ class Repository:
 
     def __init__(self, repo: Repo) -> None:
         self._repo = repo
-        self._repo.object_store.fsync_object_files = True  # type: ignore[attr-defined]
+        self._repo.object_store.fsync_object_files = True
         self.common_dir = Path(repo.commondir())
         self.work_tree: Path | None = None if repo.bare else Path(repo.path)
         self._refuse_reftable()
@@ -164,7 +168,7 @@ class Repository:
         if raw is not None:
             value = raw.strip()
             if value.startswith(b"ref: "):
-                target = self._repo.refs.read_ref(_b(name))
+                target = self._repo.refs.read_ref(_r(name))
                 return None if target is None else _s(target)
             if len(value) != 40 or any(c not in b"0123456789abcdef" for c in value):
                 raise CorruptStateError(
@@ -172,7 +176,7 @@ class Repository:
                     hint=f"inspect {raw_path}; restore it from `git reflog` or a backup",
                 )
             return _s(value)
-        packed = self._repo.refs.get_packed_refs().get(_b(name))
+        packed = self._repo.refs.get_packed_refs().get(_r(name))
         return None if packed is None else _s(packed)
 
     def cas_ref(self, name: str, old: str | None, new: str, message: str = "gitpub") -> bool:
@@ -183,7 +187,7 @@ class Repository:
         while True:
             try:
                 ok = self._repo.refs.set_if_equals(
-                    _b(name), old_b, _b(new), message=message.encode()
+                    _r(name), old_b, _b(new), message=message.encode()
                 )
                 break
             except FileLocked:
@@ -198,11 +202,11 @@ class Repository:
         return bool(ok)
 
     def delete_ref(self, name: str, old: str) -> bool:
-        return bool(self._repo.refs.remove_if_equals(_b(name), _b(old)))
+        return bool(self._repo.refs.remove_if_equals(_r(name), _b(old)))
 
     def list_refs(self, prefix: str) -> dict[str, str]:
         """Refs under ``prefix`` (which ends with ``/``), keyed by the rest of their name."""
-        found = self._repo.refs.as_dict(_b(prefix.rstrip("/")))
+        found = self._repo.refs.as_dict(_r(prefix.rstrip("/")))
         return {_s(k): _s(v) for k, v in found.items()}
 
     # -- objects ---------------------------------------------------------------------------
@@ -271,13 +275,31 @@ class Repository:
         for obj in objects:
             if obj.id in store:
                 continue
-            store.add_object(obj)
-            path = store._get_shafile_path(obj.id)  # type: ignore[attr-defined]
+            self._add_object(obj)
+            path = store._get_shafile_path(obj.id)
             dirs.add(os.path.dirname(path))
         for d in sorted(dirs):
             _fsync_dir(d)
         if dirs:
             _fsync_dir(os.path.dirname(next(iter(dirs))))
+
+    def _add_object(self, obj: ShaFile) -> None:
+        """Add one loose object; another process writing the same object holds its lock file
+        (``FileLocked``) — wait for it to finish instead of failing."""
+        store = self._repo.object_store
+        delay = 0.001
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                store.add_object(obj)
+                return
+            except FileLocked:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+                if obj.id in store:
+                    return
 
     def write_blob(self, data: bytes) -> str:
         blob = Blob.from_string(data)
@@ -328,7 +350,7 @@ class Repository:
             else:
                 result.add(parts[0], entry.mode, _b(entry.sha))
         for name, sub in nested.items():
-            old = result[name] if name in result else None
+            old = result[name] if name in result else None  # noqa: SIM401 (Tree has no .get)
             old_tree = self._get_tree(_s(old[1])) if old and old[0] == MODE_TREE else None
             subtree = self._apply(old_tree, sub, new_objects)
             if subtree is None:

@@ -8,10 +8,10 @@ an attempt) without changing the state.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class State(str, Enum):
+class State(StrEnum):
     RECEIVED = "RECEIVED"  # accepted and durable; nothing else done yet
     PREPARING = "PREPARING"  # base snapshotted; pipeline phases running, each recorded
     SKIPPED = "SKIPPED"  # the dedup judge said SKIP, or a person abandoned the job
@@ -26,9 +26,6 @@ class State(str, Enum):
     PUBLISHED = "PUBLISHED"  # the remote branch has a commit with our job id and manifest hash
     CONFLICT = "CONFLICT"  # cannot be merged safely: a person must look at git
     FAILED = "FAILED"  # delivery budget exhausted; only cheap probes run from here
-
-    def __str__(self) -> str:
-        return self.value
 
 
 S = State
@@ -76,6 +73,4 @@ def exit_code_for(state: State) -> int:
         return 4
     if state in TERMINAL or state in (S.READY_TO_COMMIT, S.LOCAL_COMMITTED):
         return 0
-    if state == S.FAILED:
-        return 5
-    return 5
+    return 5  # not confirmed yet: run again later

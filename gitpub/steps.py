@@ -12,6 +12,7 @@ only the shell (a lesson of reference/001: orphaned children keep pipes open and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -25,6 +26,8 @@ from gitpub.config import Command
 from gitpub.sanitize import sanitize
 
 OUTPUT_LIMIT = 64 * 1024
+
+Outputs = dict[str, tuple[int, bytes]]  # repository path -> (git mode, content)
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ class Scratch:
         self.inputs[rel] = data
         return path
 
-    def guard(self, declared: frozenset[str]) -> tuple[tuple[str, ...], dict[str, tuple[int, bytes]]]:
+    def guard(self, declared: frozenset[str]) -> tuple[tuple[str, ...], Outputs]:
         """(stray paths, declared outputs found) after a step ran."""
         stray: list[str] = []
         outputs: dict[str, tuple[int, bytes]] = {}
@@ -142,7 +145,5 @@ def run(
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """Kill what the step left running (its whole process group)."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -54,6 +54,18 @@ def read_pub_trailers(message: bytes, prefix: str) -> PubTrailers | None:
     return PubTrailers(job_id, manifest, found.get(names.base), found.get(names.node))
 
 
+def _no_divider(line: str) -> str:
+    """A line that parsers could take for a patch divider, rewritten so none can.
+
+    git stops looking for trailers at the first line starting with ``---`` (in
+    ``interpret-trailers --parse``, not in ``%(trailers)``); dulwich at the last line whose
+    stripped text starts with ``---``. We never write such a line: leading dashes become an
+    em dash.
+    """
+    stripped = line.lstrip()
+    return "\u2014" + stripped.lstrip("-") if stripped.startswith("---") else line
+
+
 def format_message(subject: str, body: bytes, trailers: PubTrailers, prefix: str) -> bytes:
     """A commit message: subject, optional body paragraph(s), then the trailer block."""
     names = TrailerNames.for_prefix(prefix)
@@ -65,9 +77,11 @@ def format_message(subject: str, body: bytes, trailers: PubTrailers, prefix: str
     for key, value in pairs:
         if not _VALUE_OK.match(value):
             raise ValueError(f"trailer value not in canonical form: {key}: {value!r}")
-    subject_line = " ".join(subject.split()) or "Publish"
+    subject_line = _no_divider(" ".join(subject.split()) or "Publish")
     parts = [subject_line.encode("utf-8") + b"\n"]
     if body.strip():
-        parts.append(body.rstrip(b"\n") + b"\n")
+        text = body.rstrip(b"\n").decode("utf-8", "surrogateescape")
+        safe = "\n".join(_no_divider(line) for line in text.split("\n"))
+        parts.append(safe.encode("utf-8", "surrogateescape") + b"\n")
     parts.append(format_trailers([Trailer(k, v) for k, v in pairs]))
     return b"\n".join(parts)

@@ -1,0 +1,151 @@
+"""Hermetic git fixtures: real git, real repositories, nothing from the user's configuration.
+
+Every test gets its own HOME, no system git config, fixed identities, and a *site*: a working
+repository with a bare remote, one commit pushed, and the remote-tracking branch fetched. Every
+repository a test leaves behind is checked with ``git fsck --strict`` at teardown.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BASE_CONFIG = """\
+remote: origin
+branch: main
+articles: ["posts/**/*.md"]
+node: test-node
+"""
+
+
+def git(cwd: Path, *args: str, input: bytes | None = None, check: bool = True) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True,
+                          check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr.decode()}")
+    return proc.stdout.decode("utf-8", "replace")
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+@dataclass
+class Site:
+    """A working repository ``path`` with a bare ``remote``, as a writer node sees them."""
+
+    path: Path
+    remote: Path
+    env: dict[str, str]
+    repos: list[Path] = field(default_factory=list)
+
+    def git(self, *args: str, input: bytes | None = None, check: bool = True) -> str:
+        return git(self.path, *args, input=input, check=check)
+
+    def write_config(self, extra: str = "") -> None:
+        (self.path / ".gitpub.yaml").write_text(BASE_CONFIG + extra, encoding="utf-8")
+
+    def run(self, *args: str, input: bytes | str | None = None,
+            env: dict[str, str] | None = None, timeout: float = 60) -> Result:
+        """``git pub ARGS`` in a separate process (needed when the process may be killed)."""
+        data = input.encode() if isinstance(input, str) else input
+        proc = subprocess.run(
+            [sys.executable, "-m", "gitpub", "-C", str(self.path), *args],
+            input=data, capture_output=True, env={**self.env, **(env or {})}, timeout=timeout,
+        )
+        return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"),
+                      proc.stderr.decode("utf-8", "replace"))
+
+    def call(self, *args: str, input: bytes | str = b"") -> Result:
+        """``git pub ARGS`` in this process: same code path, no interpreter start-up."""
+        from gitpub.cli import main
+
+        data = input.encode() if isinstance(input, str) else input
+        old = sys.stdin, sys.stdout, sys.stderr
+        out, err = io.StringIO(), io.StringIO()
+        sys.stdin = io.TextIOWrapper(io.BytesIO(data))
+        sys.stdout, sys.stderr = out, err
+        try:
+            code = main(["-C", str(self.path), *args])
+        finally:
+            sys.stdin, sys.stdout, sys.stderr = old
+        return Result(code, out.getvalue(), err.getvalue())
+
+    def job_refs(self) -> dict[str, str]:
+        out = self.git("for-each-ref", "--format=%(refname) %(objectname)", "refs/pub/jobs/")
+        return dict(line.split() for line in out.splitlines())
+
+    def all_objects_text(self) -> bytes:
+        """Every object in the repository, as raw bytes (to look for leaked secrets)."""
+        return subprocess.run(
+            ["git", "cat-file", "--batch-all-objects", "--batch", "--unordered"],
+            cwd=self.path, capture_output=True, check=True).stdout
+
+
+HERMETIC = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "Test Writer",
+    "GIT_AUTHOR_EMAIL": "writer@example.com",
+    "GIT_COMMITTER_NAME": "Test Writer",
+    "GIT_COMMITTER_EMAIL": "writer@example.com",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+    "LC_ALL": "C.UTF-8",
+}
+
+
+@pytest.fixture
+def hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(HERMETIC, HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
+    for k in list(os.environ):
+        if k.startswith(("GIT_", "GITPUB_")):
+            monkeypatch.delenv(k)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+
+
+def make_site(tmp_path: Path, env: dict[str, str], name: str = "site") -> Site:
+    remote = tmp_path / f"{name}-remote.git"
+    path = tmp_path / name
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    git(tmp_path, "init", "-q", "-b", "main", str(path))
+    site = Site(path, remote, env, [path, remote])
+    (path / "posts").mkdir()
+    (path / "posts" / "welcome.md").write_text("# Welcome\n\nThe first post.\n")
+    site.write_config()
+    site.git("add", ".")
+    site.git("commit", "-q", "-m", "Start the site")
+    site.git("remote", "add", "origin", str(remote))
+    site.git("push", "-q", "origin", "main")
+    site.git("fetch", "-q", "origin")
+    return site
+
+
+@pytest.fixture
+def site(tmp_path: Path, hermetic: dict[str, str]) -> Iterator[Site]:
+    s = make_site(tmp_path, hermetic)
+    yield s
+    for repo in s.repos:
+        proc = subprocess.run(["git", "fsck", "--strict", "--no-progress"], cwd=repo,
+                              capture_output=True)
+        assert proc.returncode == 0, f"git fsck --strict failed in {repo}: {proc.stderr!r}"

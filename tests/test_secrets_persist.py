@@ -1,0 +1,56 @@
+"""Promise 7: a secret in an input never reaches a git object or a log; the job goes to REVIEW."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Site
+
+# Built by concatenation so this file does not itself look like a leaked credential.
+GITHUB = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+AWS = "AKIA" + "QWERTYUIOPASDFGH"
+PEM = ("-----BEGIN RSA " + "PRIVATE KEY-----\nMIIEowIBAAKCAQEAxyz0123456789abcdef\n"
+       "-----END RSA " + "PRIVATE KEY-----")
+URL = "https://deploy:" + "hunter2hunter2" + "@git.example.com/site.git"
+PLANTED = {"github": GITHUB, "aws": AWS, "pem": "MIIEowIBAAKCAQEAxyz0123456789abcdef",
+           "url": "hunter2hunter2"}
+
+
+def leaks(site: Site, *texts: str) -> list[str]:
+    blob = site.all_objects_text()
+    found = []
+    for name, value in PLANTED.items():
+        if value.encode() in blob:
+            found.append(f"{name} in git objects")
+        found.extend(f"{name} in output" for t in texts if value in t)
+    return found
+
+
+@pytest.mark.parametrize("secret", [GITHUB, AWS, PEM, URL])
+def test_secret_in_source_goes_to_review_and_is_never_written(site: Site, secret: str) -> None:
+    article = f"# Notes\n\nHow we deploy:\n\n    {secret}\n"
+    r = site.run("prepare", "--key", "leaky", "--to", "posts/leak.md", "-", input=article)
+    assert r.code == 4, r.out + r.err
+    assert "REVIEW" in r.out
+    logs = [site.run("log", r.out.split()[1]), site.run("status", "--all", "--json")]
+    assert not leaks(site, r.out, r.err, *(x.out + x.err for x in logs))
+    assert "secret" in logs[0].out
+
+
+def test_secret_in_key_and_in_gate_output_is_redacted(site: Site, tmp_path: Path) -> None:
+    site.write_config(f"gates:\n  - name: loud\n    run: 'echo token={GITHUB}; exit 1'\n")
+    r = site.run("prepare", "--key", f"key-with-{AWS}", "--to", "posts/a.md", "-",
+                 input="# Fine\n\nNothing secret here.\n")
+    assert r.code == 4, r.err
+    job = r.out.split()[1]
+    logs = site.run("log", job)
+    status = site.run("status", "--json", job)
+    assert not leaks(site, r.out, r.err, logs.out, logs.err, status.out)
+    assert "[REDACTED" in status.out
+
+
+def test_secret_in_error_message_is_redacted(site: Site) -> None:
+    r = site.run("prepare", "--key", "k", "--to", "posts/a.md", f"/nonexistent/{GITHUB}")
+    assert r.code == 2
+    assert GITHUB not in r.err and GITHUB not in r.out
