@@ -108,6 +108,8 @@ def read_sources(
 ) -> tuple[list[str], list[Source]]:
     """Expand ``--to``/SOURCE pairs: ``-`` is stdin, a directory maps below a ``--to`` ending
     in ``/``."""
+    if list(sources).count("-") > 1:
+        raise UsageError("stdin (-) can be only one SOURCE")
     if drafted:
         return list(targets), [_read_one(s) for s in sources]
     if len(targets) != len(sources):

@@ -72,6 +72,8 @@ def target_problems(repo: Repository, tree: str | None, targets: Sequence[Target
         if t.op == "new":
             if entry is not None:
                 problems.append(f"{t.path}: created by someone else since the snapshot")
+            elif tree is not None and (blocker := repo.file_in_the_way(tree, t.path)):
+                problems.append(f"{t.path}: {blocker} is now a file")
         elif entry is None:
             problems.append(f"{t.path}: deleted since the snapshot")
         elif entry.mode == MODE_TREE or content_sha256(repo.blob(entry.sha)) != t.base_sha256:

@@ -158,7 +158,7 @@ def ensure_job(ctx: Context, request: Request) -> tuple[Job, bool]:
 def _create(ctx: Context, request: Request, key: str, job_id: str, request_hash: str) -> Job:
     files = source_files(request)
     findings = [
-        f"{s.label}:{f.line}: possible secret ({f.kind})"
+        sanitize(f"{s.label}:{f.line}: possible secret ({f.kind})")
         for s in request.sources for f in find_secrets(s.data.decode("utf-8", "replace"))
     ]
     now = ctx.clock()
@@ -216,13 +216,16 @@ def _snapshot(ctx: Context, job: Job) -> Job:
     targets = []
     for t in record.targets:
         entry = None if tree is None else ctx.repo.lookup(tree, t.path)
+        blocker = None if tree is None else ctx.repo.file_in_the_way(tree, t.path)
+        problem = (f"{t.path} is a directory in the base" if entry and entry.mode == MODE_TREE
+                   else f"{t.path}: {blocker} is a file in the base" if blocker else None)
+        if problem:
+            return ctx.store.transition(
+                job, record.evolve(state=State.CONFLICT, failure_code="target_blocked",
+                                   failure_detail=problem),
+                phase="snapshot", reason=problem)
         if entry is None:
             targets.append(Target(t.path, "new"))
-        elif entry.mode == MODE_TREE:
-            return ctx.store.transition(
-                job, record.evolve(state=State.CONFLICT, failure_code="target_is_directory",
-                                   failure_detail=f"{t.path} is a directory in {base}"),
-                phase="snapshot", reason=f"{t.path} is a directory in the base")
         else:
             targets.append(Target(t.path, "update", content_sha256(ctx.repo.blob(entry.sha))))
     entries: dict[str, Entry | None] = {}
@@ -272,7 +275,9 @@ def _draft(ctx: Context, job: Job, command: Command) -> Job:
         result = steps.run(command, scratch, stdin=source, env=env, declared=declared)
     crash_point("prepare.draft-ran")
     if not result.ok:
-        code = "temp_file_leak" if result.stray else "draft_failed"
+        code = ("draft_failed" if not result.stray
+                else "input_modified" if any(p.endswith(")") for p in result.stray)
+                else "temp_file_leak")
         return _to_review(ctx, job, "draft", code, [f"draft: {result.describe()}"])
     missing = sorted(declared - set(result.outputs))
     if missing:
@@ -307,7 +312,7 @@ def _judge(ctx: Context, job: Job, command: Command) -> Job:
     crash_point("prepare.judge-ran")
     answer = result.stdout.decode("utf-8", "replace").strip()
     if not result.ok or answer not in ("SKIP", "KEEP"):
-        why = result.describe() if not result.ok else f"answered {answer[:80]!r}"
+        why = result.describe() if not result.ok else f"answered {sanitize(answer)[:80]!r}"
         return _to_review(ctx, job, "judge", "judge_undecided",
                           [f"judge: {why} (expected SKIP or KEEP)"])
     if answer == "SKIP":

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from dulwich.errors import NotGitRepository
+from dulwich.errors import NotGitRepository, NotTreeError
 from dulwich.file import FileLocked
 from dulwich.object_store import tree_lookup_path
 from dulwich.objects import ZERO_SHA, Blob, Commit, ObjectID, ShaFile, Tree
@@ -241,9 +241,22 @@ class Repository:
             mode, sha = tree_lookup_path(
                 self._repo.object_store.__getitem__, _b(tree), path.encode("utf-8")
             )
-        except (KeyError, NotADirectoryError):
+        except (KeyError, NotADirectoryError, NotTreeError):
             return None
         return Entry(mode, _s(sha))
+
+    def file_in_the_way(self, tree: str, path: str) -> str | None:
+        """The first proper parent directory of ``path`` that is not a directory in ``tree``
+        (a file or a symlink stands where a directory would have to be), or None."""
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            parent = "/".join(parts[:i])
+            entry = self.lookup(tree, parent)
+            if entry is None:
+                return None
+            if entry.mode != MODE_TREE:
+                return parent
+        return None
 
     def walk_files(self, tree: str, prefix: str = "") -> Iterator[tuple[str, Entry]]:
         """Every non-tree entry below ``tree``, depth first, with its full path."""

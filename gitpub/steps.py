@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitpub.config import Command
-from gitpub.sanitize import sanitize
+from gitpub.sanitize import sanitize, sanitize_bytes
 
 OUTPUT_LIMIT = 64 * 1024
 
@@ -85,7 +85,11 @@ class Scratch:
         """(stray paths, declared outputs found) after a step ran."""
         stray: list[str] = []
         outputs: dict[str, tuple[int, bytes]] = {}
-        for dirpath, _dirs, files in os.walk(self.path):
+        for dirpath, dirs, files in os.walk(self.path):
+            # os.walk lists a symlink to a directory among the directories and does not enter
+            # it: report it here, or `ln -s / tmp/x` would pass unseen.
+            stray.extend((Path(dirpath) / d).relative_to(self.path).as_posix()
+                         for d in dirs if (Path(dirpath) / d).is_symlink())
             for name in files:
                 full = Path(dirpath) / name
                 rel = full.relative_to(self.path).as_posix()
@@ -100,8 +104,9 @@ class Scratch:
                 else:
                     stray.append(rel)
         for rel in self.inputs:
-            if not (self.path / rel).exists():
-                stray.append(f"{rel} (deleted)")
+            full = self.path / rel
+            if full.is_symlink() or not full.is_file():
+                stray.append(f"{rel} (deleted or replaced)")
         return tuple(sorted(stray)), outputs
 
 
@@ -135,12 +140,18 @@ def run(
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         out, err = proc.communicate()
-        return StepResult(None, out[:OUTPUT_LIMIT], err[:OUTPUT_LIMIT], timed_out=True)
+        return StepResult(None, _clip(out), _clip(err), timed_out=True)
     finally:
         _kill_group(proc)
     stray, outputs = scratch.guard(declared)
-    return StepResult(proc.returncode, out[:OUTPUT_LIMIT], err[:OUTPUT_LIMIT],
-                      stray=stray, outputs=outputs)
+    return StepResult(proc.returncode, _clip(out), _clip(err), stray=stray, outputs=outputs)
+
+
+def _clip(output: bytes) -> bytes:
+    """A step's output as we keep it: sanitized *first*, then cut (a secret cut in half would
+    no longer be recognised), keeping the end, where errors are."""
+    clean = sanitize_bytes(output)
+    return clean[-OUTPUT_LIMIT:] if len(clean) > OUTPUT_LIMIT else clean
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 from conftest import Site
 
@@ -25,6 +26,11 @@ def spawn(site: Site, key: str, content: str) -> subprocess.Popen[bytes]:
     return proc
 
 
+def read(stream: IO[bytes] | None) -> bytes:
+    assert stream is not None
+    return stream.read()
+
+
 def history(site: Site, job_id: str) -> list[dict[str, object]]:
     r = site.call("log", "--json", job_id)
     assert r.code == 0, r.err
@@ -34,7 +40,7 @@ def history(site: Site, job_id: str) -> list[dict[str, object]]:
 
 def test_racing_processes_on_one_key_get_one_job(site: Site) -> None:
     procs = [spawn(site, "race-key", ARTICLE) for _ in range(6)]
-    results = [(p.wait(60), *p.communicate()) for p in procs]
+    results = [(p.wait(60), read(p.stdout), read(p.stderr)) for p in procs]
     assert all(code == 0 for code, _, _ in results), [(c, e) for c, _, e in results if c]
     ids = {json.loads(out)["job_id"] for _, out, _ in results}
     assert ids == {job_id_for_key("race-key")}
