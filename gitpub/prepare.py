@@ -40,6 +40,8 @@ from gitpub.states import State
 from gitpub.store import Job, JobStore, job_id_for_key
 
 REQUEST_VERSION = 1
+#: How long ``prepare`` waits for another process already preparing the same job.
+PREPARE_WAIT = 120.0
 
 
 @dataclass(frozen=True)
@@ -184,18 +186,35 @@ def _create(ctx: Context, request: Request, key: str, job_id: str, request_hash:
 
 # -- driving the job -----------------------------------------------------------------------
 
-def drive(ctx: Context, job: Job) -> Job:
-    """Run the job forward through every local phase, until it rests."""
+def drive(ctx: Context, job: Job, *, wait: float = 0.0) -> Job:
+    """Run the job forward through every local phase, until it rests.
+
+    Work happens under the job's lease. When another live process holds it, wait up to
+    ``wait`` seconds for it to finish (``prepare`` waits: the caller wants the job's outcome),
+    then return the job as it stands (``reconcile`` does not wait: it has other jobs to do).
+    """
+    deadline = time.monotonic() + wait
     while True:
         handler = _HANDLERS.get(job.state)
         if handler is None:
             return job
+        leased = ctx.store.acquire(job)
+        if leased is None:
+            if time.monotonic() >= deadline:
+                return job
+            time.sleep(0.05)
+            job = reload(ctx.store, job)
+            continue
         try:
-            job = handler(ctx, job)
+            job = handler(ctx, leased)
         except LostRace:
-            reloaded = ctx.store.load(job.job_id)
-            assert reloaded is not None, "a job's ref never disappears under us"
-            job = reloaded
+            job = reload(ctx.store, job)
+
+
+def reload(store: JobStore, job: Job) -> Job:
+    fresh = store.load(job.job_id)
+    assert fresh is not None, "a job's ref never disappears under us"
+    return fresh
 
 
 def _to_review(ctx: Context, job: Job, phase: str, code: str, problems: Sequence[str]) -> Job:
@@ -393,4 +412,4 @@ _HANDLERS: dict[State, Callable[[Context, Job], Job]] = {
 def prepare(ctx: Context, request: Request) -> tuple[Job, bool]:
     """Create or find the job for ``request`` and drive it as far as it goes locally."""
     job, created = ensure_job(ctx, request)
-    return drive(ctx, job), created
+    return drive(ctx, job, wait=PREPARE_WAIT), created

@@ -34,6 +34,11 @@ TERMINAL = frozenset({S.PUBLISHED, S.SKIPPED})
 NEEDS_PERSON = frozenset({S.REVIEW, S.CONFLICT})
 #: States in which a job is done as far as automation goes (FAILED is still probed cheaply).
 SETTLED = TERMINAL | NEEDS_PERSON | {S.FAILED}
+#: States in which nobody works on the job until the next run: entering one releases the lease.
+RESTING = SETTLED | {S.LOCAL_COMMITTED, S.RETRY_WAIT}
+#: States the local pipeline (prepare) moves a job out of.
+LOCAL = frozenset({S.RECEIVED, S.PREPARING, S.READY_TO_COMMIT, S.LOCAL_COMMITTING,
+                   S.RECOVERING})
 
 ALLOWED: dict[State, frozenset[State]] = {
     S.RECEIVED: frozenset({S.PREPARING, S.REVIEW, S.CONFLICT}),
@@ -42,14 +47,18 @@ ALLOWED: dict[State, frozenset[State]] = {
     S.LOCAL_COMMITTING: frozenset({S.LOCAL_COMMITTED, S.RECOVERING, S.CONFLICT}),
     S.RECOVERING: frozenset({S.LOCAL_COMMITTED, S.LOCAL_COMMITTING, S.REVIEW}),
     S.LOCAL_COMMITTED: frozenset(
-        {S.PUSHING, S.RECHECK_CANDIDATES, S.CONFLICT, S.PUBLISHED, S.REVIEW, S.SKIPPED}
+        {S.PUSHING, S.RECHECK_CANDIDATES, S.CONFLICT, S.PUBLISHED, S.REVIEW, S.SKIPPED,
+         S.RETRY_WAIT}
     ),
     S.RECHECK_CANDIDATES: frozenset({S.SKIPPED, S.LOCAL_COMMITTED, S.CONFLICT, S.REVIEW}),
     S.PUSHING: frozenset(
-        {S.PUBLISHED, S.RETRY_WAIT, S.CONFLICT, S.LOCAL_COMMITTED, S.RECHECK_CANDIDATES}
+        {S.PUBLISHED, S.RETRY_WAIT, S.CONFLICT, S.LOCAL_COMMITTED, S.RECHECK_CANDIDATES,
+         S.FAILED}
     ),
-    S.RETRY_WAIT: frozenset({S.PUSHING, S.FAILED, S.PUBLISHED, S.LOCAL_COMMITTED, S.CONFLICT}),
-    S.FAILED: frozenset({S.PUBLISHED, S.RECEIVED, S.SKIPPED}),
+    S.RETRY_WAIT: frozenset(
+        {S.PUSHING, S.FAILED, S.PUBLISHED, S.LOCAL_COMMITTED, S.CONFLICT, S.RECHECK_CANDIDATES}
+    ),
+    S.FAILED: frozenset({S.PUBLISHED, S.LOCAL_COMMITTED, S.RECEIVED, S.SKIPPED}),
     S.REVIEW: frozenset({S.RECEIVED, S.SKIPPED}),
     S.CONFLICT: frozenset({S.RECEIVED, S.SKIPPED}),
     S.PUBLISHED: frozenset(),

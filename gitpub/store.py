@@ -28,10 +28,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gitpub.errors import CorruptStateError, LostRace
+from gitpub.lease import Worker, held_by_other
 from gitpub.record import JobRecord, RecordError, parse_record
 from gitpub.repo import MODE_FILE, CommitInfo, Entry, Repository
 from gitpub.sanitize import sanitize
-from gitpub.states import State, check_transition
+from gitpub.states import RESTING, State, check_transition
 
 JOBS_PREFIX = "refs/pub/jobs/"
 _JOB_NAMESPACE = uuid.UUID("6f1c2f0e-5b1e-4c55-9a43-3c8f9d0e7a21")
@@ -71,8 +72,15 @@ class Event:
 
 
 class JobStore:
-    def __init__(self, repo: Repository) -> None:
+    """Jobs in one repository, written on behalf of one ``worker`` (lease holder).
+
+    Every write renews the worker's lease on the job, and a write into a resting state releases
+    it (see ``lease``).
+    """
+
+    def __init__(self, repo: Repository, worker: Worker | None = None) -> None:
         self.repo = repo
+        self.worker = worker or Worker.current()
 
     @staticmethod
     def ref_name(job_id: str) -> str:
@@ -146,6 +154,26 @@ class JobStore:
             subject = info.message.split(b"\n", 1)[0].decode("utf-8", "replace")
             return Event(info.sha, info.commit_time, None, "?", "", subject)
 
+    # -- leases ----------------------------------------------------------------------------
+
+    def held_by_other(self, job: Job) -> bool:
+        return held_by_other(job.record.lease, self.worker)
+
+    def acquire(self, job: Job) -> Job | None:
+        """``job`` with our lease on it, or None when another live worker holds it (or took it
+        while we tried): then leave the job alone."""
+        if self.worker.holds(job.record.lease):
+            return job
+        if self.held_by_other(job):
+            return None
+        old = job.record.lease
+        reason = ("lease taken" if old is None
+                  else f"lease of {old.owner} taken over (expired or owner gone)")
+        try:
+            return self._write(job, job.record, {}, {}, (), "lease", reason, keep_lease=True)
+        except LostRace:
+            return None
+
     # -- writing ---------------------------------------------------------------------------
 
     def create(self, record: JobRecord, files: Mapping[str, bytes], reason: str) -> Job:
@@ -165,7 +193,8 @@ class JobStore:
     ) -> Job:
         """Advance ``job`` to ``record`` by one compare-and-swap; ``LostRace`` if it moved."""
         check_transition(job.state, record.state)
-        return self._write(job, record, files or {}, entries or {}, keep_alive, phase, reason)
+        return self._write(job, record, files or {}, entries or {}, keep_alive, phase, reason,
+                           keep_lease=record.state not in RESTING)
 
     def _write(
         self,
@@ -176,9 +205,12 @@ class JobStore:
         keep_alive: Sequence[str],
         phase: str,
         reason: str,
+        *,
+        keep_lease: bool = True,
     ) -> Job:
         now = time.time()
-        record = record.evolve(updated_at=now)
+        record = record.evolve(updated_at=now,
+                               lease=self.worker.lease(now) if keep_lease else None)
         changes: dict[str, Entry | None] = dict(entries)
         for path, data in files.items():
             changes[path] = Entry(MODE_FILE, self.repo.write_blob(data))
