@@ -6,6 +6,7 @@ every command speaks both human and ``--json``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -13,14 +14,17 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from gitpub.config import CONFIG_FILE, Config, default_config_text, load_config
-from gitpub.errors import EXIT_ERROR, EXIT_OK, CorruptStateError, UsageError
+from gitpub.delivery import DELIVERABLE, Deliverer, remote_for
+from gitpub.errors import EXIT_ERROR, EXIT_OK, CorruptStateError, GitpubError, UsageError
 from gitpub.prepare import Context, Request, Source, prepare
+from gitpub.remote import RemoteError
 from gitpub.repo import Repository
+from gitpub.resolve import resolve
 from gitpub.sanitize import sanitize
-from gitpub.states import TERMINAL, exit_code_for
+from gitpub.states import LOCAL, TERMINAL, State, exit_code_for
 from gitpub.store import Job, JobStore
 
 
@@ -203,3 +207,94 @@ def cmd_init(where: Path, out: Output) -> int:
     out.emit({"config": str(path), "created": created},
              f"{'wrote' if created else 'kept existing'} {path}")
     return EXIT_OK
+
+
+# -- delivery ------------------------------------------------------------------------------
+
+def _job_line(job: Job, note: str | None = None) -> str:
+    line = f"{job.job_id[:13]}  {job.state.value:<18} {', '.join(job.record.target_paths)}"
+    if job.record.failure_detail and job.state not in TERMINAL:
+        line += f"\n    {job.record.failure_code}: {job.record.failure_detail}"
+    if job.state == State.PUBLISHED and job.record.remote_commit:
+        line += f"\n    remote commit {job.record.remote_commit}"
+    if note:
+        line += f"\n    {note}"
+    return line
+
+
+def _report_jobs(out: Output, jobs: list[Job], errors: list[str],
+                 notes: dict[str, str], empty: str) -> int:
+    rows = [j.record.public() | ({"note": notes[j.job_id]} if j.job_id in notes else {})
+            for j in jobs]
+    human = [_job_line(j, notes.get(j.job_id)) for j in jobs] or [empty]
+    human += [f"error: {e}" for e in errors]
+    out.emit({"jobs": rows, "errors": errors}, "\n".join(human))
+    if errors:
+        return EXIT_ERROR
+    return aggregate_exit([j.state for j in jobs])
+
+
+def aggregate_exit(states: Sequence[State]) -> int:
+    """4 if any job needs a person, else 5 if any is not confirmed yet, else 0."""
+    codes = [exit_code_for(s) for s in states]
+    return 4 if 4 in codes else 5 if 5 in codes else EXIT_OK
+
+
+def _deliver_all(ctx: Context, jobs: Sequence[Job], deliverer: Deliverer,
+                 errors: list[str]) -> list[Job]:
+    done = []
+    for job in jobs:
+        try:
+            done.append(deliverer.deliver(job))
+        except GitpubError as e:  # one bad job must not stop the others
+            errors.append(f"job {job.job_id}: {sanitize(e.message)}")
+    return done
+
+
+def cmd_push(where: Path, out: Output, job_refs: Sequence[str]) -> int:
+    with open_context(where, out) as ctx:
+        deliverer = Deliverer(ctx, remote_for(ctx), now_please=bool(job_refs))
+        errors: list[str] = []
+        if job_refs:
+            jobs = [resolve_job(ctx.store, ref) for ref in job_refs]
+        else:
+            jobs = []
+            for item in ctx.store.iter_jobs():
+                if isinstance(item, CorruptStateError):
+                    errors.append(item.message)
+                elif item.state in DELIVERABLE or item.state in LOCAL:
+                    jobs.append(item)
+            jobs.sort(key=lambda j: j.record.created_at)
+        done = _deliver_all(ctx, jobs, deliverer, errors)
+    return _report_jobs(out, done, errors, deliverer.notes, "nothing to deliver")
+
+
+def cmd_reconcile(where: Path, out: Output) -> int:
+    """Recover every unfinished job: local phases, unknown push outcomes, expired leases,
+    due retries, probes of FAILED jobs. Goes on past a bad job."""
+    with open_context(where, out) as ctx:
+        deliverer = Deliverer(ctx, remote_for(ctx))
+        errors: list[str] = []
+        jobs: list[Job] = []
+        for item in ctx.store.iter_jobs():
+            if isinstance(item, CorruptStateError):
+                errors.append(item.message)
+            elif item.state not in TERMINAL:
+                jobs.append(item)
+        jobs.sort(key=lambda j: j.record.created_at)
+        done = _deliver_all(ctx, jobs, deliverer, errors)
+    return _report_jobs(out, done, errors, deliverer.notes, "nothing to reconcile")
+
+
+def cmd_resolve(where: Path, out: Output, job_ref: str, action: Literal["retry", "abandon"]
+                ) -> int:
+    with open_context(where, out) as ctx:
+        job = resolve(ctx.store, resolve_job(ctx.store, job_ref), action)
+        deliverer = Deliverer(ctx, remote_for(ctx), now_please=True)
+        errors: list[str] = []
+        if action == "retry":
+            if job.state == State.RECEIVED:
+                with contextlib.suppress(RemoteError):
+                    deliverer.remote.fetch()  # re-snapshot against the current remote
+            job = _deliver_all(ctx, [job], deliverer, errors)[0] if not errors else job
+    return _report_jobs(out, [job], errors, deliverer.notes, "")

@@ -115,6 +115,38 @@ def log(ctx: click.Context, job: str) -> None:
 
 
 @cli.command()
+@click.argument("jobs", nargs=-1, metavar="[JOB]...")
+@_common
+@click.pass_context
+def push(ctx: click.Context, jobs: tuple[str, ...]) -> None:
+    """Deliver the given jobs, or every deliverable job: fetch, re-check, rebase, push,
+    confirm."""
+    ctx.exit(app.cmd_push(_where(ctx), _out(ctx), jobs))
+
+
+@cli.command()
+@_common
+@click.pass_context
+def reconcile(ctx: click.Context) -> None:
+    """Recover every unfinished job after a crash (safe to run at any time)."""
+    ctx.exit(app.cmd_reconcile(_where(ctx), _out(ctx)))
+
+
+@cli.command()
+@click.argument("job")
+@click.option("--retry", "action", flag_value="retry", help="Run the job again.")
+@click.option("--abandon", "action", flag_value="abandon", help="Give the job up.")
+@_common
+@click.pass_context
+def resolve(ctx: click.Context, job: str, action: str | None) -> None:
+    """The way out of REVIEW, CONFLICT and FAILED."""
+    if action not in ("retry", "abandon"):
+        raise click.UsageError("give --retry or --abandon")
+    ctx.exit(app.cmd_resolve(_where(ctx), _out(ctx), job,
+                             "retry" if action == "retry" else "abandon"))
+
+
+@cli.command()
 @click.option("--keep", is_flag=True, help="Keep the demo directory.")
 @_common
 @click.pass_context

@@ -24,6 +24,12 @@ CRASH_POINTS: tuple[str, ...] = (
     "commit.committing-recorded",
     "commit.objects-written",
     "commit.committed-recorded",
+    "delivery.fetched",
+    "delivery.recheck-ran",
+    "delivery.pushing-recorded",
+    "delivery.pushed",
+    "delivery.published-recorded",
+    "delivery.retry-recorded",
 )
 
 _counts: dict[str, int] = {}

@@ -1,7 +1,8 @@
 """``git pub demo``: the whole flow on a throwaway repository, as a user would type it.
 
 It creates a site repository with a local bare remote in a temporary directory, prepares an
-article, shows the job and its event history, and removes everything unless ``--keep``.
+article, publishes it to the remote, shows the job and its event history and the published
+commit on the remote, and removes everything unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -66,10 +67,15 @@ def run_demo(keep: bool = False) -> int:
                  stdin=ARTICLE),
             _pub(site, "prepare", "--key", "demo-hello", "--to", "posts/hello.md", "-",
                  stdin=ARTICLE),
+            _pub(site, "push"),
             _pub(site, "status", "--all"),
             _pub(site, "log", _job_id("demo-hello")),
         ]
         print("\n(the second prepare found the same job: same key, same content)")
+        print("\n$ git log --format='%h %s%n%(trailers:key=Blog-Job-Id)' -1 origin/main "
+              "(in the bare remote)")
+        subprocess.run(["git", "log", "-1", "--format=%h %s%n%(trailers:key=Blog-Job-Id)",
+                        "main"], cwd=remote, check=True)
         return 0 if all(c == 0 for c in codes) else 1
     finally:
         os.environ.clear()

@@ -16,21 +16,18 @@ verifying the artifacts against the manifest, else sends the job to REVIEW.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gitpub import trailers
 from gitpub.crashpoints import crash_point
 from gitpub.gates import title_of
+from gitpub.history import find_job_commit
 from gitpub.manifest import Manifest, ManifestError, content_sha256
 from gitpub.record import JobRecord, Target
 from gitpub.repo import MODE_TREE, Entry, Identity, Repository
 from gitpub.states import State
 from gitpub.store import Job, JobStore
-
-#: How far back (seconds before the base commit's time) a trailer search may look, to bound
-#: walks down side branches of merges that never meet the base.
-CLOCK_SLACK = 7 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -161,46 +158,3 @@ def recover(store: JobStore, job: Job, prefix: str, search_tips: Sequence[str]) 
     job = store.transition(job, job.record.evolve(state=State.LOCAL_COMMITTING),
                            phase="recover", reason="artifacts intact; rebuilding the commit")
     return _finish(store, job, prefix)
-
-
-def find_job_commit(
-    repo: Repository, tips: Sequence[str], record: JobRecord, prefix: str
-) -> str | None:
-    """A commit reachable from ``tips`` and newer than the job's base that carries both the
-    job's id and manifest hash; None if there is none."""
-    if record.manifest_sha256 is None:
-        return None
-    for info_sha, message in walk_since(repo, tips, record.base_commit):
-        proof = trailers.read_pub_trailers(message, prefix)
-        if (proof is not None and proof.job_id == record.job_id
-                and proof.manifest_sha256 == record.manifest_sha256):
-            return info_sha
-    return None
-
-
-def walk_since(
-    repo: Repository, tips: Sequence[str], base: str | None
-) -> Iterator[tuple[str, bytes]]:
-    """(sha, message) of the commits reachable from ``tips`` but not beyond ``base``.
-
-    A bounded walk: it stops at ``base``, and on side branches that never meet it, at commits
-    older than the base by more than ``CLOCK_SLACK``. Work follows the commits since the base,
-    not the length of the history.
-    """
-    floor = None
-    if base is not None and repo.has_object(base):
-        floor = repo.commit(base).commit_time - CLOCK_SLACK
-    seen: set[str] = set() if base is None else {base}
-    stack = [t for t in tips if t not in seen]
-    while stack:
-        sha = stack.pop()
-        if sha in seen:
-            continue
-        seen.add(sha)
-        if not repo.has_object(sha):
-            continue
-        info = repo.commit(sha)
-        yield sha, info.message
-        if floor is not None and info.commit_time < floor:
-            continue
-        stack.extend(p for p in info.parents if p not in seen)

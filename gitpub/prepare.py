@@ -217,7 +217,7 @@ def reload(store: JobStore, job: Job) -> Job:
     return fresh
 
 
-def _to_review(ctx: Context, job: Job, phase: str, code: str, problems: Sequence[str]) -> Job:
+def to_review(ctx: Context, job: Job, phase: str, code: str, problems: Sequence[str]) -> Job:
     detail = sanitize("; ".join(problems))
     return ctx.store.transition(
         job, job.record.evolve(state=State.REVIEW, failure_code=code, failure_detail=detail),
@@ -227,7 +227,7 @@ def _to_review(ctx: Context, job: Job, phase: str, code: str, problems: Sequence
 def _snapshot(ctx: Context, job: Job) -> Job:
     record = job.record
     if "source-scan" in record.phases:
-        return _to_review(ctx, job, "source-scan", "secret_in_source",
+        return to_review(ctx, job, "source-scan", "secret_in_source",
                           [record.phases["source-scan"]])
     base_ref = ctx.base_ref()
     base = None if base_ref is None else ctx.repo.read_ref(base_ref)
@@ -297,15 +297,15 @@ def _draft(ctx: Context, job: Job, command: Command) -> Job:
         code = ("draft_failed" if not result.stray
                 else "input_modified" if any(p.endswith(")") for p in result.stray)
                 else "temp_file_leak")
-        return _to_review(ctx, job, "draft", code, [f"draft: {result.describe()}"])
+        return to_review(ctx, job, "draft", code, [f"draft: {result.describe()}"])
     missing = sorted(declared - set(result.outputs))
     if missing:
-        return _to_review(ctx, job, "draft", "draft_incomplete",
+        return to_review(ctx, job, "draft", "draft_incomplete",
                           [f"draft did not write {', '.join(missing)}"])
     files = {p: d for p, (_m, d) in result.outputs.items()}
     secrets = gates.secret_problems(files)
     if secrets:  # the drafted text is *not* stored: only where the secrets are
-        return _to_review(ctx, job, "draft", "secret_in_content", secrets)
+        return to_review(ctx, job, "draft", "secret_in_content", secrets)
     entries: dict[str, Entry | None] = {
         f"artifacts/{p}": Entry(mode, ctx.repo.write_blob(data))
         for p, (mode, data) in result.outputs.items()
@@ -317,24 +317,37 @@ def _draft(ctx: Context, job: Job, command: Command) -> Job:
     return job
 
 
-def _judge(ctx: Context, job: Job, command: Command) -> Job:
+def run_judge(ctx: Context, job: Job, command: Command,
+              extra: dict[str, object] | None = None) -> tuple[str | None, str]:
+    """Ask the dedup judge: ("SKIP" | "KEEP", "") or (None, why it gave no valid answer).
+
+    The contract is strict and fails closed: exactly SKIP or KEEP on stdout and exit 0;
+    anything else — another word, a crash, a timeout, a stray file — is no answer.
+    """
     files = _artifact_files(ctx, job)
     payload = json.dumps({
         "job_id": job.job_id,
         "base_commit": job.record.base_commit,
         "candidates": [{"path": p, "content": d.decode("utf-8", "replace")}
                        for p, d in sorted(files.items())],
+        **(extra or {}),
     }, ensure_ascii=False).encode()
     ctx.progress(f"judge: running {command.name}")
     with _scratch(ctx, job, "judge") as scratch:
         result = steps.run(command, scratch, stdin=payload, env=_phase_env(ctx, job))
-    crash_point("prepare.judge-ran")
     answer = result.stdout.decode("utf-8", "replace").strip()
-    if not result.ok or answer not in ("SKIP", "KEEP"):
-        why = result.describe() if not result.ok else f"answered {sanitize(answer)[:80]!r}"
-        return _to_review(ctx, job, "judge", "judge_undecided",
-                          [f"judge: {why} (expected SKIP or KEEP)"])
-    if answer == "SKIP":
+    if result.ok and answer in ("SKIP", "KEEP"):
+        return answer, ""
+    why = result.describe() if not result.ok else f"answered {sanitize(answer)[:80]!r}"
+    return None, f"judge: {why} (expected SKIP or KEEP)"
+
+
+def _judge(ctx: Context, job: Job, command: Command) -> Job:
+    verdict, problem = run_judge(ctx, job, command)
+    crash_point("prepare.judge-ran")
+    if verdict is None:
+        return to_review(ctx, job, "judge", "judge_undecided", [problem])
+    if verdict == "SKIP":
         skipped = job.record.evolve(state=State.SKIPPED,
                                     phases=job.record.phases | {"judge": "SKIP"})
         return ctx.store.transition(job, skipped, phase="judge",
@@ -350,7 +363,7 @@ def _gates(ctx: Context, job: Job) -> Job:
     files = _artifact_files(ctx, job)
     problems = gates.secret_problems(files)
     if problems:
-        return _to_review(ctx, job, "gates", "secret_in_content", problems)
+        return to_review(ctx, job, "gates", "secret_in_content", problems)
     problems = gates.text_problems(files)
     for command in ctx.config.gates:
         ctx.progress(f"gate: running {command.name}")
@@ -364,7 +377,7 @@ def _gates(ctx: Context, job: Job) -> Job:
             problems.append(f"gate {command.name}: {result.describe()}")
     crash_point("prepare.gates-ran")
     if problems:
-        return _to_review(ctx, job, "gates", "gate_failed", problems)
+        return to_review(ctx, job, "gates", "gate_failed", problems)
     tree = ctx.store.subtree(job, "artifacts")
     modes = {p: e.mode for p, e in ctx.repo.walk_files(tree)} if tree else {}
     manifest = Manifest.build((p, modes[p], d) for p, d in files.items())
@@ -384,7 +397,7 @@ def _preparing(ctx: Context, job: Job) -> Job:
     phases, config = job.record.phases, ctx.config
     if "draft" not in phases:
         if config.draft is None:
-            return _to_review(ctx, job, "draft", "draft_unconfigured",
+            return to_review(ctx, job, "draft", "draft_unconfigured",
                               ["the job needs a draft command but none is configured"])
         return _draft(ctx, job, config.draft)
     if config.judge is not None and "judge" not in phases:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotGitRepository, NotTreeError
 from dulwich.file import FileLocked
 from dulwich.object_store import tree_lookup_path
@@ -278,6 +279,20 @@ class Repository:
             message=bytes(obj.message),
             commit_time=int(obj.commit_time),
         )
+
+    def changed_paths(self, old_tree: str | None, new_tree: str) -> list[tuple[str, str | None]]:
+        """(path, new blob id or None if deleted) for every file that differs between two
+        trees. Identical subtrees are skipped by id, so the cost follows the change."""
+        changes = tree_changes(self._repo.object_store, None if old_tree is None else _b(old_tree),
+                               _b(new_tree))
+        out: list[tuple[str, str | None]] = []
+        for change in changes:
+            new, old = change.new, change.old
+            if new is not None and new.path is not None and new.sha is not None:
+                out.append((new.path.decode("utf-8", "surrogateescape"), _s(new.sha)))
+            elif old is not None and old.path is not None:
+                out.append((old.path.decode("utf-8", "surrogateescape"), None))
+        return out
 
     # -- writing objects -------------------------------------------------------------------
 

@@ -190,11 +190,18 @@ class JobStore:
         files: Mapping[str, bytes] | None = None,
         entries: Mapping[str, Entry | None] | None = None,
         keep_alive: Sequence[str] = (),
+        keep_lease: bool | None = None,
     ) -> Job:
-        """Advance ``job`` to ``record`` by one compare-and-swap; ``LostRace`` if it moved."""
+        """Advance ``job`` to ``record`` by one compare-and-swap; ``LostRace`` if it moved.
+
+        The lease is renewed, or released when the job comes to rest (``keep_lease`` overrides:
+        a worker that goes on with the job at once keeps it).
+        """
         check_transition(job.state, record.state)
+        if keep_lease is None:
+            keep_lease = record.state not in RESTING
         return self._write(job, record, files or {}, entries or {}, keep_alive, phase, reason,
-                           keep_lease=record.state not in RESTING)
+                           keep_lease=keep_lease)
 
     def _write(
         self,

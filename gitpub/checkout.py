@@ -1,0 +1,43 @@
+"""The live checkout: bring the user's branch and working tree up to what was published.
+
+Only ever a fast-forward, and only when it is safe: the local branch must be an ancestor of the
+published commit, and if it is checked out, git's own ``merge --ff-only`` must agree (it refuses
+when local changes touch the paths being updated — exactly "clean for the touched paths").
+Anything else is left alone, and we say so.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from gitpub.repo import Repository
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False,
+                          stdin=subprocess.DEVNULL, timeout=120)
+
+
+def fast_forward_local(repo: Repository, branch: str, published: str) -> str:
+    """Fast-forward ``branch`` (and the working tree, if it is checked out) to ``published``;
+    returns a one-line account of what was done or why not."""
+    ref = f"refs/heads/{branch}"
+    local = repo.read_ref(ref)
+    cwd = repo.work_tree or repo.common_dir
+    if local is None:
+        return f"no local branch {branch}: nothing to update"
+    if local == published:
+        return f"local {branch} is already at the published commit"
+    if _git(cwd, "merge-base", "--is-ancestor", local, published).returncode != 0:
+        return f"local {branch} has commits the remote does not: left alone"
+    head = _git(cwd, "symbolic-ref", "-q", "HEAD").stdout.decode().strip()
+    if repo.work_tree is None or head != ref:
+        if repo.cas_ref(ref, local, published, "gitpub: fast-forward to published commit"):
+            return f"local {branch} fast-forwarded (not checked out)"
+        return f"local {branch} moved meanwhile: left alone"
+    proc = _git(repo.work_tree, "merge", "--ff-only", "--quiet", published)
+    if proc.returncode == 0:
+        return f"local {branch} and working tree fast-forwarded"
+    return (f"local {branch} left alone: local changes touch the published paths "
+            "(run `git merge --ff-only` when they are committed or stashed)")
