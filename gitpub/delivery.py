@@ -52,7 +52,9 @@ MAX_REBASE_ROUNDS = 8
 FAILED_PROBE_INTERVAL = 3600.0
 DELIVERABLE = frozenset({S.LOCAL_COMMITTED, S.RECHECK_CANDIDATES, S.PUSHING, S.RETRY_WAIT,
                          S.FAILED})
-_RACE_WORDS = ("non-fast-forward", "fetch first", "stale info", "cannot lock ref")
+#: Rejections that mean "the remote branch moved under us" (another writer won the race).
+_RACE_WORDS = ("non-fast-forward", "fetch first", "stale info", "cannot lock ref",
+               "failed to update ref", "failed to lock")
 
 
 @contextlib.contextmanager

@@ -1,0 +1,243 @@
+"""Delivery against real remotes: bare repositories and git daemon behind a faulty proxy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import Site, git
+from netfaults import DropReplyProxy, GitDaemon
+
+from gitpub.lease import Worker
+from gitpub.record import Lease
+from gitpub.repo import Repository
+from gitpub.states import State
+from gitpub.store import JobStore, job_id_for_key
+
+
+def article(n: int | str) -> str:
+    return f"---\ntitle: Post {n}\n---\n\n# Post {n}\n\nText {n}.\n"
+
+
+def prepare(site: Site, key: str, path: str, text: str) -> dict[str, object]:
+    r = site.call("prepare", "--json", "--key", key, "--to", path, "-", input=text)
+    assert r.code == 0, r.err
+    data: dict[str, object] = r.json()
+    return data
+
+
+def remote_job_ids(site: Site) -> list[str]:
+    out = git(site.remote, "log", "--format=%(trailers:key=Blog-Job-Id,valueonly)", "main")
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def other_writer(tmp_path: Path, site: Site, name: str = "other") -> Path:
+    """A second clone of the same remote, as another person or node would have."""
+    path = tmp_path / name
+    git(tmp_path, "clone", "-q", str(site.remote), str(path))
+    site.repos.append(path)
+    return path
+
+
+def commit_file(repo: Path, path: str, text: str, message: str = "hand edit") -> str:
+    (repo / path).parent.mkdir(parents=True, exist_ok=True)
+    (repo / path).write_text(text)
+    git(repo, "add", path)
+    git(repo, "commit", "-q", "-m", message)
+    git(repo, "push", "-q", "origin", "HEAD:main")
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_prepare_push_publishes_once(site: Site) -> None:
+    data = prepare(site, "k1", "posts/one.md", article(1))
+    r = site.call("push", "--json")
+    assert r.code == 0, r.err
+    (job,) = r.json()["jobs"]
+    assert job["state"] == "PUBLISHED" and job["remote_commit"]
+    assert remote_job_ids(site) == [data["job_id"]]
+    assert git(site.remote, "show", "main:posts/one.md") == article(1)
+    # again: nothing to do, nothing pushed twice
+    assert site.call("push", str(data["job_id"])).code == 0
+    assert site.call("prepare", "--key", "k1", "--to", "posts/one.md", "-",
+                     input=article(1)).code == 0
+    assert site.call("push").code == 0
+    assert remote_job_ids(site) == [data["job_id"]]
+    # the checked-out branch followed, the working tree has the article
+    assert (site.path / "posts/one.md").read_text() == article(1)
+    assert site.git("status", "--porcelain") == ""
+
+
+def test_rebases_onto_a_remote_that_moved(site: Site, tmp_path: Path) -> None:
+    other = other_writer(tmp_path, site)
+    prepare(site, "k1", "posts/mine.md", article("mine"))
+    theirs = commit_file(other, "posts/theirs.md", article("theirs"))
+    r = site.call("push", "--json")
+    assert r.code == 0, r.err
+    published = r.json()["jobs"][0]["remote_commit"]
+    assert git(site.remote, "rev-parse", f"{published}^").strip() == theirs
+    assert git(site.remote, "show", "main:posts/theirs.md") == article("theirs")
+
+
+def test_update_conflict_keeps_their_version(site: Site, tmp_path: Path) -> None:
+    other = other_writer(tmp_path, site)
+    prepare(site, "k1", "posts/welcome.md", "# Welcome\n\nMy rewrite.\n")
+    commit_file(other, "posts/welcome.md", "# Welcome\n\nTheir rewrite.\n")
+    r = site.call("push", "--json")
+    assert r.code == 4, r.out + r.err
+    job = r.json()["jobs"][0]
+    assert job["state"] == "CONFLICT" and "changed since the snapshot" in job["failure_detail"]
+    assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nTheir rewrite.\n"
+    assert remote_job_ids(site) == []
+
+
+def test_new_path_created_remotely_is_a_conflict(site: Site, tmp_path: Path) -> None:
+    other = other_writer(tmp_path, site)
+    prepare(site, "k1", "posts/same.md", article("mine"))
+    commit_file(other, "posts/same.md", article("theirs"))
+    r = site.call("push", "--json")
+    assert r.code == 4
+    assert r.json()["jobs"][0]["state"] == "CONFLICT"
+    assert git(site.remote, "show", "main:posts/same.md") == article("theirs")
+
+
+def test_resolve_retry_after_conflict_resnapshots(site: Site, tmp_path: Path) -> None:
+    other = other_writer(tmp_path, site)
+    data = prepare(site, "k1", "posts/welcome.md", "# Welcome\n\nMine.\n")
+    commit_file(other, "posts/welcome.md", "# Welcome\n\nTheirs.\n")
+    assert site.call("push").code == 4
+    r = site.call("resolve", "--json", str(data["job_id"]), "--retry")
+    assert r.code == 0, r.out + r.err
+    assert r.json()["jobs"][0]["state"] == "PUBLISHED"
+    assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nMine.\n"
+    log = site.call("log", "--json", str(data["job_id"])).json()["events"]
+    assert any(e["phase"] == "resolve" for e in log)
+
+
+def test_resolve_abandon(site: Site, tmp_path: Path) -> None:
+    other = other_writer(tmp_path, site)
+    data = prepare(site, "k1", "posts/welcome.md", "# Welcome\n\nMine.\n")
+    commit_file(other, "posts/welcome.md", "# Welcome\n\nTheirs.\n")
+    site.call("push")
+    r = site.call("resolve", "--json", str(data["job_id"]), "--abandon")
+    assert r.code == 0
+    job = r.json()["jobs"][0]
+    assert job["state"] == "SKIPPED" and job["failure_code"] == "abandoned"
+    assert site.call("resolve", str(data["job_id"]), "--retry").code == 2
+
+
+def test_dirty_checkout_is_left_alone(site: Site) -> None:
+    prepare(site, "k1", "posts/welcome.md", "# Welcome\n\nNew text.\n")
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nunsaved local edit\n")
+    before = site.git("rev-parse", "HEAD")
+    r = site.call("push")
+    assert r.code == 0, r.err
+    assert "left alone" in r.out
+    assert site.git("rev-parse", "HEAD") == before
+    assert (site.path / "posts/welcome.md").read_text() == "# Welcome\n\nunsaved local edit\n"
+
+
+# -- faults on the wire ----------------------------------------------------------------------
+
+@pytest.fixture
+def flaky(site: Site, tmp_path: Path) -> Iterator[DropReplyProxy]:
+    """The site's origin is a git daemon reached through a proxy that can misbehave."""
+    with GitDaemon(tmp_path) as daemon, DropReplyProxy(daemon.port) as proxy:
+        site.git("remote", "set-url", "origin", proxy.url(site.remote.name))
+        yield proxy
+
+
+def test_lost_push_reply_is_confirmed_not_repushed(
+        site: Site, flaky: DropReplyProxy, tmp_path: Path) -> None:
+    counter = tmp_path / "drafts"
+    site.write_config(
+        f"draft: 'echo x >> {counter} && mkdir -p \"$GITPUB_OUTPUT/posts\" && "
+        "cp \"$GITPUB_SOURCE\" \"$GITPUB_OUTPUT/posts/lost.md\"'\n")
+    data = prepare(site, "k1", "posts/lost.md", article("lost"))
+    flaky.mode = "drop_push_reply"
+    r = site.call("push", "--json")
+    assert r.code == 5, r.out + r.err
+    assert r.json()["jobs"][0]["state"] == "RETRY_WAIT"
+    assert flaky.replies_dropped == 1
+    assert remote_job_ids(site) == [data["job_id"]], "the push did land"
+    flaky.mode = "pass"
+    r = site.call("push", "--json")
+    assert r.code == 0, r.out + r.err
+    assert r.json()["jobs"][0]["state"] == "PUBLISHED"
+    assert flaky.pushes_seen == 1, "confirmed by a probe, not pushed again"
+    assert remote_job_ids(site) == [data["job_id"]]
+    assert len(counter.read_text().splitlines()) == 1, "never regenerated"
+
+
+def test_budget_exhausted_then_probe_publishes(
+        site: Site, flaky: DropReplyProxy, tmp_path: Path) -> None:
+    site.write_config("retry: {max_attempts: 2, backoff_base: 0.01, backoff_max: 0.02}\n")
+    data = prepare(site, "k1", "posts/a.md", article("a"))
+    flaky.mode = "refuse"
+    assert site.call("push").code == 5
+    r = site.call("push", "--json", str(data["job_id"]))
+    job = r.json()["jobs"][0]
+    assert job["state"] == "FAILED" and job["failure_code"] == "delivery_exhausted"
+    assert job["attempt"] == 2
+    # Someone delivers the very commit by other means; the next probe sees the trailers.
+    commit = str(job["local_commit"])
+    git(site.path, "push", "-q", str(site.remote), f"{commit}:refs/heads/main")
+    assert site.call("push").code == 5, "a FAILED job is not probed before its time"
+    flaky.mode = "pass"
+    r = site.call("push", "--json", str(data["job_id"]))
+    assert r.json()["jobs"][0]["state"] == "PUBLISHED", r.out
+    assert remote_job_ids(site) == [data["job_id"]]
+
+
+def test_stale_lease_holder_cannot_overwrite(site: Site) -> None:
+    data = prepare(site, "k1", "posts/a.md", article("a"))
+    job_id = str(data["job_id"])
+    with Repository.discover(site.path) as repo:
+        slow = JobStore(repo, Worker("slow", "elsewhere:1:1", ttl=-1.0))  # expires at once
+        fast = JobStore(repo, Worker("fast", "elsewhere:2:2"))
+        job = slow.load(job_id)
+        assert job is not None
+        stale = slow.acquire(job)
+        assert stale is not None and stale.record.lease == Lease(
+            "slow", "elsewhere:1:1", stale.record.lease.expires_at if stale.record.lease else 0)
+        taken = fast.acquire(stale)
+        assert taken is not None and fast.worker.holds(taken.record.lease)
+        from gitpub.errors import LostRace
+
+        with pytest.raises(LostRace):
+            slow.transition(stale, stale.record.evolve(state=State.PUSHING), phase="push",
+                            reason="stale writer")
+        now = slow.load(job_id)
+        assert now is not None and now.commit == taken.commit
+        assert slow.acquire(now) is None, "a live lease of another worker is respected"
+
+
+# -- two writers -----------------------------------------------------------------------------
+
+def test_two_writers_ten_jobs_each_all_land_once(site: Site, tmp_path: Path,
+                                                 hermetic: dict[str, str]) -> None:
+    second = Site(other_writer(tmp_path, site, "writer2"), site.remote, site.env)
+    writers = [site, second]
+    for writer in writers:
+        writer.write_config("retry: {max_attempts: 50, backoff_base: 0.01, backoff_max: 0.05}\n")
+    expected = set()
+    for w, writer in enumerate(writers):
+        for i in range(10):
+            data = prepare(writer, f"w{w}-{i}", f"posts/w{w}/{i}.md", article(f"{w}-{i}"))
+            expected.add(data["job_id"])
+    procs = [subprocess.Popen([sys.executable, "-m", "gitpub", "-C", str(w.path), "push"],
+                              env=hermetic | {"PYTHONPATH": str(Path(__file__).parent.parent)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for w in writers]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for w in writers:  # a writer that ran out of rebase rounds finishes on its next run
+        for _ in range(5):
+            r = w.run("push")
+            if r.code == 0:
+                break
+        assert r.code == 0, (outs, r.out, r.err)
+    ids = remote_job_ids(site)
+    assert sorted(ids) == sorted(expected), "every job landed exactly once"
+    assert job_id_for_key("w0-0") in ids
