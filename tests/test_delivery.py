@@ -241,3 +241,31 @@ def test_two_writers_ten_jobs_each_all_land_once(site: Site, tmp_path: Path,
     ids = remote_job_ids(site)
     assert sorted(ids) == sorted(expected), "every job landed exactly once"
     assert job_id_for_key("w0-0") in ids
+
+
+@pytest.mark.parametrize("form", ["path", "file-url", "git-daemon"])
+def test_remote_url_forms(site: Site, tmp_path: Path, form: str) -> None:
+    if form == "git-daemon":
+        with GitDaemon(tmp_path) as daemon:
+            site.git("remote", "set-url", "origin", daemon.url(site.remote.name))
+            prepare(site, "k", "posts/a.md", article("a"))
+            assert site.call("push").code == 0
+    else:
+        url = str(site.remote) if form == "path" else site.remote.as_uri()
+        site.git("remote", "set-url", "origin", url)
+        prepare(site, "k", "posts/a.md", article("a"))
+        assert site.call("push").code == 0
+    assert len(remote_job_ids(site)) == 1
+
+
+def test_credentials_in_a_remote_url_are_never_persisted(site: Site) -> None:
+    secret = "hunter2" + "hunter2hunter2"
+    site.git("remote", "set-url", "origin", f"https://deploy:{secret}@127.0.0.1:9/site.git")
+    prepare(site, "k", "posts/a.md", article("a"))
+    r = site.call("push", "--json")
+    assert r.code == 5
+    job = r.json()["jobs"][0]
+    assert job["state"] == "RETRY_WAIT" and job["failure_detail"]
+    log = site.call("log", str(job["job_id"]))
+    assert secret.encode() not in site.all_objects_text()
+    assert secret not in r.out + r.err + log.out
