@@ -17,15 +17,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gitpub.config import CONFIG_FILE, Config, default_config_text, load_config
-from gitpub.delivery import DELIVERABLE, Deliverer, remote_for
 from gitpub.errors import EXIT_ERROR, EXIT_OK, CorruptStateError, GitpubError, UsageError
 from gitpub.prepare import Context, Request, Source, prepare
-from gitpub.remote import RemoteError
 from gitpub.repo import Repository
-from gitpub.resolve import resolve
 from gitpub.sanitize import sanitize
 from gitpub.states import LOCAL, TERMINAL, State, exit_code_for
 from gitpub.store import Job, JobStore
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gitpub.delivery import Deliverer
 
 
 @dataclass
@@ -252,6 +253,8 @@ def _deliver_all(ctx: Context, jobs: Sequence[Job], deliverer: Deliverer,
 
 
 def cmd_push(where: Path, out: Output, job_refs: Sequence[str]) -> int:
+    from gitpub.delivery import DELIVERABLE, Deliverer, remote_for
+
     with open_context(where, out) as ctx:
         deliverer = Deliverer(ctx, remote_for(ctx), now_please=bool(job_refs))
         errors: list[str] = []
@@ -272,6 +275,8 @@ def cmd_push(where: Path, out: Output, job_refs: Sequence[str]) -> int:
 def cmd_reconcile(where: Path, out: Output) -> int:
     """Recover every unfinished job: local phases, unknown push outcomes, expired leases,
     due retries, probes of FAILED jobs. Goes on past a bad job."""
+    from gitpub.delivery import Deliverer, remote_for
+
     with open_context(where, out) as ctx:
         deliverer = Deliverer(ctx, remote_for(ctx))
         errors: list[str] = []
@@ -288,6 +293,10 @@ def cmd_reconcile(where: Path, out: Output) -> int:
 
 def cmd_resolve(where: Path, out: Output, job_ref: str, action: Literal["retry", "abandon"]
                 ) -> int:
+    from gitpub.delivery import Deliverer, remote_for
+    from gitpub.remote import RemoteError
+    from gitpub.resolve import resolve
+
     with open_context(where, out) as ctx:
         job = resolve(ctx.store, resolve_job(ctx.store, job_ref), action)
         deliverer = Deliverer(ctx, remote_for(ctx), now_please=True)

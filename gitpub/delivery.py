@@ -13,7 +13,8 @@ One round, for one job, under the per-repository delivery lock (the network segm
 5. rebase in memory: the job's files written onto the remote tip's tree (the targets passed their
    CAS, so this *is* the three-way merge), a new commit with the same message and trailers;
 6. record PUSHING with that exact commit, *then* push it as a fast-forward (never forced);
-7. sent → confirm by trailers → PUBLISHED; rejected as not-a-fast-forward → another round
+7. sent (the remote's own report says the branch is now at our commit) → confirm the
+   trailers on that commit → PUBLISHED; rejected as not-a-fast-forward → another round
    (bounded); unknown (network error, timeout, lost reply) or any other failure → RETRY_WAIT with
    exponential backoff and jitter, FAILED(delivery_exhausted) when the attempt budget is spent.
 
@@ -166,7 +167,7 @@ class Deliverer:
         outcome = self.remote.push(commit)
         crash_point("delivery.pushed")
         if outcome.result == PushResult.SENT:
-            return self._confirm(job), False
+            return self._confirm(job, commit), False
         if outcome.result == PushResult.REJECTED and any(w in outcome.detail
                                                          for w in _RACE_WORDS):
             job = store.transition(
@@ -177,16 +178,13 @@ class Deliverer:
         kind = "rejected" if outcome.result == PushResult.REJECTED else "outcome unknown"
         return self._transient(job, f"push {kind}: {outcome.detail}"), False
 
-    def _confirm(self, job: Job) -> Job:
-        """After a push the remote accepted: PUBLISHED once its history shows our trailers."""
-        try:
-            tip = self.remote.fetch()
-        except RemoteError as e:
-            return self._transient(job, f"pushed, but could not confirm: {e.message}")
-        found = self._probe(job, tip)
+    def _confirm(self, job: Job, pushed: str) -> Job:
+        """After the remote reported our ref updated to ``pushed``: its history now has that
+        commit; PUBLISHED once its trailers are the job's (read back, not assumed)."""
+        found = self._probe(job, pushed)
         if found is None:
-            return self._transient(job, "pushed, but the remote history has no commit with "
-                                        "the job's trailers")
+            return self._transient(job, f"pushed {pushed}, but it does not carry the job's "
+                                        "trailers")
         return self._published(job, found)
 
     # -- outcomes ----------------------------------------------------------------------------
@@ -281,4 +279,4 @@ def delta_fingerprint(delta: list[tuple[str, str | None]]) -> str:
 def remote_for(ctx: Context) -> Remote:
     repo = ctx.repo
     cwd: Path = repo.work_tree if repo.work_tree is not None else repo.common_dir
-    return Remote(cwd, ctx.config.remote, ctx.config.branch)
+    return Remote(cwd, ctx.config.remote, ctx.config.branch, repo.read_ref)

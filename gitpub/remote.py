@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -66,8 +67,10 @@ class Remote:
     """One remote branch, reached through the repository at ``cwd`` with C git."""
 
     def __init__(self, cwd: Path, remote: str, branch: str,
+                 read_ref: Callable[[str], str | None],
                  fetch_timeout: float = FETCH_TIMEOUT, push_timeout: float = PUSH_TIMEOUT):
         self.cwd = cwd
+        self.read_ref = read_ref
         self.remote = remote
         self.branch = branch
         self.fetch_timeout = fetch_timeout
@@ -97,13 +100,7 @@ class Remote:
                 return None
             raise RemoteError(f"fetch from {sanitize(self.remote)} failed: "
                               f"{sanitize(err.strip())[-500:]}")
-        return self._read_tracking()
-
-    def _read_tracking(self) -> str | None:
-        proc = self._git(["rev-parse", "--verify", "--quiet", self.tracking_ref + "^{commit}"],
-                         60)
-        out = proc.stdout.decode().strip()
-        return out or None
+        return self.read_ref(self.tracking_ref)
 
     def push(self, commit: str) -> PushOutcome:
         """Push ``commit`` as the new tip of the remote branch, never forcing."""

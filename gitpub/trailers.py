@@ -77,7 +77,8 @@ def format_message(subject: str, body: bytes, trailers: PubTrailers, prefix: str
     for key, value in pairs:
         if not _VALUE_OK.match(value):
             raise ValueError(f"trailer value not in canonical form: {key}: {value!r}")
-    subject_line = _no_divider(" ".join(subject.split()) or "Publish")
+    printable = "".join(ch for ch in subject if ch.isprintable() or ch.isspace())
+    subject_line = _no_divider(" ".join(printable.split()) or "Publish")
     parts = [subject_line.encode("utf-8") + b"\n"]
     if body.strip():
         text = body.rstrip(b"\n").decode("utf-8", "surrogateescape")
