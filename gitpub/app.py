@@ -307,3 +307,23 @@ def cmd_resolve(where: Path, out: Output, job_ref: str, action: Literal["retry",
                     deliverer.remote.fetch()  # re-snapshot against the current remote
             job = _deliver_all(ctx, [job], deliverer, errors)[0] if not errors else job
     return _report_jobs(out, [job], errors, deliverer.notes, "")
+
+
+def cmd_confirm(where: Path, out: Output, rev_range: str | None, push_notes: bool) -> int:
+    from gitpub.confirm import confirm
+    from gitpub.delivery import remote_for
+
+    with open_context(where, out) as ctx:
+        report = confirm(ctx.repo, ctx.config, remote_for(ctx), rev_range=rev_range,
+                         push_notes=push_notes, progress=out.progress)
+    rows = [{"commit": v.commit, "job_id": v.job_id, "ok": v.ok, "problems": list(v.problems)}
+            for v in report.verdicts]
+    human = [f"checked {report.checked} commit(s) up to {report.tip}: "
+             f"{len(report.verdicts)} job commit(s), {len(report.bad)} bad"]
+    human += [f"BAD {v.commit} (job {v.job_id}): {'; '.join(v.problems)}" for v in report.bad]
+    if report.deepened:
+        human.append(f"(shallow clone deepened by {report.deepened} commits)")
+    out.emit({"tip": report.tip, "checked": report.checked, "commits": rows,
+              "bad": [v.commit for v in report.bad], "notes_pushed": report.notes_pushed,
+              "deepened": report.deepened}, "\n".join(human))
+    return EXIT_ERROR if report.bad else EXIT_OK

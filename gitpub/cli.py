@@ -147,6 +147,17 @@ def resolve(ctx: click.Context, job: str, action: str | None) -> None:
 
 
 @cli.command()
+@click.option("--range", "rev_range", metavar="A..B",
+              help="Verify these commits instead of those since the last confirmed point.")
+@click.option("--no-push-notes", is_flag=True, help="Write the notes locally only.")
+@_common
+@click.pass_context
+def confirm(ctx: click.Context, rev_range: str | None, no_push_notes: bool) -> None:
+    """For CI: verify the trailers and manifests of commits on the remote branch."""
+    ctx.exit(app.cmd_confirm(_where(ctx), _out(ctx), rev_range, not no_push_notes))
+
+
+@cli.command()
 @click.option("--keep", is_flag=True, help="Keep the demo directory.")
 @_common
 @click.pass_context

@@ -87,11 +87,17 @@ class Remote:
     def fetch(self) -> str | None:
         """Fetch the branch into its tracking ref; its tip, or None if the branch does not
         exist on the remote. Raises ``RemoteError`` when the remote cannot be reached."""
-        refspec = f"+refs/heads/{self.branch}:{self.tracking_ref}"
+        return self.fetch_ref(f"refs/heads/{self.branch}", self.tracking_ref)
+
+    def fetch_ref(self, src: str, dst: str, *, deepen: int | None = None) -> str | None:
+        """Fetch remote ref ``src`` into local ref ``dst`` (forced: ``dst`` mirrors the
+        remote); the fetched tip, or None if the remote has no such ref."""
+        args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+                "--no-recurse-submodules"]
+        if deepen is not None:
+            args.append(f"--deepen={deepen}")
         try:
-            proc = self._git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
-                              "--no-recurse-submodules", self.remote, refspec],
-                             self.fetch_timeout)
+            proc = self._git([*args, self.remote, f"+{src}:{dst}"], self.fetch_timeout)
         except subprocess.TimeoutExpired:
             raise RemoteError(f"fetch from {sanitize(self.remote)} timed out") from None
         err = proc.stderr.decode("utf-8", "replace")
@@ -100,11 +106,14 @@ class Remote:
                 return None
             raise RemoteError(f"fetch from {sanitize(self.remote)} failed: "
                               f"{sanitize(err.strip())[-500:]}")
-        return self.read_ref(self.tracking_ref)
+        return self.read_ref(dst)
 
     def push(self, commit: str) -> PushOutcome:
         """Push ``commit`` as the new tip of the remote branch, never forcing."""
-        dst = f"refs/heads/{self.branch}"
+        return self.push_ref(commit, f"refs/heads/{self.branch}")
+
+    def push_ref(self, commit: str, dst: str) -> PushOutcome:
+        """Push ``commit`` to remote ref ``dst`` as a fast-forward (never forced)."""
         try:
             proc = self._git(["push", "--porcelain", "--no-recurse-submodules", self.remote,
                               f"{commit}:{dst}"], self.push_timeout)
