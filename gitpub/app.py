@@ -327,3 +327,41 @@ def cmd_confirm(where: Path, out: Output, rev_range: str | None, push_notes: boo
               "bad": [v.commit for v in report.bad], "notes_pushed": report.notes_pushed,
               "deepened": report.deepened}, "\n".join(human))
     return EXIT_ERROR if report.bad else EXIT_OK
+
+
+def cmd_sync(where: Path, out: Output) -> int:
+    """Deliver every deliverable job, then the content changes that belong to no job."""
+    from gitpub.delivery import DELIVERABLE, Deliverer, remote_for
+    from gitpub.remote import RemoteError
+    from gitpub.sync import reset_to_published, sync_changes
+
+    with open_context(where, out) as ctx:
+        deliverer = Deliverer(ctx, remote_for(ctx))
+        errors: list[str] = []
+        jobs = []
+        for item in ctx.store.iter_jobs():
+            if isinstance(item, CorruptStateError):
+                errors.append(item.message)
+            elif item.state in DELIVERABLE or item.state in LOCAL:
+                jobs.append(item)
+        jobs.sort(key=lambda j: j.record.created_at)
+        done = _deliver_all(ctx, jobs, deliverer, errors)
+        try:
+            tip = deliverer.remote.fetch()
+        except RemoteError as e:
+            errors.append(f"hand edits not synced: {e.message}")
+            return _report_jobs(out, done, errors, deliverer.notes, "")
+        result = sync_changes(ctx, tip)
+        job = result.job
+        if job is not None:
+            job = _deliver_all(ctx, [job], deliverer, errors)[0] if job.state not in TERMINAL \
+                else job
+            done = [j for j in done if j.job_id != job.job_id] + [job]
+            if job.state == State.PUBLISHED and job.record.remote_commit and result.local:
+                result.notes.append(reset_to_published(ctx, result.local,
+                                                       job.record.remote_commit))
+        if result.notes and job is not None:
+            deliverer.notes[job.job_id] = "; ".join(result.notes)
+        elif result.notes:
+            out.progress("; ".join(result.notes))
+    return _report_jobs(out, done, errors, deliverer.notes, "nothing to sync")

@@ -127,6 +127,14 @@ def push(ctx: click.Context, jobs: tuple[str, ...]) -> None:
 @cli.command()
 @_common
 @click.pass_context
+def sync(ctx: click.Context) -> None:
+    """Deliver every pending job and every content change that belongs to no job."""
+    ctx.exit(app.cmd_sync(_where(ctx), _out(ctx)))
+
+
+@cli.command()
+@_common
+@click.pass_context
 def reconcile(ctx: click.Context) -> None:
     """Recover every unfinished job after a crash (safe to run at any time)."""
     ctx.exit(app.cmd_reconcile(_where(ctx), _out(ctx)))

@@ -195,8 +195,9 @@ class Deliverer:
                                    failure_code=None, failure_detail=None, next_retry_at=None),
             phase="confirm", reason=f"remote branch has {remote_commit} with the job's trailers")
         crash_point("delivery.published-recorded")
-        self.notes[job.job_id] = fast_forward_local(self.ctx.repo, self.ctx.config.branch,
-                                                    remote_commit)
+        if job.record.kind != "sync":  # sync moves the branch itself (see sync.py)
+            self.notes[job.job_id] = fast_forward_local(self.ctx.repo, self.ctx.config.branch,
+                                                        remote_commit)
         return job
 
     def _transient(self, job: Job, detail: str) -> Job:
@@ -230,6 +231,8 @@ class Deliverer:
 
     def _recheck(self, job: Job, tip: str | None) -> Job:
         judge, repo, record = self.ctx.config.judge, self.ctx.repo, job.record
+        if record.kind == "sync":
+            judge = None  # hand edits are not dedup-judged (reference: external_sync)
         since = record.last_recheck_head or record.base_commit
         delta = [] if judge is None or tip is None or since == tip else \
             self._article_delta(since, tip, set(record.target_paths))

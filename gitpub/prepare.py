@@ -60,6 +60,7 @@ class Request:
     sources: tuple[Source, ...]
     drafted: bool
     key: str | None = None
+    kind: str = "publish"  # "sync" for content changes made outside gitpub
 
     def canonical(self) -> bytes:
         if self.drafted:
@@ -71,7 +72,7 @@ class Request:
             body = {"files": sorted(
                 [t, content_sha256(s.data)] for t, s in zip(self.targets, self.sources,
                                                             strict=True))}
-        doc = {"v": REQUEST_VERSION, "operation": "publish",
+        doc = {"v": REQUEST_VERSION, "operation": self.kind,
                "mode": "draft" if self.drafted else "direct", **body}
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
@@ -109,6 +110,8 @@ class Context:
     config: Config
     clock: Callable[[], float] = time.time
     progress: Callable[[str], None] = field(default=lambda msg: None)
+    #: Snapshot this commit instead of the tracking branch (sync: the hand edits' own base).
+    base_override: str | None = None
 
     def base_ref(self) -> str | None:
         """The ref the base snapshot comes from: the remote-tracking branch when present."""
@@ -175,6 +178,7 @@ def _create(ctx: Context, request: Request, key: str, job_id: str, request_hash:
         source_sha256=hashlib.sha256(b"".join(
             content_sha256(d).encode() for d in files.values())).hexdigest(),
         drafted=request.drafted,
+        kind=request.kind,
         targets=tuple(Target(t, "new") for t in request.targets),
         max_attempts=ctx.config.retry.max_attempts,
         phases={"source-scan": "secret: " + "; ".join(findings)} if findings else {},
@@ -229,8 +233,13 @@ def _snapshot(ctx: Context, job: Job) -> Job:
     if "source-scan" in record.phases:
         return to_review(ctx, job, "source-scan", "secret_in_source",
                           [record.phases["source-scan"]])
-    base_ref = ctx.base_ref()
-    base = None if base_ref is None else ctx.repo.read_ref(base_ref)
+    base_ref: str | None
+    base: str | None
+    if ctx.base_override is not None:
+        base_ref, base = "(base of the local changes)", ctx.base_override
+    else:
+        base_ref = ctx.base_ref()
+        base = None if base_ref is None else ctx.repo.read_ref(base_ref)
     tree = None if base is None else ctx.repo.commit(base).tree
     targets = []
     for t in record.targets:
@@ -400,7 +409,7 @@ def _preparing(ctx: Context, job: Job) -> Job:
             return to_review(ctx, job, "draft", "draft_unconfigured",
                               ["the job needs a draft command but none is configured"])
         return _draft(ctx, job, config.draft)
-    if config.judge is not None and "judge" not in phases:
+    if config.judge is not None and "judge" not in phases and job.record.kind != "sync":
         return _judge(ctx, job, config.judge)
     return _gates(ctx, job)
 

@@ -54,6 +54,7 @@ class JobRecord:
     updated_at: float
     source_sha256: str | None = None  # of the sanitized source as stored
     drafted: bool = False  # whether a draft command turns the source into the articles
+    kind: str = "publish"  # "sync": content changes made outside gitpub (no draft, no judge)
     base_ref: str | None = None
     base_commit: str | None = None
     targets: tuple[Target, ...] = ()
@@ -115,6 +116,7 @@ _SIMPLE: dict[str, tuple[type, ...]] = {
     "updated_at": (int, float),
     "source_sha256": (str, type(None)),
     "drafted": (bool,),
+    "kind": (str,),
     "base_ref": (str, type(None)),
     "base_commit": (str, type(None)),
     "manifest_sha256": (str, type(None)),
