@@ -269,3 +269,16 @@ def test_credentials_in_a_remote_url_are_never_persisted(site: Site) -> None:
     log = site.call("log", str(job["job_id"]))
     assert secret.encode() not in site.all_objects_text()
     assert secret not in r.out + r.err + log.out
+
+
+def test_prepare_never_waits_on_the_delivery_lock(site: Site) -> None:
+    import fcntl
+
+    lock = site.path / ".git" / "pub" / "delivery.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+b") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # a push stuck on the network holds it
+        r = site.run("prepare", "--key", "k", "--to", "posts/a.md", "-", input=article("a"),
+                     timeout=20)
+        assert r.code == 0, r.err
+    assert site.call("push").code == 0
