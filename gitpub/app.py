@@ -94,6 +94,10 @@ def describe_job(job: Job) -> str:
 
 def resolve_job(store: JobStore, ref: str) -> Job:
     """A job by id or unique id prefix."""
+    if "/" not in ref and len(ref) == 36:
+        exact = store.load(ref)
+        if exact is not None:
+            return exact
     ids = store.job_ids()
     matches = [i for i in ids if i == ref] or [i for i in ids if i.startswith(ref)]
     if not matches:
@@ -170,7 +174,7 @@ def cmd_status(where: Path, out: Output, job_ref: str | None, show_all: bool) ->
             return EXIT_OK
         jobs: list[Job] = []
         errors: list[CorruptStateError] = []
-        for item in ctx.store.iter_jobs():
+        for item in ctx.store.iter_jobs(finished=show_all):
             if isinstance(item, CorruptStateError):
                 errors.append(item)
             elif show_all or item.state not in TERMINAL:
@@ -262,7 +266,7 @@ def cmd_push(where: Path, out: Output, job_refs: Sequence[str]) -> int:
             jobs = [resolve_job(ctx.store, ref) for ref in job_refs]
         else:
             jobs = []
-            for item in ctx.store.iter_jobs():
+            for item in ctx.store.iter_jobs(finished=False):
                 if isinstance(item, CorruptStateError):
                     errors.append(item.message)
                 elif item.state in DELIVERABLE or item.state in LOCAL:
@@ -281,7 +285,7 @@ def cmd_reconcile(where: Path, out: Output) -> int:
         deliverer = Deliverer(ctx, remote_for(ctx))
         errors: list[str] = []
         jobs: list[Job] = []
-        for item in ctx.store.iter_jobs():
+        for item in ctx.store.iter_jobs(finished=False):
             if isinstance(item, CorruptStateError):
                 errors.append(item.message)
             elif item.state not in TERMINAL:
@@ -339,7 +343,7 @@ def cmd_sync(where: Path, out: Output) -> int:
         deliverer = Deliverer(ctx, remote_for(ctx))
         errors: list[str] = []
         jobs = []
-        for item in ctx.store.iter_jobs():
+        for item in ctx.store.iter_jobs(finished=False):
             if isinstance(item, CorruptStateError):
                 errors.append(item.message)
             elif item.state in DELIVERABLE or item.state in LOCAL:

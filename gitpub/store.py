@@ -32,9 +32,14 @@ from gitpub.lease import Worker, held_by_other
 from gitpub.record import JobRecord, RecordError, parse_record
 from gitpub.repo import MODE_FILE, CommitInfo, Entry, Repository
 from gitpub.sanitize import sanitize
-from gitpub.states import RESTING, State, check_transition
+from gitpub.states import RESTING, TERMINAL, State, check_transition
 
 JOBS_PREFIX = "refs/pub/jobs/"
+#: An index of the jobs not yet finished, so that status, push and reconcile cost what is
+#: unfinished, not the whole store. Created before a job's ref and removed only after it reached
+#: a terminal state, it is always a superset of the unfinished jobs; a stale entry is skipped
+#: and cleaned up lazily. Derived data: never the truth about a job.
+ACTIVE_PREFIX = "refs/pub/active/"
 _JOB_NAMESPACE = uuid.UUID("6f1c2f0e-5b1e-4c55-9a43-3c8f9d0e7a21")
 EVENT_VERSION = 1
 
@@ -118,16 +123,22 @@ class JobStore:
     def job_ids(self) -> list[str]:
         return sorted(self.repo.list_refs(JOBS_PREFIX))
 
-    def iter_jobs(self) -> Iterator[Job | CorruptStateError]:
-        """Every job; an unreadable one is yielded as its error so callers can go on."""
-        for job_id in self.job_ids():
+    def iter_jobs(self, *, finished: bool = True) -> Iterator[Job | CorruptStateError]:
+        """Every job (``finished=False``: only those not yet terminal, from the active index);
+        an unreadable one is yielded as its error so callers can go on."""
+        active = self.repo.list_refs(ACTIVE_PREFIX) if not finished else {}
+        for job_id in self.job_ids() if finished else sorted(active):
             try:
                 job = self.load(job_id)
             except CorruptStateError as e:
                 yield e
                 continue
-            if job is not None:
-                yield job
+            if job is None:
+                continue  # being created right now, or a creator died before the job ref
+            if not finished and job.state in TERMINAL:
+                self.repo.delete_ref(ACTIVE_PREFIX + job_id, active[job_id])  # stale entry
+                continue
+            yield job
 
     def read_file(self, job: Job, path: str) -> bytes | None:
         entry = self.repo.lookup(job.tree, path)
@@ -237,7 +248,14 @@ class JobStore:
         parents = ([] if prev is None else [prev.commit]) + list(keep_alive)
         commit = self.repo.write_commit(tree, parents, message, when=int(now))
         ref = self.ref_name(record.job_id)
+        active = ACTIVE_PREFIX + record.job_id
+        if prev is None:
+            self.repo.cas_ref(active, None, commit, "gitpub: active")  # before the job exists
         if not self.repo.cas_ref(ref, None if prev is None else prev.commit, commit,
                                  f"gitpub: {record.state.value}"):
             raise LostRace(ref)
+        if record.state in TERMINAL:
+            current = self.repo.read_ref(active)
+            if current is not None:
+                self.repo.delete_ref(active, current)
         return Job(record, commit, tree)

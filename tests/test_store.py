@@ -171,3 +171,15 @@ def test_listing_goes_on_past_a_corrupt_job(site: Site) -> None:
     r = site.call("status", "--all", "--json")
     assert r.code == 1
     assert len(r.json()["jobs"]) == 1 and len(r.json()["errors"]) == 1
+
+
+def test_status_reads_only_unfinished_jobs(site: Site) -> None:
+    """The active index: a store full of finished jobs costs `status` nothing."""
+    _, ref = prepared(site)
+    assert site.call("push").code == 0  # now PUBLISHED: out of the active index
+    assert site.git("for-each-ref", "refs/pub/active/") == ""
+    replace_job_json(site, ref, b"{")  # unreadable, but finished: status never reads it
+    site.call("prepare", "--key", "other", "--to", "posts/b.md", "-", input="y\n")
+    r = site.call("status", "--json")
+    assert r.code == 0 and [j["target_paths"] for j in r.json()["jobs"]] == [["posts/b.md"]]
+    assert site.call("status", "--all").code == 1
