@@ -209,8 +209,20 @@ def cmd_init(where: Path, out: Output) -> int:
         if created:
             path.write_text(default_config_text(), encoding="utf-8")
         load_repo_config(repo)  # validate what is there
-    out.emit({"config": str(path), "created": created},
-             f"{'wrote' if created else 'kept existing'} {path}")
+        work_tree = repo.work_tree
+    from gitpub.hooks import install_hooks
+
+    lines = [f"{'wrote' if created else 'kept existing'} {path}"]
+    try:
+        hooks = install_hooks(work_tree)
+        lines.append("hooks installed: " + ", ".join(hooks))
+        hook_error = None
+    except UsageError as e:  # e.g. core.hooksPath points elsewhere: config is still written
+        hooks, hook_error = [], e.message
+        lines.append(f"hooks not installed: {e.message}" + (f"\nhint: {e.hint}" if e.hint
+                                                             else ""))
+    out.emit({"config": str(path), "created": created, "hooks": hooks,
+              "hooks_error": hook_error}, "\n".join(lines))
     return EXIT_OK
 
 
@@ -280,6 +292,7 @@ def cmd_reconcile(where: Path, out: Output) -> int:
     """Recover every unfinished job: local phases, unknown push outcomes, expired leases,
     due retries, probes of FAILED jobs. Goes on past a bad job."""
     from gitpub.delivery import Deliverer, remote_for
+    from gitpub.sync import settle_outbox
 
     with open_context(where, out) as ctx:
         deliverer = Deliverer(ctx, remote_for(ctx))
@@ -292,6 +305,10 @@ def cmd_reconcile(where: Path, out: Output) -> int:
                 jobs.append(item)
         jobs.sort(key=lambda j: j.record.created_at)
         done = _deliver_all(ctx, jobs, deliverer, errors)
+        pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
+    if not pending.empty:
+        out.progress(f"pending hand edits: {len(pending.uncommitted)} uncommitted content "
+                     f"path(s), {len(pending.unpushed)} unpushed commit(s); run `git pub sync`")
     return _report_jobs(out, done, errors, deliverer.notes, "nothing to reconcile")
 
 
@@ -337,7 +354,7 @@ def cmd_sync(where: Path, out: Output) -> int:
     """Deliver every deliverable job, then the content changes that belong to no job."""
     from gitpub.delivery import DELIVERABLE, Deliverer, remote_for
     from gitpub.remote import RemoteError
-    from gitpub.sync import reset_to_published, sync_changes
+    from gitpub.sync import reset_to_published, settle_outbox, sync_changes
 
     with open_context(where, out) as ctx:
         deliverer = Deliverer(ctx, remote_for(ctx))
@@ -364,6 +381,7 @@ def cmd_sync(where: Path, out: Output) -> int:
             if job.state == State.PUBLISHED and job.record.remote_commit and result.local:
                 result.notes.append(reset_to_published(ctx, result.local,
                                                        job.record.remote_commit))
+        settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         if result.notes and job is not None:
             deliverer.notes[job.job_id] = "; ".join(result.notes)
         elif result.notes:

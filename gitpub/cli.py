@@ -176,6 +176,16 @@ def demo(ctx: click.Context, keep: bool) -> None:
     ctx.exit(run_demo(keep=keep))
 
 
+def _register_hooks() -> None:
+    from gitpub.hooks import hook_impl_command, hooks_group
+
+    cli.add_command(hooks_group)
+    cli.add_command(hook_impl_command)
+
+
+_register_hooks()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The entry point: runs a command and turns every outcome into an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitpub.errors import GitpubError
+from gitpub.outbox import clear_outbox_entry, outbox_entries, register_external_change
 from gitpub.prepare import Context, Request, Source, drive, ensure_job
 from gitpub.repo import Repository
 from gitpub.store import Job
@@ -180,3 +181,18 @@ def sync_changes(ctx: Context, remote_tip: str | None) -> SyncResult:
     finally:
         ctx.base_override = None
     return SyncResult(job, notes, local)
+
+
+def settle_outbox(ctx: Context, remote_tip: str | None) -> Pending:
+    """Make the outbox match git: register every unpushed content commit (a lost post-commit
+    event is found again), clear entries whose commits are delivered or gone. Returns what is
+    pending now."""
+    pending = discover(ctx, remote_tip)
+    still = set(pending.unpushed)
+    for commit in pending.unpushed:
+        if commit not in pending.foreign:
+            register_external_change(ctx.repo, commit)
+    for entry_id, commit in outbox_entries(ctx.repo).items():
+        if commit not in still:
+            clear_outbox_entry(ctx.repo, entry_id, commit)
+    return pending

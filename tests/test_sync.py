@@ -84,3 +84,13 @@ def test_jobs_and_hand_edits_in_one_sync(site: Site) -> None:
     assert r.code == 0, r.out + r.err
     assert sorted(j["state"] for j in r.json()["jobs"]) == ["PUBLISHED", "PUBLISHED"]
     assert len(remote_job_ids(site)) == 2
+
+
+def test_reconcile_registers_lost_events_and_sync_clears_them(site: Site) -> None:
+    commit = hand_commit(site, "posts/welcome.md", "# Welcome\n\nLost event.\n")
+    r = site.call("reconcile")
+    assert r.code == 0 and "pending hand edits" in r.err
+    assert site.git("for-each-ref", "--format=%(objectname)", "refs/pub/outbox/").split() == [
+        commit]
+    assert site.call("sync").code == 0
+    assert site.git("for-each-ref", "refs/pub/outbox/") == ""
