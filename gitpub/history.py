@@ -9,15 +9,12 @@ published).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator, Sequence
 
 from gitpub import trailers
 from gitpub.record import JobRecord
-from gitpub.repo import Repository
-
-#: How far back (seconds before the base commit's time) a walk may go down side branches of
-#: merges that never meet the base.
-CLOCK_SLACK = 7 * 24 * 3600
+from gitpub.repo import CommitInfo, Repository
 
 
 def find_job_commit(
@@ -38,26 +35,54 @@ def find_job_commit(
 def walk_since(
     repo: Repository, tips: Sequence[str], base: str | None
 ) -> Iterator[tuple[str, bytes]]:
-    """(sha, message) of the commits reachable from ``tips`` but not beyond ``base``.
+    """(sha, message) of every commit reachable from ``tips`` and not from ``base`` — git's
+    ``tips ^base`` — newest first.
 
-    A bounded walk: it stops at ``base``, and on side branches that never meet it, at commits
-    older than the base by more than ``CLOCK_SLACK``. Work follows the commits since the base,
-    not the length of the history.
+    Two colours, as git's revision walk does: commits reached from ``base`` are uninteresting
+    and so are all their ancestors; the walk goes newest-first by commit date and stops when
+    only uninteresting commits are left to expand. So the work follows the commits since the
+    base, not the length of the history. Dates only order the walk, they never cut it off: a
+    commit with a skewed clock can make the walk expand a few commits more, never fewer (an
+    extra commit searched for trailers is harmless; a missed one would not be).
     """
-    floor = None
-    if base is not None and repo.has_object(base):
-        floor = repo.commit(base).commit_time - CLOCK_SLACK
-    seen: set[str] = set() if base is None else {base}
-    stack = [t for t in tips if t not in seen]
-    while stack:
-        sha = stack.pop()
-        if sha in seen:
+    infos: dict[str, CommitInfo | None] = {}
+
+    def info(sha: str) -> CommitInfo | None:
+        if sha not in infos:
+            infos[sha] = repo.commit(sha) if repo.has_object(sha) else None  # shallow edge
+        return infos[sha]
+
+    uninteresting: set[str] = set()
+    done: dict[str, bool] = {}  # sha -> the colour it was expanded with
+    heap: list[tuple[int, str, bool]] = []
+    pending = 0  # interesting entries in the heap
+
+    def push(sha: str, boring: bool) -> None:
+        nonlocal pending
+        found = info(sha)
+        if found is None or done.get(sha) in (True, boring):
+            return
+        if boring:
+            uninteresting.add(sha)
+        else:
+            pending += 1
+        heapq.heappush(heap, (-found.commit_time, sha, boring))
+
+    if base is not None:
+        push(base, True)
+    for tip in tips:
+        push(tip, False)
+    while pending > 0 and heap:
+        _, sha, boring = heapq.heappop(heap)
+        if not boring:
+            pending -= 1
+        boring = boring or sha in uninteresting
+        if done.get(sha) in (True, boring):
             continue
-        seen.add(sha)
-        if not repo.has_object(sha):
-            continue
-        info = repo.commit(sha)
-        yield sha, info.message
-        if floor is not None and info.commit_time < floor:
-            continue
-        stack.extend(p for p in info.parents if p not in seen)
+        done[sha] = boring
+        found = info(sha)
+        assert found is not None
+        if not boring:
+            yield sha, found.message
+        for parent in found.parents:
+            push(parent, boring)
