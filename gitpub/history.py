@@ -20,11 +20,11 @@ from gitpub.repo import CommitInfo, Repository
 def find_job_commit(
     repo: Repository, tips: Sequence[str], record: JobRecord, prefix: str
 ) -> str | None:
-    """A commit reachable from ``tips`` and newer than the job's base that carries both the
-    job's id and manifest hash; None if there is none."""
+    """A commit reachable from ``tips`` and newer than the job's (first) base that carries both
+    the job's id and manifest hash; None if there is none."""
     if record.manifest_sha256 is None:
         return None
-    for info_sha, message in walk_since(repo, tips, record.base_commit):
+    for info_sha, message in walk_since(repo, tips, record.first_base or record.base_commit):
         proof = trailers.read_pub_trailers(message, prefix)
         if (proof is not None and proof.job_id == record.job_id
                 and proof.manifest_sha256 == record.manifest_sha256):

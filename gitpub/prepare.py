@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from gitpub import gates, steps
+from gitpub import fontstep, gates, steps
 from gitpub.config import Command, Config
 from gitpub.crashpoints import crash_point
 from gitpub.errors import KeyReusedError, LostRace, UsageError
@@ -266,6 +266,7 @@ def _snapshot(ctx: Context, job: Job) -> Job:
         phases["draft"] = "direct"
     job = ctx.store.transition(
         job, record.evolve(state=State.PREPARING, base_ref=base_ref, base_commit=base,
+                           first_base=record.first_base or base,
                            targets=tuple(targets), phases=phases),
         phase="snapshot", reason=f"base {base_ref or '(empty)'} at {base or '(none)'}",
         entries=entries)
@@ -389,17 +390,44 @@ def _gates(ctx: Context, job: Job) -> Job:
         return to_review(ctx, job, "gates", "gate_failed", problems)
     tree = ctx.store.subtree(job, "artifacts")
     modes = {p: e.mode for p, e in ctx.repo.walk_files(tree)} if tree else {}
-    manifest = Manifest.build((p, modes[p], d) for p, d in files.items())
+    record = job.record.evolve(phases=job.record.phases | {"gates": "passed"})
+    fonts: dict[str, bytes] = {}
+    if ctx.config.fonts:
+        derived = derive_fonts(ctx, record.base_commit, files)
+        if derived.problems:
+            return to_review(ctx, job, "fonts", "font_failed", derived.problems)
+        fonts = derived.changed  # an output that would not change is not written
+        record = record.evolve(
+            targets=record.targets + tuple(_target_in(ctx, record.base_commit, out)
+                                           for out in sorted(fonts)),
+            phases=record.phases | {"fonts": derived.summary()})
+    manifest = Manifest.build([(p, modes[p], d) for p, d in files.items()]
+                              + [(p, MODE_FILE, d) for p, d in fonts.items()])
     author = ctx.repo.user_identity()
     job = ctx.store.transition(
         job,
-        job.record.evolve(state=State.READY_TO_COMMIT, manifest_sha256=manifest.sha256(),
-                          commit_time=int(ctx.clock()), author=author.as_bytes().decode(),
-                          phases=job.record.phases | {"gates": "passed"}),
+        record.evolve(state=State.READY_TO_COMMIT, manifest_sha256=manifest.sha256(),
+                      commit_time=int(ctx.clock()), author=author.as_bytes().decode()),
         phase="gates", reason=f"gates passed; manifest {manifest.sha256()}",
-        files={"manifest": manifest.serialize()})
+        files={"manifest": manifest.serialize()} | {f"artifacts/{p}": d
+                                                     for p, d in fonts.items()})
     crash_point("prepare.ready-recorded")
     return job
+
+
+def derive_fonts(ctx: Context, commit: str | None, own: dict[str, bytes]) -> fontstep.Derived:
+    """The configured font subsets for the article set of ``commit`` plus ``own``."""
+    tree = None if commit is None else ctx.repo.commit(commit).tree
+    return fontstep.derive(ctx.repo, ctx.config, tree, own, ctx.repo.pub_dir / "fonts-cache",
+                           ctx.progress)
+
+
+def _target_in(ctx: Context, commit: str | None, path: str) -> Target:
+    """NEW or UPDATE (with the content hash it replaces) for ``path`` in ``commit``."""
+    entry = None if commit is None else ctx.repo.lookup(ctx.repo.commit(commit).tree, path)
+    if entry is None or entry.mode == MODE_TREE:
+        return Target(path, "new")
+    return Target(path, "update", content_sha256(ctx.repo.blob(entry.sha)))
 
 
 def _preparing(ctx: Context, job: Job) -> Job:

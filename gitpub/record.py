@@ -57,6 +57,8 @@ class JobRecord:
     kind: str = "publish"  # "sync": content changes made outside gitpub (no draft, no judge)
     base_ref: str | None = None
     base_commit: str | None = None
+    first_base: str | None = None  # the first snapshot's base: probes search from here, even
+    # after `resolve --retry` took a newer base (an earlier push may have landed meanwhile)
     targets: tuple[Target, ...] = ()
     manifest_sha256: str | None = None
     commit_time: int | None = None  # fixed when READY, so the content commit is reproducible
@@ -119,6 +121,7 @@ _SIMPLE: dict[str, tuple[type, ...]] = {
     "kind": (str,),
     "base_ref": (str, type(None)),
     "base_commit": (str, type(None)),
+    "first_base": (str, type(None)),
     "manifest_sha256": (str, type(None)),
     "commit_time": (int, type(None)),
     "author": (str, type(None)),
