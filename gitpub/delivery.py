@@ -37,12 +37,14 @@ from pathlib import Path
 from gitpub.checkout import fast_forward_local
 from gitpub.crashpoints import crash_point
 from gitpub.errors import LostRace
+from gitpub.fontstep import font_outputs
 from gitpub.history import find_job_commit
-from gitpub.localcommit import build_commit, read_artifacts, target_problems
-from gitpub.manifest import ManifestError
-from gitpub.prepare import Context, drive, reload, run_judge, to_review
+from gitpub.localcommit import Artifacts, build_commit, read_artifacts, target_problems
+from gitpub.manifest import Manifest, ManifestEntry, ManifestError, content_sha256
+from gitpub.prepare import Context, derive_fonts, drive, reload, run_judge, to_review
+from gitpub.record import JobRecord
 from gitpub.remote import PushResult, Remote, RemoteError
-from gitpub.repo import Repository
+from gitpub.repo import MODE_FILE, Entry, Repository
 from gitpub.states import LOCAL, State
 from gitpub.store import Job
 
@@ -144,8 +146,10 @@ class Deliverer:
     def _push_once(self, job: Job, tip: str | None) -> tuple[Job, bool]:
         """Rebase, record, push. Returns the job and whether to go another round."""
         store, repo, record = self.ctx.store, self.ctx.repo, job.record
-        problems = target_problems(repo, None if tip is None else repo.commit(tip).tree,
-                                   record.targets)
+        tip_tree = None if tip is None else repo.commit(tip).tree
+        fonts = font_outputs(self.ctx.config) & set(record.target_paths)
+        problems = target_problems(repo, tip_tree,
+                                   [t for t in record.targets if t.path not in fonts])
         if problems:
             detail = "; ".join(problems)
             return store.transition(
@@ -156,11 +160,22 @@ class Deliverer:
             artifacts = read_artifacts(store, job)
         except ManifestError as e:
             return to_review(self.ctx, job, "rebase", "artifacts_unsafe", [str(e)]), False
+        files: dict[str, bytes] = {}
+        note = ""
+        if fonts:
+            resolved = self._regenerate_fonts(job, tip, artifacts, fonts)
+            if isinstance(resolved, Job):
+                return resolved, False
+            artifacts, record, files = resolved
+            if files:
+                note = "; font-only resolution: regenerated " + ", ".join(
+                    sorted(p for p in files if p != "manifest"))
         commit = build_commit(repo, record, artifacts, tip, self.ctx.config.trailer_prefix)
         job = store.transition(
             job, record.evolve(state=S.PUSHING, local_commit=commit),
-            phase="push", reason=f"pushing {commit} onto {tip or '(new branch)'}",
-            keep_alive=[commit])
+            phase="push", reason=f"pushing {commit} onto {tip or '(new branch)'}{note}",
+            keep_alive=[commit], files={("manifest" if p == "manifest" else f"artifacts/{p}"): d
+                                        for p, d in files.items()})
         crash_point("delivery.pushing-recorded")
         self.ctx.progress(f"pushing {job.job_id[:13]} to {self.remote.remote}/"
                           f"{self.remote.branch}")
@@ -177,6 +192,34 @@ class Deliverer:
             return job, True
         kind = "rejected" if outcome.result == PushResult.REJECTED else "outcome unknown"
         return self._transient(job, f"push {kind}: {outcome.detail}"), False
+
+    def _regenerate_fonts(self, job: Job, tip: str | None, artifacts: Artifacts,
+                          fonts: frozenset[str]
+                          ) -> Job | tuple[Artifacts, JobRecord, dict[str, bytes]]:
+        """The job's font outputs recomputed from the merged article set (the tip's articles
+        plus the job's): the font-only conflict resolved by construction. Returns the new
+        artifacts, record and changed files (``manifest`` and outputs), or the job in REVIEW
+        when a subset cannot be made."""
+        repo, record = self.ctx.repo, job.record
+        own = {p: repo.blob(e.sha) for p, e in artifacts.entries.items() if p not in fonts}
+        derived = derive_fonts(self.ctx, tip, own)
+        if derived.problems:
+            return to_review(self.ctx, job, "fonts", "font_failed", derived.problems)
+        current = {e.path: e.sha256 for e in artifacts.manifest.entries}
+        changed = {out: data for out, data in derived.outputs.items()
+                   if out in fonts and content_sha256(data) != current.get(out)}
+        if not changed:
+            return artifacts, record, {}
+        entries = dict(artifacts.entries)
+        kept = [e for e in artifacts.manifest.entries if e.path not in changed]
+        for out, data in changed.items():
+            entries[out] = Entry(MODE_FILE, repo.write_blob(data))
+        manifest = Manifest.of(kept + [ManifestEntry(out, MODE_FILE, content_sha256(data))
+                                       for out, data in changed.items()])
+        record = record.evolve(manifest_sha256=manifest.sha256(),
+                               phases=record.phases | {"fonts": derived.summary()})
+        return (Artifacts(entries, manifest), record,
+                {"manifest": manifest.serialize(), **changed})
 
     def _confirm(self, job: Job, pushed: str) -> Job:
         """After the remote reported our ref updated to ``pushed``: its history now has that
