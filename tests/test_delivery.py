@@ -282,3 +282,17 @@ def test_prepare_never_waits_on_the_delivery_lock(site: Site) -> None:
                      timeout=20)
         assert r.code == 0, r.err
     assert site.call("push").code == 0
+
+
+def test_reconcile_reports_a_bad_job_and_goes_on(site: Site) -> None:
+    good = prepare(site, "good", "posts/good.md", article("good"))
+    bad = prepare(site, "bad", "posts/bad.md", article("bad"))
+    ref = f"refs/pub/jobs/{bad['job_id']}"
+    blob = site.git("hash-object", "-w", "--stdin", input=b"{").strip()
+    tree = site.git("mktree", input=f"100644 blob {blob}\tjob.json\n".encode()).strip()
+    site.git("update-ref", ref, site.git("commit-tree", tree, "-p", ref, "-m", "x").strip())
+    r = site.call("reconcile", "--json")
+    assert r.code == 1
+    assert [j["job_id"] for j in r.json()["jobs"]] == [good["job_id"]]
+    assert r.json()["jobs"][0]["state"] == "PUBLISHED"
+    assert any(str(bad["job_id"]) in e for e in r.json()["errors"])

@@ -60,3 +60,46 @@ def test_walk_matches_git_rev_list(tmp_path_factory: object, hermetic: dict[str,
     assert set(walked) <= set(git(path, "rev-list", tip).split()), "only the tip's history"
     if not skew:
         assert set(walked) == expected
+
+
+def test_confirmation_with_many_commits_jobs_and_multiline_bodies(
+        tmp_path: Path, hermetic: dict[str, str]) -> None:
+    """The reference's trap: a log parser that only got the first record right. Twenty jobs
+    interleaved with 200 hand commits whose bodies have several paragraphs, trailer-like prose
+    and other jobs' ids; every job must find exactly its own remote commit."""
+    from conftest import make_site
+
+    site = make_site(tmp_path, hermetic)
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(site.remote), str(other))
+    expected: dict[str, str] = {}
+    for i in range(20):
+        r = site.call("prepare", "--json", "--key", f"job-{i}", "--to", f"posts/j{i}.md", "-",
+                      input=f"# Job {i}\n\nBody {i}.\n")
+        assert r.code == 0, r.err
+        job_id = r.json()["job_id"]
+        git(other, "pull", "-q", "--rebase", "origin", "main")
+        for k in range(10):
+            (other / "notes.txt").write_text(f"{i}-{k}\n")
+            git(other, "add", "notes.txt")
+            git(other, "commit", "-q", "-m", f"hand {i}-{k}",
+                "-m", f"Mentions job {job_id} in prose.\nBlog-Job-Id: {job_id}",
+                "-m", "Signed-off-by: Someone <s@example.com>\nBlog-Job-Id: not-a-job")
+        git(other, "push", "-q", "origin", "HEAD:main")
+        r = site.call("push", "--json")
+        assert r.code == 0, r.out + r.err
+        expected[job_id] = r.json()["jobs"][0]["remote_commit"]
+    from gitpub.history import find_job_commit
+    from gitpub.store import JobStore
+
+    tip = git(site.remote, "rev-parse", "main").strip()
+    site.git("fetch", "-q", "origin")
+    with Repository.discover(site.path) as repo:
+        store = JobStore(repo)
+        for job_id, commit in expected.items():
+            job = store.load(job_id)
+            assert job is not None
+            assert find_job_commit(repo, [tip], job.record, "Blog") == commit
+    ids = git(site.remote, "log", "--format=%(trailers:key=Blog-Job-Id,valueonly)", "main")
+    for job_id in expected:
+        assert ids.split().count(job_id) == 1  # the quotes in hand commits are not trailers
