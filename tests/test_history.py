@@ -64,8 +64,8 @@ def test_walk_matches_git_rev_list(tmp_path_factory: object, hermetic: dict[str,
 
 def test_confirmation_with_many_commits_jobs_and_multiline_bodies(
         tmp_path: Path, hermetic: dict[str, str]) -> None:
-    """The reference's trap: a log parser that only got the first record right. Twenty jobs
-    interleaved with 200 hand commits whose bodies have several paragraphs, trailer-like prose
+    """The reference's trap: a log parser that only got the first record right. Twelve jobs
+    interleaved with 96 hand commits whose bodies have several paragraphs, trailer-like prose
     and other jobs' ids; every job must find exactly its own remote commit."""
     from conftest import make_site
 
@@ -73,13 +73,13 @@ def test_confirmation_with_many_commits_jobs_and_multiline_bodies(
     other = tmp_path / "other"
     git(tmp_path, "clone", "-q", str(site.remote), str(other))
     expected: dict[str, str] = {}
-    for i in range(20):
+    for i in range(12):
         r = site.call("prepare", "--json", "--key", f"job-{i}", "--to", f"posts/j{i}.md", "-",
                       input=f"# Job {i}\n\nBody {i}.\n")
         assert r.code == 0, r.err
         job_id = r.json()["job_id"]
         git(other, "pull", "-q", "--rebase", "origin", "main")
-        for k in range(10):
+        for k in range(8):
             (other / "notes.txt").write_text(f"{i}-{k}\n")
             git(other, "add", "notes.txt")
             git(other, "commit", "-q", "-m", f"hand {i}-{k}",
