@@ -53,7 +53,7 @@ from gitpub.hookfast import CACHE_NAME, HOOKS, LEGACY_SUFFIX, cache_bytes, is_sh
 from gitpub.outbox import (
     register_external_change,
 )
-from gitpub.repo import Repository
+from gitpub.repo import Repository, fsync_dir
 from gitpub.sanitize import sanitize
 from gitpub.verify import Verdict, verify_commit
 
@@ -244,7 +244,7 @@ def apply_steps(directory: Path, steps: Sequence[Step]) -> None:
         else:
             step.path.unlink()
     if steps:
-        _fsync_dir(directory)
+        fsync_dir(directory)
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -261,14 +261,6 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def install(repo_path: Path, *, hooks_path_ok: bool = False,

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotGitRepository, NotTreeError
@@ -31,6 +31,8 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from gitpub.errors import CorruptStateError, NotARepositoryError
+
+T = TypeVar("T")
 
 MODE_FILE = 0o100644
 MODE_EXEC = 0o100755
@@ -80,7 +82,25 @@ def _s(sha: bytes) -> str:
     return sha.decode("ascii")
 
 
-def _fsync_dir(path: str) -> None:
+def _while_locked(action: Callable[[], T], done: Callable[[], bool] | None = None) -> T | None:
+    """Run ``action``, retrying while another process holds the lock it needs (dulwich raises
+    ``FileLocked``), with a short exponential backoff, for at most ten seconds. ``done`` may
+    say that the other process did our work meanwhile (then ``None`` is returned)."""
+    delay = 0.001
+    deadline = time.monotonic() + 10.0
+    while True:
+        try:
+            return action()
+        except FileLocked:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+            if done is not None and done():
+                return None
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -183,23 +203,12 @@ class Repository:
     def cas_ref(self, name: str, old: str | None, new: str, message: str = "gitpub") -> bool:
         """Move ``name`` from ``old`` (``None``: must not exist) to ``new``; False if it moved."""
         old_b = ZERO_SHA if old is None else _b(old)
-        delay = 0.002
-        deadline = time.monotonic() + 10.0
-        while True:
-            try:
-                ok = self._repo.refs.set_if_equals(
-                    _r(name), old_b, _b(new), message=message.encode()
-                )
-                break
-            except FileLocked:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 0.05)
+        ok = _while_locked(lambda: self._repo.refs.set_if_equals(
+            _r(name), old_b, _b(new), message=message.encode()))
         if ok:
             ref_dir = (self.common_dir / name).parent
             if ref_dir.is_dir():
-                _fsync_dir(str(ref_dir))
+                fsync_dir(str(ref_dir))
         return bool(ok)
 
     def delete_ref(self, name: str, old: str) -> bool:
@@ -307,27 +316,15 @@ class Repository:
             path = store._get_shafile_path(obj.id)
             dirs.add(os.path.dirname(path))
         for d in sorted(dirs):
-            _fsync_dir(d)
+            fsync_dir(d)
         if dirs:
-            _fsync_dir(os.path.dirname(next(iter(dirs))))
+            fsync_dir(os.path.dirname(next(iter(dirs))))
 
     def _add_object(self, obj: ShaFile) -> None:
         """Add one loose object; another process writing the same object holds its lock file
         (``FileLocked``) — wait for it to finish instead of failing."""
         store = self._repo.object_store
-        delay = 0.001
-        deadline = time.monotonic() + 10.0
-        while True:
-            try:
-                store.add_object(obj)
-                return
-            except FileLocked:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 0.05)
-                if obj.id in store:
-                    return
+        _while_locked(lambda: store.add_object(obj), done=lambda: obj.id in store)
 
     def write_blob(self, data: bytes) -> str:
         blob = Blob.from_string(data)
