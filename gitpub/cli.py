@@ -57,7 +57,20 @@ def _where(ctx: click.Context) -> Path:
     return ctx.ensure_object(_State).where
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """The top-level group; the hook commands are loaded on first use (import cost)."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _LAZY:
+            _register_hooks()
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        _register_hooks()
+        return super().list_commands(ctx)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-C", "paths", multiple=True, metavar="PATH",
               help="Run as if started in PATH (as git -C).")
 @click.version_option(__version__, "--version", prog_name="git-pub",
@@ -176,14 +189,17 @@ def demo(ctx: click.Context, keep: bool) -> None:
     ctx.exit(run_demo(keep=keep))
 
 
+_LAZY = ("hooks", "hook-impl")
+
+
 def _register_hooks() -> None:
+    """Add the hook commands, importing their module only when they are used or listed."""
+    if "hooks" in cli.commands:
+        return
     from gitpub.hooks import hook_impl_command, hooks_group
 
     cli.add_command(hooks_group)
     cli.add_command(hook_impl_command)
-
-
-_register_hooks()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
