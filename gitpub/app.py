@@ -57,7 +57,7 @@ def open_context(where: Path, out: Output) -> Iterator[Context]:
 
 def load_repo_config(repo: Repository) -> Config:
     root = repo.work_tree if repo.work_tree is not None else repo.common_dir
-    return load_config(root)
+    return load_config(root, repo.pub_dir)
 
 
 # -- rendering -----------------------------------------------------------------------------

@@ -786,10 +786,13 @@ def parse_config(text: str, source: str = CONFIG_FILE) -> Config:
     return _Parser(source).config(_load_yaml(text, source))
 
 
-def load_config(repo_root: pathlib.Path) -> Config:
+def load_config(repo_root: pathlib.Path, cache_dir: pathlib.Path | None = None) -> Config:
     """The configuration of the repository at ``repo_root``: its ``.gitpub.yaml``, else defaults.
 
-    The file is read from the working tree, where a user edits it before committing it.
+    The file is read from the working tree, where a user edits it before committing it. With
+    ``cache_dir``, the YAML's data is cached there as JSON keyed by the file's exact text, so a
+    command does not pay PyYAML's import (~15 ms) when the file has not changed; the data is
+    validated every time all the same.
     """
     path = os.path.join(repo_root, CONFIG_FILE)
     try:
@@ -807,7 +810,38 @@ def load_config(repo_root: pathlib.Path) -> Config:
         raise ConfigError(
             f"{CONFIG_FILE}: cannot read: {error.strerror or error}", source=CONFIG_FILE
         ) from None
-    return parse_config(text, CONFIG_FILE)
+    if cache_dir is None:
+        return parse_config(text, CONFIG_FILE)
+    return _Parser(CONFIG_FILE).config(_cached_yaml(text, cache_dir))
+
+
+def _cached_yaml(text: str, cache_dir: pathlib.Path) -> object:
+    """``_load_yaml(text)``, through a JSON cache (derived data: a bad cache is a miss)."""
+    import hashlib
+    import json
+
+    key = hashlib.sha256(text.encode()).hexdigest()
+    path = os.path.join(cache_dir, "config-cache.json")
+    try:
+        with open(path, encoding="utf-8") as file:
+            cached = json.load(file)
+        if isinstance(cached, dict) and cached.get("key") == key and "data" in cached:
+            return cached["data"]
+    except (OSError, ValueError):
+        pass
+    data = _load_yaml(text, CONFIG_FILE)
+    try:
+        blob = json.dumps({"key": key, "data": data})
+        if json.loads(blob)["data"] != data:
+            return data  # not plain JSON data (e.g. a YAML date): do not cache
+        os.makedirs(cache_dir, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as file:
+            file.write(blob)
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        pass
+    return data
 
 
 def default_config_text() -> str:

@@ -14,7 +14,6 @@ start time, so a recycled pid is not mistaken for the old owner.
 from __future__ import annotations
 
 import os
-import socket
 import time
 import uuid
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ def _start_time(pid: int) -> str | None:
 
 
 def _this_host() -> str:
-    return socket.gethostname().replace(":", "_")
+    return os.uname().nodename.replace(":", "_")
 
 
 @dataclass(frozen=True)

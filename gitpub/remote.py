@@ -92,8 +92,11 @@ class Remote:
     def fetch_ref(self, src: str, dst: str, *, deepen: int | None = None) -> str | None:
         """Fetch remote ref ``src`` into local ref ``dst`` (forced: ``dst`` mirrors the
         remote); the fetched tip, or None if the remote has no such ref."""
+        # Negotiate only with branches: not with the thousands of refs/pub/ state refs, whose
+        # histories the remote never has.
         args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
-                "--no-recurse-submodules"]
+                "--no-recurse-submodules", "--negotiation-tip=refs/heads/*",
+                f"--negotiation-tip=refs/remotes/{self.remote}/*"]
         if deepen is not None:
             args.append(f"--deepen={deepen}")
         try:

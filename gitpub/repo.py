@@ -15,6 +15,7 @@ and the job store know dulwich. The rules it enforces, learnt the hard way (see 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
-from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotGitRepository, NotTreeError
 from dulwich.file import FileLocked
 from dulwich.object_store import tree_lookup_path
@@ -114,6 +114,7 @@ class Repository:
     def __init__(self, repo: Repo) -> None:
         self._repo = repo
         self._repo.object_store.fsync_object_files = True
+        self._batch_dirs: set[str] | None = None
         self.common_dir = Path(repo.commondir())
         self.work_tree: Path | None = None if repo.bare else Path(repo.path)
         self._refuse_reftable()
@@ -292,6 +293,8 @@ class Repository:
     def changed_paths(self, old_tree: str | None, new_tree: str) -> list[tuple[str, str | None]]:
         """(path, new blob id or None if deleted) for every file that differs between two
         trees. Identical subtrees are skipped by id, so the cost follows the change."""
+        from dulwich.diff_tree import tree_changes  # 20 ms to import: only where needed
+
         changes = tree_changes(self._repo.object_store, None if old_tree is None else _b(old_tree),
                                _b(new_tree))
         out: list[tuple[str, str | None]] = []
@@ -305,8 +308,22 @@ class Repository:
 
     # -- writing objects -------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Objects written inside are durable when the block ends (not each on its own): the
+        directories are fsynced once, together. Nothing may point at them before that."""
+        self._batch_dirs = set()
+        try:
+            yield
+            dirs, self._batch_dirs = self._batch_dirs, None
+            for d in sorted(dirs):
+                fsync_dir(d)
+        finally:
+            self._batch_dirs = None
+
     def store(self, objects: Sequence[ShaFile]) -> None:
-        """Write objects durably: each file and its directory are fsynced before we return."""
+        """Write objects durably: each file and its directory are fsynced before we return
+        (or, inside ``batch()``, before the batch ends)."""
         store = self._repo.object_store
         dirs: set[str] = set()
         for obj in objects:
@@ -315,10 +332,13 @@ class Repository:
             self._add_object(obj)
             path = store._get_shafile_path(obj.id)
             dirs.add(os.path.dirname(path))
+        if dirs:
+            dirs.add(os.path.dirname(next(iter(dirs))))  # objects/: new xx/ directories
+        if self._batch_dirs is not None:
+            self._batch_dirs |= dirs
+            return
         for d in sorted(dirs):
             fsync_dir(d)
-        if dirs:
-            fsync_dir(os.path.dirname(next(iter(dirs))))
 
     def _add_object(self, obj: ShaFile) -> None:
         """Add one loose object; another process writing the same object holds its lock file

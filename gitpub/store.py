@@ -229,6 +229,26 @@ class JobStore:
         now = time.time()
         record = record.evolve(updated_at=now,
                                lease=self.worker.lease(now) if keep_lease else None)
+        with self.repo.batch():  # one round of fsyncs for all of this transition's objects
+            commit, tree = self._objects(prev, record, files, entries, keep_alive, phase,
+                                         reason, now)
+        ref = self.ref_name(record.job_id)
+        active = ACTIVE_PREFIX + record.job_id
+        if prev is None:
+            self.repo.cas_ref(active, None, commit, "gitpub: active")  # before the job exists
+        if not self.repo.cas_ref(ref, None if prev is None else prev.commit, commit,
+                                 f"gitpub: {record.state.value}"):
+            raise LostRace(ref)
+        if record.state in TERMINAL:
+            current = self.repo.read_ref(active)
+            if current is not None:
+                self.repo.delete_ref(active, current)
+        return Job(record, commit, tree)
+
+    def _objects(self, prev: Job | None, record: JobRecord, files: Mapping[str, bytes],
+                 entries: Mapping[str, Entry | None], keep_alive: Sequence[str], phase: str,
+                 reason: str, now: float) -> tuple[str, str]:
+        """Write a state commit's objects; (commit, tree). Nothing points at them yet."""
         changes: dict[str, Entry | None] = dict(entries)
         for path, data in files.items():
             changes[path] = Entry(MODE_FILE, self.repo.write_blob(data))
@@ -247,15 +267,4 @@ class JobStore:
         message = f"{record.state.value}: {phase}: {summary}\n\n{json.dumps(event)}\n".encode()
         parents = ([] if prev is None else [prev.commit]) + list(keep_alive)
         commit = self.repo.write_commit(tree, parents, message, when=int(now))
-        ref = self.ref_name(record.job_id)
-        active = ACTIVE_PREFIX + record.job_id
-        if prev is None:
-            self.repo.cas_ref(active, None, commit, "gitpub: active")  # before the job exists
-        if not self.repo.cas_ref(ref, None if prev is None else prev.commit, commit,
-                                 f"gitpub: {record.state.value}"):
-            raise LostRace(ref)
-        if record.state in TERMINAL:
-            current = self.repo.read_ref(active)
-            if current is not None:
-                self.repo.delete_ref(active, current)
-        return Job(record, commit, tree)
+        return commit, tree
