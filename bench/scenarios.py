@@ -166,6 +166,21 @@ class Publisher:
         self.last_prepare, self.last_push = t_prep, t_push
         return t_prep + t_push
 
+    def gitpub_one(self) -> float:
+        """``prepare --push`` of one new article: the same work in one CLI process."""
+        i, src, target = self._next()
+        key = f"bench-{self.tag}-{self.site.path.name}-{i}"
+        t0 = time.perf_counter()
+        p = self.h.pub(self.site.path, "prepare", "--push", "--key", key, "--to", target,
+                       str(src), "--json")
+        dt = time.perf_counter() - t0
+        job = json.loads(p.out)
+        if job.get("state") != "PUBLISHED":
+            raise BenchError(f"prepare --push ended in {job.get('state')}: {p.out[:500]}")
+        self.job_ids.append(job["job_id"])
+        self.last_prepare, self.last_push = dt, 0.0
+        return dt
+
     def baseline(self) -> float:
         i, src, target = self._next()
         wt = self.site.path.parent / f"wt-{self.site.path.name}-{i}"
@@ -259,14 +274,14 @@ PLAIN_WHAT = "worktree add, write, add, commit, fetch, rebase, push, worktree re
 
 
 def _publish(h: Harness, name: str, template: Path, article_dir: str, runs: int,
-             target: float, label: str, settle: float = 0.0) -> Row:
+             target: float, label: str, settle: float = 0.0, one_process: bool = False) -> Row:
     site = make_site(h, template, fresh_dir(h.sites / name), article_dir)
     pub = Publisher(h, site, name)
     prep: list[float] = []
     push: list[float] = []
 
     def g() -> float:
-        t = pub.gitpub()
+        t = pub.gitpub_one() if one_process else pub.gitpub()
         prep.append(pub.last_prepare)
         push.append(pub.last_push)
         return t
@@ -282,16 +297,21 @@ def _publish(h: Harness, name: str, template: Path, article_dir: str, runs: int,
             pub.gitpub()
 
     notes = f"prepare {_ms(median(prep))}, push {_ms(median(push))}"
+    if one_process:
+        notes = "one process: `git pub prepare --push`"
     if settle > 0:
         notes += (f"; on disk: pairs spaced {settle:.0f} s apart after `sync`, gitpub first "
                   "(see `settled_pairs`)")
-    return Row(label, median(xs), median(ys), target, str(runs), PUBLISH_WHAT, PLAIN_WHAT,
+    what = "`prepare --push` (1 CLI process)" if one_process else PUBLISH_WHAT
+    return Row(label, median(xs), median(ys), target, str(runs), what, PLAIN_WHAT,
                notes, xs, ys, profile)
 
 
 def publish_corpus(h: Harness, s: Sizes) -> list[Row]:
     return [_publish(h, "publish-corpus", corpus_template(h), "docs/bench", s.runs, 1.0,
-                     "publish one article, corpus (420 files, 856 commits)")]
+                     "publish one article, corpus (420 files, 856 commits)"),
+            _publish(h, "publish-corpus-1p", corpus_template(h), "docs/bench", s.runs, 1.0,
+                     "publish one article, corpus, `prepare --push`", one_process=True)]
 
 
 def publish_wide(h: Harness, s: Sizes) -> list[Row]:
@@ -301,7 +321,9 @@ def publish_wide(h: Harness, s: Sizes) -> list[Row]:
     template = wide_template(h, s.wide_files)
     label = f"publish one article, {s.wide_files:,} files"
     if h.sites_on_tmpfs:
-        return [_publish(h, "publish-wide", template, "docs/bench", s.runs, 0.2, label)]
+        return [_publish(h, "publish-wide", template, "docs/bench", s.runs, 0.2, label),
+                _publish(h, "publish-wide-1p", template, "docs/bench", s.runs, 0.2,
+                         f"{label}, `prepare --push`", one_process=True)]
     return [_publish(h, "publish-wide", template, "docs/bench", s.wide_disk_runs, 0.2, label,
                      settle=0.0 if h.quick else 65.0)]
 

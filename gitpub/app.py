@@ -155,14 +155,23 @@ def _read_one(source: str) -> Source:
 
 
 def cmd_prepare(where: Path, out: Output, key: str | None, targets: Sequence[str],
-                sources: Sequence[str]) -> int:
+                sources: Sequence[str], push: bool = False) -> int:
+    notes: dict[str, str] = {}
     with open_context(where, out) as ctx:
         drafted = ctx.config.draft is not None
         paths, srcs = read_sources(targets, sources, drafted)
         request = Request(tuple(paths), tuple(srcs), drafted, key)
         job, created = prepare(ctx, request)
-    out.emit(job.record.public() | {"created": created},
-             describe_job(job) + ("" if created else "\n  (existing job for this key)"))
+        if push:  # deliver it now, in this process: one interpreter start instead of two
+            from gitpub.delivery import Deliverer, remote_for
+
+            deliverer = Deliverer(ctx, remote_for(ctx), now_please=True)
+            job = deliverer.deliver(job)
+            notes = deliverer.notes
+    note = f"\n  {notes[job.job_id]}" if job.job_id in notes else ""
+    out.emit(job.record.public() | {"created": created} | (
+        {"note": notes[job.job_id]} if job.job_id in notes else {}),
+        describe_job(job) + ("" if created else "\n  (existing job for this key)") + note)
     return exit_code_for(job.state)
 
 

@@ -99,13 +99,15 @@ def init(ctx: click.Context) -> None:
 @click.option("--to", "targets", multiple=True, required=True, metavar="PATH",
               help="Repository path to write (repeat for several files; end with / for a "
                    "directory SOURCE).")
+@click.option("--push", "push_now", is_flag=True,
+              help="Then deliver the job at once, as `git pub push JOB` would.")
 @click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
 @_common
 @click.pass_context
-def prepare(ctx: click.Context, key: str | None, targets: tuple[str, ...],
+def prepare(ctx: click.Context, key: str | None, targets: tuple[str, ...], push_now: bool,
             sources: tuple[str, ...]) -> None:
     """Create or find the job for KEY and run the pipeline (SOURCE may be -)."""
-    ctx.exit(app.cmd_prepare(_where(ctx), _out(ctx), key, targets, sources))
+    ctx.exit(app.cmd_prepare(_where(ctx), _out(ctx), key, targets, sources, push_now))
 
 
 @cli.command()

@@ -296,3 +296,11 @@ def test_reconcile_reports_a_bad_job_and_goes_on(site: Site) -> None:
     assert [j["job_id"] for j in r.json()["jobs"]] == [good["job_id"]]
     assert r.json()["jobs"][0]["state"] == "PUBLISHED"
     assert any(str(bad["job_id"]) in e for e in r.json()["errors"])
+
+
+def test_prepare_with_push_delivers_in_one_command(site: Site) -> None:
+    r = site.call("prepare", "--json", "--push", "--key", "k", "--to", "posts/a.md", "-",
+                  input=article("a"))
+    assert r.code == 0, r.out + r.err
+    assert r.json()["state"] == "PUBLISHED" and "fast-forwarded" in r.json()["note"]
+    assert remote_job_ids(site) == [r.json()["job_id"]]
