@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from gitpub.config import CONFIG_FILE, Config, default_config_text, load_config
 from gitpub.errors import EXIT_ERROR, EXIT_OK, CorruptStateError, GitpubError, UsageError
+from gitpub.maintenance import pack_refs_if_needed
 from gitpub.prepare import Context, Request, Source, prepare
 from gitpub.repo import Repository
 from gitpub.sanitize import sanitize
@@ -294,6 +295,7 @@ def cmd_push(where: Path, out: Output, job_refs: Sequence[str]) -> int:
                     jobs.append(item)
             jobs.sort(key=lambda j: j.record.created_at)
         done = _deliver_all(ctx, jobs, deliverer, errors)
+        pack_refs_if_needed(ctx.repo)
     return _report_jobs(out, done, errors, deliverer.notes, "nothing to deliver")
 
 
@@ -315,6 +317,7 @@ def cmd_reconcile(where: Path, out: Output) -> int:
         jobs.sort(key=lambda j: j.record.created_at)
         done = _deliver_all(ctx, jobs, deliverer, errors)
         pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
+        pack_refs_if_needed(ctx.repo)
     if not pending.empty:
         out.progress(f"pending hand edits: {len(pending.uncommitted)} uncommitted content "
                      f"path(s), {len(pending.unpushed)} unpushed commit(s); run `git pub sync`")

@@ -183,3 +183,18 @@ def test_status_reads_only_unfinished_jobs(site: Site) -> None:
     r = site.call("status", "--json")
     assert r.code == 0 and [j["target_paths"] for j in r.json()["jobs"]] == [["posts/b.md"]]
     assert site.call("status", "--all").code == 1
+
+
+def test_many_loose_job_refs_are_packed_with_git_and_stay_usable(site: Site) -> None:
+    from gitpub.maintenance import pack_refs_if_needed
+    from gitpub.repo import Repository
+
+    for i in range(4):
+        site.call("prepare", "--key", f"k{i}", "--to", f"posts/{i}.md", "-", input=f"{i}\n")
+    with Repository.discover(site.path) as repo:
+        assert not pack_refs_if_needed(repo, threshold=100)
+        assert pack_refs_if_needed(repo, threshold=2)
+    jobs_dir = site.path / ".git" / "refs" / "pub" / "jobs"
+    assert not jobs_dir.exists() or not list(jobs_dir.iterdir())
+    assert site.call("push").code == 0  # CAS on packed refs still works
+    assert len(site.call("status", "--all", "--json").json()["jobs"]) == 4
