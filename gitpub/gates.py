@@ -89,7 +89,7 @@ def _plain_title(block: str) -> str | None:
     for line in block.splitlines():
         if not line.startswith("title:"):
             continue
-        value = line[6:].strip()
+        value = line[6:].strip(" \t")  # YAML trims spaces and tabs, not all whitespace
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             inner = value[1:-1]
             if (value[0] == "'" and "'" not in inner) or (value[0] == '"' and not any(
