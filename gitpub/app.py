@@ -267,6 +267,17 @@ def aggregate_exit(states: Sequence[State]) -> int:
     return 4 if 4 in codes else 5 if 5 in codes else EXIT_OK
 
 
+def _unfinished(ctx: Context, errors: list[str], states: frozenset[State]) -> list[Job]:
+    """The unfinished jobs in ``states``, oldest first; unreadable ones go to ``errors``."""
+    jobs = []
+    for item in ctx.store.iter_jobs(finished=False):
+        if isinstance(item, CorruptStateError):
+            errors.append(item.message)
+        elif item.state in states:
+            jobs.append(item)
+    return sorted(jobs, key=lambda j: j.record.created_at)
+
+
 def _deliver_all(ctx: Context, jobs: Sequence[Job], deliverer: Deliverer,
                  errors: list[str]) -> list[Job]:
     done = []
@@ -287,13 +298,7 @@ def cmd_push(where: Path, out: Output, job_refs: Sequence[str]) -> int:
         if job_refs:
             jobs = [resolve_job(ctx.store, ref) for ref in job_refs]
         else:
-            jobs = []
-            for item in ctx.store.iter_jobs(finished=False):
-                if isinstance(item, CorruptStateError):
-                    errors.append(item.message)
-                elif item.state in DELIVERABLE or item.state in LOCAL:
-                    jobs.append(item)
-            jobs.sort(key=lambda j: j.record.created_at)
+            jobs = _unfinished(ctx, errors, DELIVERABLE | LOCAL)
         done = _deliver_all(ctx, jobs, deliverer, errors)
         pack_refs_if_needed(ctx.repo)
     return _report_jobs(out, done, errors, deliverer.notes, "nothing to deliver")
@@ -308,14 +313,8 @@ def cmd_reconcile(where: Path, out: Output) -> int:
     with open_context(where, out) as ctx:
         deliverer = Deliverer(ctx, remote_for(ctx))
         errors: list[str] = []
-        jobs: list[Job] = []
-        for item in ctx.store.iter_jobs(finished=False):
-            if isinstance(item, CorruptStateError):
-                errors.append(item.message)
-            elif item.state not in TERMINAL:
-                jobs.append(item)
-        jobs.sort(key=lambda j: j.record.created_at)
-        done = _deliver_all(ctx, jobs, deliverer, errors)
+        everything = frozenset(State) - TERMINAL
+        done = _deliver_all(ctx, _unfinished(ctx, errors, everything), deliverer, errors)
         pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         pack_refs_if_needed(ctx.repo)
     if not pending.empty:
@@ -371,14 +370,8 @@ def cmd_sync(where: Path, out: Output) -> int:
     with open_context(where, out) as ctx:
         deliverer = Deliverer(ctx, remote_for(ctx))
         errors: list[str] = []
-        jobs = []
-        for item in ctx.store.iter_jobs(finished=False):
-            if isinstance(item, CorruptStateError):
-                errors.append(item.message)
-            elif item.state in DELIVERABLE or item.state in LOCAL:
-                jobs.append(item)
-        jobs.sort(key=lambda j: j.record.created_at)
-        done = _deliver_all(ctx, jobs, deliverer, errors)
+        done = _deliver_all(ctx, _unfinished(ctx, errors, DELIVERABLE | LOCAL), deliverer,
+                            errors)
         try:
             tip = deliverer.remote.fetch()
         except RemoteError as e:

@@ -66,7 +66,7 @@ from __future__ import annotations
 import functools
 import re
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 __all__ = [
@@ -96,13 +96,45 @@ class Finding:
     line: int  # 1-based line (counting "\n") where the secret starts
 
 
+class _LazyRegex:
+    """A pattern compiled on first use: compiling the whole table costs ~10 ms, paid by every
+    gitpub process at import otherwise, while most texts need few rules or none (see
+    ``_Rule.needles``)."""
+
+    __slots__ = ("flags", "pattern")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self.pattern = pattern
+        self.flags = flags
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        return _compile(self.pattern, self.flags)
+
+    @property
+    def groupindex(self) -> Mapping[str, int]:
+        return self.compiled.groupindex
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        return self.compiled.finditer(text)
+
+
+@functools.cache
+def _compile(pattern: str, flags: int) -> re.Pattern[str]:
+    return re.compile(pattern, flags)
+
+
 @dataclass(frozen=True)
 class _Rule:
     """One entry of the detector table.
 
-    ``hints``: literal substrings one of which every match contains; when none occurs in the text
-    the regex is not run at all. Only for patterns that cannot start with a literal: a substring
-    test costs about as much as a literal-prefixed regex pass.
+    ``needles``: lower-case literal substrings one of which the *lower-cased* text must contain
+    for the rule to match at all (lower-casing keeps every ASCII letter ASCII, so this is a sound
+    pre-check for case-sensitive and case-insensitive rules alike). A rule whose needles are all
+    absent is neither compiled nor run: typical texts (event reasons, paths, hashes) never pay
+    for the table. The tests plant every kind to prove each rule's needles sound.
+    ``hints``: the same, for patterns that cannot start with a literal, looked up in the text the
+    rule runs on.
     ``ci``: ASCII case-insensitive. Such a pattern is written in lower case and run, case
     sensitively, on ``text.lower()`` (its hints are looked up there too): ``re.IGNORECASE`` makes
     ``re`` give up its prefix search and costs 4x on a 1 MB text. Offsets only carry over when
@@ -113,8 +145,9 @@ class _Rule:
     """
 
     kind: str
-    regex: re.Pattern[str]
+    regex: _LazyRegex
     why: str
+    needles: tuple[str, ...]
     hints: tuple[str, ...] = ()
     ci: bool = False
     accept: Callable[[str], bool] | None = None
@@ -123,14 +156,13 @@ class _Rule:
     def secret_groups(self) -> tuple[str, ...]:
         return tuple(g for g in self.regex.groupindex if re.fullmatch(r"s\d*", g))
 
-    def folding_regex(self) -> re.Pattern[str]:
+    def folding_regex(self) -> _LazyRegex:
         """The case-folding twin of a ``ci`` pattern, for texts whose lower() shifts offsets."""
         return _folding_regex(self.regex.pattern, self.regex.flags)
 
 
-@functools.cache
-def _folding_regex(pattern: str, flags: int) -> re.Pattern[str]:
-    return re.compile(pattern, (flags & ~re.UNICODE) | re.IGNORECASE | re.ASCII)
+def _folding_regex(pattern: str, flags: int) -> _LazyRegex:
+    return _LazyRegex(pattern, (flags & ~re.UNICODE) | re.IGNORECASE | re.ASCII)
 
 
 # Characters allowed in an unquoted assignment value: printable ASCII minus whitespace, quotes,
@@ -145,7 +177,7 @@ _YAML_END = r"""(?=[ \t]*(?:\#[^\r\n]*)?(?:[\r\n]|\Z|\\[nr]|\\*["']))"""
 # The group names are parameters so the two alternatives below get distinct names.
 _QUOTED = r"""\\*(?P<{q}>["'])(?P<{s}>(?:(?!\\*(?P={q}))[^\r\n])+)"""
 
-_PLACEHOLDER = re.compile(
+_PLACEHOLDER = _LazyRegex(
     r"""
       \[REDACTED:.*                     # our own marker: keeps sanitize idempotent
     | \$[A-Za-z_][A-Za-z0-9_]*          # $VAR
@@ -163,7 +195,7 @@ _PLACEHOLDER = re.compile(
 
 
 def _not_placeholder(value: str) -> bool:
-    return _PLACEHOLDER.fullmatch(value.strip()) is None
+    return _PLACEHOLDER.compiled.fullmatch(value.strip()) is None
 
 
 def _url_userinfo_is_secret(userinfo: str) -> bool:
@@ -201,13 +233,15 @@ _END_KEY = r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
 _RULES: tuple[_Rule, ...] = (
     _Rule(
         kind="private-key",
-        regex=re.compile(rf"{_BEGIN_KEY}.*?(?:{_END_KEY}|\Z)", re.DOTALL),
+        needles=("-----begin",),
+        regex=_LazyRegex(rf"{_BEGIN_KEY}.*?(?:{_END_KEY}|\Z)", re.DOTALL),
         why="PEM/OpenSSH/PGP private keys: the whole block from BEGIN through END, also when "
         "JSON-escaped onto one line; with no END line, to the end of the text.",
     ),
     _Rule(
         kind="github-token",
-        regex=re.compile(
+        needles=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        regex=_LazyRegex(
             r"g(?<![A-Za-z0-9]g)(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{30,})"
             r"(?![A-Za-z0-9_])"
         ),
@@ -216,7 +250,9 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         kind="gitlab-token",
-        regex=re.compile(
+        needles=("glpat-", "gldt-", "glrt-", "glrtr-", "glptt-", "glft-", "glimt-", "glagent-",
+                 "glcbt-", "glsoat-", "gloas-", "glffct-", "glwt-"),
+        regex=_LazyRegex(
             r"gl(?<![A-Za-z0-9_-]gl)(?:pat|dt|rt|rtr|ptt|ft|imt|agent|cbt|soat|oas|ffct|wt)-"
             r"[A-Za-z0-9_-]{20,}(?:\.[A-Za-z0-9_-]+)*"
         ),
@@ -226,21 +262,24 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         kind="slack-token",
-        regex=re.compile(
+        needles=("xox", "xapp-"),
+        regex=_LazyRegex(
             r"x(?<![A-Za-z0-9_-]x)(?:ox[abposre]-[A-Za-z0-9-]{10,}|app-[0-9]+-[A-Za-z0-9-]{10,})"
         ),
         why="Slack bot/user/app/config tokens (xoxb-, xoxp-, xoxa-, xoxs-, xoxe-, xoxr-, xapp-).",
     ),
     _Rule(
         kind="slack-webhook",
-        regex=re.compile(
+        needles=("hooks.slack.com/",),
+        regex=_LazyRegex(
             r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<s>[A-Za-z0-9_/-]+)"
         ),
         why="Slack incoming-webhook URLs: the path is the credential; the host stays readable.",
     ),
     _Rule(
         kind="aws-access-key",
-        regex=re.compile(
+        needles=("akia", "asia", "abia", "acca", "a3t"),
+        regex=_LazyRegex(
             r"A(?<![A-Za-z0-9]A)(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])"
         ),
         why="AWS access key ids: 4-character type prefix + 16 upper-case base32-ish characters, "
@@ -248,7 +287,8 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         kind="aws-secret-key",
-        regex=re.compile(
+        needles=("access",),
+        regex=_LazyRegex(
             r"""secret_?access_?key(?:\\*["'])?[ \t]*(?:[:=]|=>)[ \t]*(?:\\*["'])?"""
             r"""(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"""
         ),
@@ -258,58 +298,68 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         kind="anthropic-key",
-        regex=re.compile(r"sk-ant-(?<![A-Za-z0-9_-]sk-ant-)[A-Za-z0-9_-]{20,}"),
+        needles=("sk-ant-",),
+        regex=_LazyRegex(r"sk-ant-(?<![A-Za-z0-9_-]sk-ant-)[A-Za-z0-9_-]{20,}"),
         why="Anthropic API keys (sk-ant-api03-…, sk-ant-admin01-…).",
     ),
     _Rule(
         kind="openai-key",
-        regex=re.compile(r"sk-(?<![A-Za-z0-9_-]sk-)(?=[A-Za-z_-]*[0-9])[A-Za-z0-9_-]{20,}"),
+        needles=("sk-",),
+        regex=_LazyRegex(r"sk-(?<![A-Za-z0-9_-]sk-)(?=[A-Za-z_-]*[0-9])[A-Za-z0-9_-]{20,}"),
         why="OpenAI-style keys (sk-…, sk-proj-…, sk-svcacct-…): sk- + 20 or more key characters "
         "with at least one digit, so hyphenated words such as sk-learn-style slugs are not hit.",
     ),
     _Rule(
         kind="stripe-key",
-        regex=re.compile(r"(?<![A-Za-z0-9_])[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"),
+        needles=("k_live_", "k_test_"),
+        regex=_LazyRegex(r"(?<![A-Za-z0-9_])[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"),
         why="Stripe secret and restricted keys (publishable pk_ keys are public and left alone).",
         hints=("k_live_", "k_test_"),
     ),
     _Rule(
         kind="google-api-key",
-        regex=re.compile(r"AIza(?<![A-Za-z0-9_-]AIza)[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
+        needles=("aiza",),
+        regex=_LazyRegex(r"AIza(?<![A-Za-z0-9_-]AIza)[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
         why="Google API keys: AIza + 35 characters.",
     ),
     _Rule(
         kind="npm-token",
-        regex=re.compile(r"npm_(?<![A-Za-z0-9_]npm_)[A-Za-z0-9]{36}(?![A-Za-z0-9_])"),
+        needles=("npm_",),
+        regex=_LazyRegex(r"npm_(?<![A-Za-z0-9_]npm_)[A-Za-z0-9]{36}(?![A-Za-z0-9_])"),
         why="npm access tokens: npm_ + 36 base62 characters.",
     ),
     _Rule(
         kind="pypi-token",
-        regex=re.compile(r"pypi-(?:AgEIcHlwaS5vcmc|AgENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{40,}"),
+        needles=("pypi-",),
+        regex=_LazyRegex(r"pypi-(?:AgEIcHlwaS5vcmc|AgENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{40,}"),
         why="PyPI / TestPyPI API tokens: macaroons whose base64 starts with the issuer's name.",
     ),
     _Rule(
         kind="huggingface-token",
-        regex=re.compile(r"hf_(?<![A-Za-z0-9_]hf_)[A-Za-z0-9]{30,}(?![A-Za-z0-9_])"),
+        needles=("hf_",),
+        regex=_LazyRegex(r"hf_(?<![A-Za-z0-9_]hf_)[A-Za-z0-9]{30,}(?![A-Za-z0-9_])"),
         why="Hugging Face access tokens: hf_ + 34 base62 characters (hf_snake_case names have _).",
     ),
     _Rule(
         kind="jwt",
-        regex=re.compile(
+        needles=("eyj",),
+        regex=_LazyRegex(
             r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
         ),
         why="JSON Web Tokens: base64url('{\"…') . base64url('{\"…') . signature (may be empty).",
     ),
     _Rule(
         kind="url-credentials",
-        regex=re.compile(r"""://(?<=[A-Za-z0-9]://)(?P<s>[^\s/?#"'<>\[\]\\`]+)@(?=[A-Za-z0-9\[])"""),
+        needles=("://",),
+        regex=_LazyRegex(r"""://(?<=[A-Za-z0-9]://)(?P<s>[^\s/?#"'<>\[\]\\`]+)@(?=[A-Za-z0-9\[])"""),
         why="Credentials in a URL's userinfo (https://user:pass@host, https://TOKEN@github.com, "
         "postgres://u:p@db): the userinfo up to the last @ is redacted, scheme and host stay.",
         accept=_url_userinfo_is_secret,
     ),
     _Rule(
         kind="bearer-token",
-        regex=re.compile(
+        needles=("authorization",),
+        regex=_LazyRegex(
             r"""authorization(?:\\*["'])?[ \t]*[:=][ \t]*(?:\\*["'])?[ \t]*"""
             r"""(?P<scheme>bearer|basic|token|bot|oauth|apikey)[ \t]+"""
             r"""(?P<s>[A-Za-z0-9._~+/-]{8,}=*)"""
@@ -322,7 +372,8 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         kind="bearer-token",
-        regex=re.compile(
+        needles=("bearer",),
+        regex=_LazyRegex(
             r"bearer(?<![A-Za-z0-9_-]bearer)[ \t]+"
             r"(?P<s>(?=[A-Za-z._~+/-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*)"
         ),
@@ -332,7 +383,8 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         kind="password-assignment",
-        regex=re.compile(
+        needles=("pass", "_pwd", "secret", "private", "api", "access", "token"),
+        regex=_LazyRegex(
             r"(?P<k>pass(?:word|wd|phrase)|_pwd|secret(?:[_-]?key)?|private[_-]?key"
             r"|api[_-]?key|access[_-]?key|token)"
             r"""(?:\\*["'])?[ \t]*"""
@@ -353,7 +405,9 @@ _RULES: tuple[_Rule, ...] = (
     ),
 )
 
-_SECRET_GROUPS: tuple[tuple[str, ...], ...] = tuple(r.secret_groups() for r in _RULES)
+@functools.cache
+def _secret_groups(index: int) -> tuple[str, ...]:
+    return _RULES[index].secret_groups()
 
 # (start, end, rule index, kind)
 _Span = tuple[int, int, int, str]
@@ -366,13 +420,13 @@ _MAX_PASSES = 8
 def _scan(text: str, *, first_only: bool = False) -> list[_Span]:
     """All raw matches of all rules, unmerged. Never raises on any ``str``."""
     spans: list[_Span] = []
-    lowered: str | None = None
+    lowered = text.lower()
     for index, rule in enumerate(_RULES):
+        if not any(n in lowered for n in rule.needles):
+            continue
         haystack = text
         regex = rule.regex
         if rule.ci:
-            if lowered is None:
-                lowered = text.lower()
             haystack = lowered
             if len(lowered) != len(text):
                 regex = rule.folding_regex()
@@ -380,7 +434,7 @@ def _scan(text: str, *, first_only: bool = False) -> list[_Span]:
             continue
         if regex is not rule.regex:
             haystack = text
-        groups = _SECRET_GROUPS[index]
+        groups = _secret_groups(index)
         for m in regex.finditer(haystack):
             start, end = m.span()
             for g in groups:
