@@ -21,6 +21,21 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
                           stdin=subprocess.DEVNULL, timeout=120)
 
 
+def _is_ancestor(repo: Repository, cwd: Path, old: str, new: str) -> bool:
+    """Whether ``old`` is an ancestor of ``new``. Usually it is a few first parents back (the
+    local branch was the base of the published commit): look there first, in-process; only
+    otherwise ask git, which answers for any history shape."""
+    sha: str | None = new
+    for _ in range(64):
+        if sha == old:
+            return True
+        if sha is None or not repo.has_object(sha):
+            break
+        parents = repo.commit(sha).parents
+        sha = parents[0] if parents else None
+    return _git(cwd, "merge-base", "--is-ancestor", old, new).returncode == 0
+
+
 def fast_forward_local(repo: Repository, branch: str, published: str) -> str:
     """Fast-forward ``branch`` (and the working tree, if it is checked out) to ``published``;
     returns a one-line account of what was done or why not."""
@@ -31,9 +46,9 @@ def fast_forward_local(repo: Repository, branch: str, published: str) -> str:
         return f"no local branch {branch}: nothing to update"
     if local == published:
         return f"local {branch} is already at the published commit"
-    if _git(cwd, "merge-base", "--is-ancestor", local, published).returncode != 0:
+    if not _is_ancestor(repo, cwd, local, published):
         return f"local {branch} has commits the remote does not: left alone"
-    head = _git(cwd, "symbolic-ref", "-q", "HEAD").stdout.decode().strip()
+    head = repo.head_ref()
     if repo.work_tree is None or head != ref:
         if repo.cas_ref(ref, local, published, "gitpub: fast-forward to published commit"):
             return f"local {branch} fast-forwarded (not checked out)"

@@ -201,6 +201,18 @@ class Repository:
         packed = self._repo.refs.get_packed_refs().get(_r(name))
         return None if packed is None else _s(packed)
 
+    def head_ref(self) -> str | None:
+        """The branch HEAD points at (``refs/heads/…``), None when detached or bare."""
+        if self.work_tree is None:
+            return None
+        try:
+            raw = self._repo.refs.read_ref(Ref(b"HEAD"))
+        except OSError:
+            return None
+        if raw is None or not raw.startswith(b"ref: "):
+            return None
+        return raw[5:].strip().decode("utf-8", "replace")
+
     def cas_ref(self, name: str, old: str | None, new: str, message: str = "gitpub") -> bool:
         """Move ``name`` from ``old`` (``None``: must not exist) to ``new``; False if it moved."""
         old_b = ZERO_SHA if old is None else _b(old)
