@@ -162,6 +162,8 @@ def cmd_prepare(where: Path, out: Output, key: str | None, targets: Sequence[str
         drafted = ctx.config.draft is not None
         paths, srcs = read_sources(targets, sources, drafted)
         request = Request(tuple(paths), tuple(srcs), drafted, key)
+        if push:
+            ctx.store.keep_lease_in = frozenset({State.LOCAL_COMMITTED})
         job, created = prepare(ctx, request)
         if push:  # deliver it now, in this process: one interpreter start instead of two
             from gitpub.delivery import Deliverer, remote_for

@@ -86,6 +86,9 @@ class JobStore:
     def __init__(self, repo: Repository, worker: Worker | None = None) -> None:
         self.repo = repo
         self.worker = worker or Worker.current()
+        #: Resting states in which this worker keeps its lease because it goes on at once
+        #: (``prepare --push``: no release-and-retake write between prepare and push).
+        self.keep_lease_in: frozenset[State] = frozenset()
 
     @staticmethod
     def ref_name(job_id: str) -> str:
@@ -210,7 +213,7 @@ class JobStore:
         """
         check_transition(job.state, record.state)
         if keep_lease is None:
-            keep_lease = record.state not in RESTING
+            keep_lease = record.state not in RESTING or record.state in self.keep_lease_in
         return self._write(job, record, files or {}, entries or {}, keep_alive, phase, reason,
                            keep_lease=keep_lease)
 

@@ -304,3 +304,5 @@ def test_prepare_with_push_delivers_in_one_command(site: Site) -> None:
     assert r.code == 0, r.out + r.err
     assert r.json()["state"] == "PUBLISHED" and "fast-forwarded" in r.json()["note"]
     assert remote_job_ids(site) == [r.json()["job_id"]]
+    phases = [e["phase"] for e in site.call("log", "--json", r.json()["job_id"]).json()["events"]]
+    assert "lease" not in phases, "the lease is kept from prepare to push, not retaken"
