@@ -192,8 +192,8 @@ def cmd_status(where: Path, out: Output, job_ref: str | None, show_all: bool) ->
             elif show_all or item.state not in TERMINAL:
                 jobs.append(item)
     jobs.sort(key=lambda j: j.record.created_at)
-    human = [f"{j.job_id[:13]}  {j.state.value:<18} {', '.join(j.record.target_paths)}"
-             for j in jobs] or ["no unfinished jobs" if not show_all else "no jobs"]
+    human = [_job_line(j) for j in jobs] or ["no unfinished jobs" if not show_all
+                                             else "no jobs"]
     human += [f"error: {e.message}" for e in errors]
     out.emit({"jobs": [j.record.public() for j in jobs],
               "errors": [e.message for e in errors]}, "\n".join(human))
