@@ -100,6 +100,7 @@ def build_commit(
         manifest_sha256=artifacts.manifest.sha256(),
         base_commit=record.base_commit,
         writer_node=record.node,
+        sync_id=record.idempotency_key.removeprefix("sync:") if record.kind == "sync" else None,
     )
     message = trailers.format_message(
         commit_subject(record, artifacts, repo), artifacts.manifest.serialize(), proof, prefix

@@ -21,11 +21,12 @@ class TrailerNames:
     manifest: str
     base: str
     node: str
+    sync: str
 
     @classmethod
     def for_prefix(cls, prefix: str) -> TrailerNames:
         return cls(f"{prefix}-Job-Id", f"{prefix}-Manifest-Sha256", f"{prefix}-Base-Commit",
-                   f"{prefix}-Writer-Node")
+                   f"{prefix}-Writer-Node", f"{prefix}-Sync-Id")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class PubTrailers:
     manifest_sha256: str
     base_commit: str | None = None
     writer_node: str | None = None
+    sync_id: str | None = None  # set on the commits of sync jobs (hand edits, no job of theirs)
 
 
 def parse(message: bytes) -> list[tuple[str, str]]:
@@ -51,7 +53,8 @@ def read_pub_trailers(message: bytes, prefix: str) -> PubTrailers | None:
     job_id, manifest = found.get(names.job_id), found.get(names.manifest)
     if not job_id or not manifest:
         return None
-    return PubTrailers(job_id, manifest, found.get(names.base), found.get(names.node))
+    return PubTrailers(job_id, manifest, found.get(names.base), found.get(names.node),
+                       found.get(names.sync))
 
 
 def _no_divider(line: str) -> str:
@@ -74,6 +77,8 @@ def format_message(subject: str, body: bytes, trailers: PubTrailers, prefix: str
         pairs.append((names.base, trailers.base_commit))
     if trailers.writer_node:
         pairs.append((names.node, trailers.writer_node))
+    if trailers.sync_id:
+        pairs.append((names.sync, trailers.sync_id))
     for key, value in pairs:
         if not _VALUE_OK.match(value):
             raise ValueError(f"trailer value not in canonical form: {key}: {value!r}")

@@ -23,6 +23,9 @@ def test_hand_commit_reaches_the_remote(site: Site) -> None:
     (job,) = r.json()["jobs"]
     assert job["state"] == "PUBLISHED" and job["idempotency_key"].startswith("sync:")
     assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nFixed a typo.\n"
+    sync_id = git(site.remote, "log", "-1", "--format=%(trailers:key=Blog-Sync-Id,valueonly)",
+                  "main").strip()
+    assert sync_id == job["idempotency_key"].removeprefix("sync:")
     assert site.git("rev-parse", "main") == git(site.remote, "rev-parse", "main")
     assert site.git("status", "--porcelain") == ""
     assert site.call("sync").code == 0 and len(remote_job_ids(site)) == 1

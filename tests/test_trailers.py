@@ -20,6 +20,7 @@ proofs = st.builds(
     base_commit=st.one_of(st.none(), st.text(HEX, min_size=40, max_size=40)),
     writer_node=st.one_of(st.none(), st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}",
                                                    fullmatch=True)),
+    sync_id=st.one_of(st.none(), st.from_regex(r"[0-9a-f]{12}:[0-9a-f]{24}", fullmatch=True)),
 )
 # Bodies the way jobs write them (a manifest) and the way people write them (prose, lines
 # that look like trailers, CJK, separators), never a paragraph we did not intend as trailers.
@@ -45,6 +46,8 @@ def expected(proof: PubTrailers, prefix: str) -> list[str]:
         lines.append(f"{names.base}: {proof.base_commit}")
     if proof.writer_node:
         lines.append(f"{names.node}: {proof.writer_node}")
+    if proof.sync_id:
+        lines.append(f"{names.sync}: {proof.sync_id}")
     return lines
 
 
