@@ -43,6 +43,13 @@ class CorruptStateError(GitpubError):
     exit_code = EXIT_ERROR
 
 
+class FontError(UsageError):
+    """The font cannot be used: not a font, a face the collection lacks, or fontTools failed on it.
+
+    A usage error: the font is a file in the user's repository, named by ``.gitpub.yaml``.
+    """
+
+
 class NotARepositoryError(GitpubError):
     exit_code = EXIT_USAGE
 

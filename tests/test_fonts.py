@@ -428,14 +428,16 @@ def test_cache_hit(font: bytes, tmp_path: Path) -> None:
 def test_only_new_glyphs_are_encoded(
     font: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from gitpub import woff2
+
     calls: list[bytes] = []
-    encode = fonts._encode_glyph
+    encode = woff2._encode_glyph
 
     def counting(raw: bytes) -> Any:
         calls.append(raw)
         return encode(raw)
 
-    monkeypatch.setattr(fonts, "_encode_glyph", counting)
+    monkeypatch.setattr(woff2, "_encode_glyph", counting)
     fonts.subset_font(font, chars=CJK[:20], flavor="woff2", cache_dir=tmp_path)
     first = len(calls)
     fonts._STORE_MEMO.clear()  # a new process: the encodings come from the cache file
