@@ -280,15 +280,18 @@ def _unfinished(ctx: Context, errors: list[str], states: frozenset[State]) -> li
     return sorted(jobs, key=lambda j: j.record.created_at)
 
 
-def _deliver_all(ctx: Context, jobs: Sequence[Job], deliverer: Deliverer,
+def _deliver_one(job: Job, deliverer: Deliverer, errors: list[str]) -> Job:
+    """The job delivered as far as it goes; on an error, the job as it was (error recorded)."""
+    try:
+        return deliverer.deliver(job)
+    except GitpubError as e:  # one bad job must not stop the others
+        errors.append(f"job {job.job_id}: {sanitize(e.message)}")
+        return job
+
+
+def _deliver_all(jobs: Sequence[Job], deliverer: Deliverer,
                  errors: list[str]) -> list[Job]:
-    done = []
-    for job in jobs:
-        try:
-            done.append(deliverer.deliver(job))
-        except GitpubError as e:  # one bad job must not stop the others
-            errors.append(f"job {job.job_id}: {sanitize(e.message)}")
-    return done
+    return [_deliver_one(job, deliverer, errors) for job in jobs]
 
 
 def cmd_push(where: Path, out: Output, job_refs: Sequence[str]) -> int:
@@ -301,7 +304,7 @@ def cmd_push(where: Path, out: Output, job_refs: Sequence[str]) -> int:
             jobs = [resolve_job(ctx.store, ref) for ref in job_refs]
         else:
             jobs = _unfinished(ctx, errors, DELIVERABLE | LOCAL)
-        done = _deliver_all(ctx, jobs, deliverer, errors)
+        done = _deliver_all(jobs, deliverer, errors)
         pack_refs_if_needed(ctx.repo)
     return _report_jobs(out, done, errors, deliverer.notes, "nothing to deliver")
 
@@ -316,7 +319,7 @@ def cmd_reconcile(where: Path, out: Output) -> int:
         deliverer = Deliverer(ctx, remote_for(ctx))
         errors: list[str] = []
         everything = frozenset(State) - TERMINAL
-        done = _deliver_all(ctx, _unfinished(ctx, errors, everything), deliverer, errors)
+        done = _deliver_all(_unfinished(ctx, errors, everything), deliverer, errors)
         pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         pack_refs_if_needed(ctx.repo)
     if not pending.empty:
@@ -339,7 +342,7 @@ def cmd_resolve(where: Path, out: Output, job_ref: str, action: Literal["retry",
             if job.state == State.RECEIVED:
                 with contextlib.suppress(RemoteError):
                     deliverer.remote.fetch()  # re-snapshot against the current remote
-            job = _deliver_all(ctx, [job], deliverer, errors)[0] if not errors else job
+            job = _deliver_one(job, deliverer, errors)
     return _report_jobs(out, [job], errors, deliverer.notes, "")
 
 
@@ -372,7 +375,7 @@ def cmd_sync(where: Path, out: Output) -> int:
     with open_context(where, out) as ctx:
         deliverer = Deliverer(ctx, remote_for(ctx))
         errors: list[str] = []
-        done = _deliver_all(ctx, _unfinished(ctx, errors, DELIVERABLE | LOCAL), deliverer,
+        done = _deliver_all(_unfinished(ctx, errors, DELIVERABLE | LOCAL), deliverer,
                             errors)
         try:
             tip = deliverer.remote.fetch()
@@ -382,8 +385,8 @@ def cmd_sync(where: Path, out: Output) -> int:
         result = sync_changes(ctx, tip)
         job = result.job
         if job is not None:
-            job = _deliver_all(ctx, [job], deliverer, errors)[0] if job.state not in TERMINAL \
-                else job
+            if job.state not in TERMINAL:
+                job = _deliver_one(job, deliverer, errors)
             done = [j for j in done if j.job_id != job.job_id] + [job]
             if job.state == State.PUBLISHED and job.record.remote_commit and result.local:
                 result.notes.append(reset_to_published(ctx, result.local,

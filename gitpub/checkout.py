@@ -10,18 +10,10 @@ files). Anything else is left alone, and we say so.
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 from gitpub.repo import Repository
 
 
-def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False,
-                          stdin=subprocess.DEVNULL, timeout=120)
-
-
-def _is_ancestor(repo: Repository, cwd: Path, old: str, new: str) -> bool:
+def _is_ancestor(repo: Repository, old: str, new: str) -> bool:
     """Whether ``old`` is an ancestor of ``new``. Usually it is a few first parents back (the
     local branch was the base of the published commit): look there first, in-process; only
     otherwise ask git, which answers for any history shape."""
@@ -33,7 +25,7 @@ def _is_ancestor(repo: Repository, cwd: Path, old: str, new: str) -> bool:
             break
         parents = repo.commit(sha).parents
         sha = parents[0] if parents else None
-    return _git(cwd, "merge-base", "--is-ancestor", old, new).returncode == 0
+    return repo.git("merge-base", "--is-ancestor", old, new).returncode == 0
 
 
 def fast_forward_local(repo: Repository, branch: str, published: str) -> str:
@@ -41,24 +33,23 @@ def fast_forward_local(repo: Repository, branch: str, published: str) -> str:
     returns a one-line account of what was done or why not."""
     ref = f"refs/heads/{branch}"
     local = repo.read_ref(ref)
-    cwd = repo.work_tree or repo.common_dir
     if local is None:
         return f"no local branch {branch}: nothing to update"
     if local == published:
         return f"local {branch} is already at the published commit"
-    if not _is_ancestor(repo, cwd, local, published):
+    if not _is_ancestor(repo, local, published):
         return f"local {branch} has commits the remote does not: left alone"
     head = repo.head_ref()
     if repo.work_tree is None or head != ref:
         if repo.cas_ref(ref, local, published, "gitpub: fast-forward to published commit"):
             return f"local {branch} fast-forwarded (not checked out)"
         return f"local {branch} moved meanwhile: left alone"
-    proc = _git(repo.work_tree, "read-tree", "-m", "-u", local, published)
+    proc = repo.git("read-tree", "-m", "-u", local, published)
     if proc.returncode != 0:
         return (f"local {branch} left alone: local changes touch the published paths "
                 "(run `git merge --ff-only` when they are committed or stashed)")
     if repo.cas_ref(ref, local, published, "gitpub: fast-forward to published commit"):
         return f"local {branch} and working tree fast-forwarded"
     # The branch moved between the two steps: put the index and files back where it is.
-    _git(repo.work_tree, "read-tree", "-m", "-u", published, "HEAD")
+    repo.git("read-tree", "-m", "-u", published, "HEAD")
     return f"local {branch} moved meanwhile: left alone"

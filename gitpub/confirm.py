@@ -13,7 +13,6 @@ root), so CI does not need a full clone on every run.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -117,9 +116,7 @@ def _is_shallow(repo: Repository) -> bool:
 
 
 def _rev_parse(repo: Repository, rev: str) -> str:
-    proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", rev + "^{commit}"],
-                          cwd=repo.work_tree or repo.common_dir, capture_output=True,
-                          check=False)
+    proc = repo.git("rev-parse", "--verify", "--quiet", rev + "^{commit}")
     sha = proc.stdout.decode().strip()
     if proc.returncode != 0 or not sha:
         raise UsageError(f"--range: unknown revision {rev!r}")

@@ -12,7 +12,6 @@ loose one again.
 from __future__ import annotations
 
 import os
-import subprocess
 
 from gitpub.repo import Repository
 
@@ -33,7 +32,4 @@ def pack_refs_if_needed(repo: Repository, threshold: int = PACK_THRESHOLD) -> bo
     """Pack refs with C git when too many loose ones piled up; whether it did."""
     if loose_pub_refs(repo, threshold) <= threshold:
         return False
-    proc = subprocess.run(["git", "pack-refs", "--all"], cwd=repo.work_tree or repo.common_dir,
-                          capture_output=True, check=False, stdin=subprocess.DEVNULL,
-                          timeout=300)
-    return proc.returncode == 0
+    return repo.git("pack-refs", "--all").returncode == 0

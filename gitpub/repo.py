@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -151,6 +152,13 @@ class Repository:
                 "reftable repositories are not supported (ref updates there are not atomic)",
                 hint="convert with `git refs migrate --ref-format=files`",
             )
+
+    def git(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
+        """Run C git in this repository (output captured, no stdin, never raises on failure):
+        for what dulwich lacks or does slowly — merge-base, read-tree, reset, pack-refs."""
+        return subprocess.run(["git", *args], cwd=self.work_tree or self.common_dir,
+                              capture_output=True, check=False, stdin=subprocess.DEVNULL,
+                              timeout=timeout)
 
     @property
     def pub_dir(self) -> Path:

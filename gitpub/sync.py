@@ -23,9 +23,7 @@ Nothing here depends on hook events: everything is rediscovered from git on each
 from __future__ import annotations
 
 import hashlib
-import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from gitpub.errors import GitpubError
 from gitpub.outbox import clear_outbox_entry, outbox_entries, register_external_change
@@ -34,9 +32,8 @@ from gitpub.repo import Repository
 from gitpub.store import Job
 
 
-def _git(cwd: Path, *args: str, check: bool = True) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False,
-                          stdin=subprocess.DEVNULL, timeout=300)
+def _git(repo: Repository, *args: str, check: bool = True) -> str:
+    proc = repo.git(*args)
     if check and proc.returncode != 0:
         raise GitpubError(f"git {args[0]} failed: {proc.stderr.decode('utf-8', 'replace')}")
     return proc.stdout.decode("utf-8", "surrogateescape")
@@ -61,7 +58,7 @@ def discover(ctx: Context, remote_tip: str | None) -> Pending:
     pending = Pending()
     if repo.work_tree is None:
         return pending
-    status = _git(repo.work_tree, "status", "--porcelain=v1", "-z", "--untracked-files=all",
+    status = _git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all",
                   "--no-renames")
     for entry in status.split("\0"):
         if len(entry) > 3 and config.is_content(entry[3:]):
@@ -70,10 +67,10 @@ def discover(ctx: Context, remote_tip: str | None) -> Pending:
     if local is None:
         return pending
     exclude = [f"^{remote_tip}"] if remote_tip else []
-    commits = _git(repo.work_tree, "rev-list", "--reverse", local, *exclude).split()
+    commits = _git(repo, "rev-list", "--reverse", local, *exclude).split()
     for commit in commits:
         pending.unpushed.append(commit)
-        changed = _git(repo.work_tree, "diff-tree", "--no-commit-id", "--name-only", "-r",
+        changed = _git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r",
                        "-z", "--root", "-m", commit).split("\0")
         others = sorted({p for p in changed if p and not config.is_content(p)})
         if others:
@@ -84,15 +81,13 @@ def discover(ctx: Context, remote_tip: str | None) -> Pending:
 def commit_uncommitted(ctx: Context, paths: list[str]) -> str | None:
     """One commit of exactly these content paths on the checked-out branch; None if HEAD is
     not the configured branch (then nothing is touched)."""
-    work_tree = ctx.repo.work_tree
-    assert work_tree is not None
-    head = _git(work_tree, "symbolic-ref", "-q", "HEAD", check=False).strip()
-    if head != f"refs/heads/{ctx.config.branch}":
+    repo = ctx.repo
+    if repo.head_ref() != f"refs/heads/{ctx.config.branch}":
         return None
-    _git(work_tree, "add", "-A", "--", *paths)
+    _git(repo, "add", "-A", "--", *paths)
     message = "Sync content changes\n\n" + "\n".join(f"- {p}" for p in sorted(paths))
-    _git(work_tree, "commit", "-q", "--only", "-m", message, "--", *paths)
-    return _git(work_tree, "rev-parse", "HEAD").strip()
+    _git(repo, "commit", "-q", "--only", "-m", message, "--", *paths)
+    return _git(repo, "rev-parse", "HEAD").strip()
 
 
 def sync_request(repo: Repository, base: str, tip: str) -> tuple[Request, list[str]]:
@@ -115,7 +110,7 @@ def sync_request(repo: Repository, base: str, tip: str) -> tuple[Request, list[s
 
 
 def merge_base(repo: Repository, a: str, b: str) -> str | None:
-    out = _git(repo.work_tree or repo.common_dir, "merge-base", a, b, check=False).strip()
+    out = _git(repo, "merge-base", a, b, check=False).strip()
     return out or None
 
 
@@ -125,14 +120,11 @@ def reset_to_published(ctx: Context, local_before: str, published: str) -> str:
     repo, branch = ctx.repo, ctx.config.branch
     if repo.read_ref(f"refs/heads/{branch}") != local_before or repo.work_tree is None:
         return f"local {branch} moved meanwhile: left alone"
-    head = _git(repo.work_tree, "symbolic-ref", "-q", "HEAD", check=False).strip()
-    if head != f"refs/heads/{branch}":
+    if repo.head_ref() != f"refs/heads/{branch}":
         if repo.cas_ref(f"refs/heads/{branch}", local_before, published, "gitpub sync"):
             return f"local {branch} moved to the published commit"
         return f"local {branch} moved meanwhile: left alone"
-    proc = subprocess.run(["git", "reset", "-q", "--keep", published], cwd=repo.work_tree,
-                          capture_output=True, check=False)
-    if proc.returncode == 0:
+    if repo.git("reset", "-q", "--keep", published).returncode == 0:
         return f"local {branch} and working tree moved to the published commit"
     return f"local {branch} left alone: local changes would be overwritten"
 
