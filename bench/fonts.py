@@ -48,7 +48,7 @@ CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
 from pathlib import Path
-from gitpub import fonts
+from gitpub.fonts import subset as fonts
 font_path, chars_path, cache, out, profile, face = sys.argv[1:7]
 font = Path(font_path).read_bytes()
 chars = Path(chars_path).read_text(encoding="utf-8")
@@ -99,7 +99,7 @@ def prepare(work: Path) -> Workload:
     """Clone the corpus, pick the newest article bringing new characters, write both sets."""
     from fontTools.ttLib import TTFont  # type: ignore[import-untyped]
 
-    from gitpub.fonts import charset_of
+    from gitpub.fonts.subset import charset_of
 
     clone = work / "corpus"
     subprocess.run(["git", "clone", "-q", "-b", "main", str(corpus_bundle()), str(clone)],
@@ -140,7 +140,7 @@ def _timed(argv: list[str]) -> tuple[float, str]:
 
 
 def pyftsubset(w: Workload, out: Path) -> float:
-    from gitpub.fonts import DEFAULT_PROFILE
+    from gitpub.fonts.subset import DEFAULT_PROFILE
 
     script = Path(python()).with_name("pyftsubset")
     head = [str(script)] if script.exists() else [python(), "-m", "fontTools.subset"]
@@ -195,7 +195,7 @@ def _say(message: str) -> None:
 
 def measure(runs: int, *, cold: bool = True,
             say: Callable[[str], None] = _say) -> list[dict[str, object]]:
-    from gitpub.fonts import DEFAULT_PROFILE
+    from gitpub.fonts.subset import DEFAULT_PROFILE
 
     brotli = f"brotli q{DEFAULT_PROFILE.brotli_quality}, window 2**{DEFAULT_PROFILE.brotli_window}"
     profiles = ("default", "pyftsubset")

@@ -56,7 +56,7 @@ def _timed_commit(repo: Path, env: dict[str, str], rel: str, i: int) -> float:
 
 
 def _install(repo: Path, env: dict[str, str]) -> None:
-    code = ("import sys; from pathlib import Path; from gitpub.hooks import install; "
+    code = ("import sys; from pathlib import Path; from gitpub.hooks.install import install; "
             "install(Path(sys.argv[1]))")
     subprocess.run([python(), "-c", code, str(repo)], env=env, check=True)
 

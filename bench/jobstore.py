@@ -27,11 +27,11 @@ from bench.fixtures import article, commit_header, data_cmd, fast_import
 def add_finished_jobs(h: Harness, site: Path, template_job_id: str, count: int,
                       article_dir: str) -> list[str]:
     """Write ``count`` PUBLISHED jobs modelled on the real job ``template_job_id``."""
-    from gitpub.manifest import Manifest
-    from gitpub.record import Target
-    from gitpub.repo import MODE_FILE, Repository
-    from gitpub.states import State
-    from gitpub.store import JobStore, job_id_for_key
+    from gitpub.core.manifest import Manifest
+    from gitpub.core.record import Target
+    from gitpub.core.states import State
+    from gitpub.git.repo import MODE_FILE, Repository
+    from gitpub.store.jobs import JobStore, job_id_for_key
 
     with Repository.discover(site) as repo:
         tmpl = JobStore(repo).load(template_job_id)
@@ -79,9 +79,9 @@ def add_finished_jobs(h: Harness, site: Path, template_job_id: str, count: int,
 
 
 def _check(site: Path, ids: list[str]) -> None:
-    from gitpub.repo import Repository
-    from gitpub.states import State
-    from gitpub.store import JobStore
+    from gitpub.core.states import State
+    from gitpub.git.repo import Repository
+    from gitpub.store.jobs import JobStore
 
     with Repository.discover(site) as repo:
         store = JobStore(repo)

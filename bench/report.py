@@ -191,7 +191,7 @@ def write_markdown(path: Path, rows: list[Row], info: dict[str, str], elapsed: f
         "- Confirm: a job is pushed with `GITPUB_CRASH_AT=delivery.pushed` (SIGKILL right after "
         "`git push` succeeded: a lost reply), so it rests in PUSHING with its commit on the "
         "remote; `git pub push JOB` then confirms it by trailers. The in-process row times "
-        "only `gitpub.history.find_job_commit` on the fetched remote tip.",
+        "only `gitpub.verify.probe.find_job_commit` on the fetched remote tip.",
         "- Job store: one job is prepared and pushed for real; the others are written with "
         "`git fast-import` as PUBLISHED state commits in gitpub's format (`JobRecord.to_json`, "
         "`Manifest`, `job_id_for_key`, loose refs), checked with `JobStore.load`.",

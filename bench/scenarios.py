@@ -411,7 +411,7 @@ def confirm(h: Harness, s: Sizes) -> list[Row]:
             median(xs), median(ys), 0.3, str(s.runs),
             "`git pub push JOB`: fetch, probe by trailers, record PUBLISHED", what,
             f"{s.deep_commits:,}-commit history", xs, ys, profile),
-        Row("confirm: the probe alone (`history.find_job_commit`, in-process)",
+        Row("confirm: the probe alone (`verify.probe.find_job_commit`, in-process)",
             median(lib), median(ys), 0.3, str(s.runs),
             "`find_job_commit(repo, [remote tip], record)` after the fetch", what,
             "excludes interpreter start, fetch and the state write", lib, ys),
@@ -419,9 +419,9 @@ def confirm(h: Harness, s: Sizes) -> list[Row]:
 
 
 def probe_in_process(site: Path, job_id: str) -> float:
-    from gitpub.history import find_job_commit
-    from gitpub.repo import Repository
-    from gitpub.store import JobStore
+    from gitpub.git.repo import Repository
+    from gitpub.store.jobs import JobStore
+    from gitpub.verify.probe import find_job_commit
 
     with Repository.discover(site) as repo:
         job = JobStore(repo).load(job_id)

@@ -75,7 +75,7 @@ class Site:
 
     def call(self, *args: str, input: bytes | str = b"") -> Result:
         """``git pub ARGS`` in this process: same code path, no interpreter start-up."""
-        from gitpub.cli import main
+        from gitpub.cli.main import main
 
         data = input.encode() if isinstance(input, str) else input
         old = sys.stdin, sys.stdout, sys.stderr

@@ -36,7 +36,7 @@ def test_runs_as_git_subcommand(site: Site, tmp_path: Path) -> None:
 def test_dash_c_is_honoured_like_git(site: Site, tmp_path: Path) -> None:
     r = site.call("prepare", "--key", "k", "--to", "posts/a.md", "-", input="# A\n")
     assert r.code == 0
-    from gitpub.cli import main
+    from gitpub.cli.main import main
 
     old = Path.cwd()
     os.chdir(tmp_path)
@@ -48,7 +48,7 @@ def test_dash_c_is_honoured_like_git(site: Site, tmp_path: Path) -> None:
 
 
 def test_not_a_repository(tmp_path: Path, hermetic: dict[str, str]) -> None:
-    from gitpub.cli import main
+    from gitpub.cli.main import main
 
     assert main(["-C", str(tmp_path), "status"]) == 2
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitpub import config as config_module
-from gitpub.config import (
+from gitpub.config import schema as config_module
+from gitpub.config.schema import (
     CONFIG_FILE,
     Command,
     Config,
@@ -27,7 +27,7 @@ from gitpub.config import (
     load_config,
     parse_config,
 )
-from gitpub.errors import UsageError
+from gitpub.core.errors import UsageError
 
 NODE_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 

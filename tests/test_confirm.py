@@ -9,8 +9,8 @@ from pathlib import Path
 from conftest import Site, git
 from test_delivery import article, prepare
 
-from gitpub.notes import add_notes
-from gitpub.repo import Repository
+from gitpub.git.notes import add_notes
+from gitpub.git.repo import Repository
 
 
 def publish(site: Site, n: int, start: int = 0) -> list[str]:
@@ -85,8 +85,8 @@ def test_racing_confirm_runs_keep_each_others_notes(site: Site, tmp_path: Path) 
 
 def test_concurrent_note_writers_lose_nothing(site: Site) -> None:
     script = (
-        "import sys\nfrom pathlib import Path\nfrom gitpub.repo import Repository\n"
-        "from gitpub.notes import add_notes\n"
+        "import sys\nfrom pathlib import Path\nfrom gitpub.git.repo import Repository\n"
+        "from gitpub.git.notes import add_notes\n"
         "with Repository.discover(Path(sys.argv[1])) as r:\n"
         "    head = r.read_ref('refs/heads/main')\n"
         "    for i in range(25):\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import Site
 
-from gitpub.crashpoints import CRASH_POINTS
+from gitpub.core.crashpoints import CRASH_POINTS
 
 ARTICLE = "---\ntitle: Crash test\n---\n\n# Crash test\n\n崩溃之后再来一次。\n"
 LOCAL_POINTS = [p for p in CRASH_POINTS if p.startswith(("prepare.", "commit."))]

@@ -11,11 +11,11 @@ import pytest
 from conftest import Site, git
 from netfaults import DropReplyProxy, GitDaemon
 
-from gitpub.lease import Worker
-from gitpub.record import Lease
-from gitpub.repo import Repository
-from gitpub.states import State
-from gitpub.store import JobStore, job_id_for_key
+from gitpub.core.record import Lease
+from gitpub.core.states import State
+from gitpub.git.repo import Repository
+from gitpub.store.jobs import JobStore, job_id_for_key
+from gitpub.store.lease import Worker
 
 
 def article(n: int | str) -> str:
@@ -204,7 +204,7 @@ def test_stale_lease_holder_cannot_overwrite(site: Site) -> None:
             "slow", "elsewhere:1:1", stale.record.lease.expires_at if stale.record.lease else 0)
         taken = fast.acquire(stale)
         assert taken is not None and fast.worker.holds(taken.record.lease)
-        from gitpub.errors import LostRace
+        from gitpub.core.errors import LostRace
 
         with pytest.raises(LostRace):
             slow.transition(stale, stale.record.evolve(state=State.PUSHING), phase="push",

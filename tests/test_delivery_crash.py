@@ -14,7 +14,7 @@ import pytest
 from conftest import Site, git
 from test_delivery import article, commit_file, other_writer, prepare, remote_job_ids
 
-from gitpub.crashpoints import CRASH_POINTS
+from gitpub.core.crashpoints import CRASH_POINTS
 
 DELIVERY_POINTS = [p for p in CRASH_POINTS if p.startswith("delivery.")]
 FAST_RETRY = "retry: {max_attempts: 50, backoff_base: 0.01, backoff_max: 0.02}\n"

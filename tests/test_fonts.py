@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from gitpub import fonts
-from gitpub.config import FontSpec
+from gitpub.config.schema import FontSpec
+from gitpub.fonts import subset as fonts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -375,7 +375,7 @@ def test_bad_arguments(font: bytes) -> None:
 CHILD = """
 import sys
 from pathlib import Path
-from gitpub import fonts
+from gitpub.fonts import subset as fonts
 font = Path(sys.argv[1]).read_bytes()
 cache = sys.argv[3] or None
 got = fonts.subset_font(font, chars=sys.argv[4], flavor="woff2", cache_dir=cache)
@@ -428,7 +428,7 @@ def test_cache_hit(font: bytes, tmp_path: Path) -> None:
 def test_only_new_glyphs_are_encoded(
     font: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gitpub import woff2
+    from gitpub.fonts import woff2
 
     calls: list[bytes] = []
     encode = woff2._encode_glyph

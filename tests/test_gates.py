@@ -5,7 +5,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gitpub.gates import _plain_title, front_matter_problem, title_of
+from gitpub.pipeline.gates import _plain_title, front_matter_problem, title_of
 
 
 @pytest.mark.parametrize("line", ["title: Hello", 'title: "Quoted: x"', "title: 你好 世界",

@@ -11,8 +11,8 @@ from conftest import git
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitpub.history import walk_since
-from gitpub.repo import Repository
+from gitpub.git.repo import Repository
+from gitpub.git.walk import walk_since
 
 
 def random_history(path: Path, seed: int, size: int, skew: bool) -> list[str]:
@@ -89,8 +89,8 @@ def test_confirmation_with_many_commits_jobs_and_multiline_bodies(
         r = site.call("push", "--json")
         assert r.code == 0, r.out + r.err
         expected[job_id] = r.json()["jobs"][0]["remote_commit"]
-    from gitpub.history import find_job_commit
-    from gitpub.store import JobStore
+    from gitpub.store.jobs import JobStore
+    from gitpub.verify.probe import find_job_commit
 
     tip = git(site.remote, "rev-parse", "main").strip()
     site.git("fetch", "-q", "origin")

@@ -16,11 +16,12 @@ import yaml
 from conftest import ROOT, Result, Site
 from test_delivery import article, prepare
 
-from gitpub import hookfast, hooks
-from gitpub import outbox as outbox_mod
-from gitpub.config import Config, FontSpec, parse_config
-from gitpub.errors import GitpubError
-from gitpub.repo import Repository
+from gitpub.config.schema import Config, FontSpec, parse_config
+from gitpub.core.errors import GitpubError
+from gitpub.git.repo import Repository
+from gitpub.hooks import fast as hookfast
+from gitpub.hooks import install as hooks
+from gitpub.store import outbox as outbox_mod
 
 LEGACY_PRE_PUSH = """#!/bin/sh
 # somebody's own pre-push hook
@@ -37,7 +38,7 @@ echo ran >> "$(git rev-parse --git-dir)/legacy-post-commit.log"
 def pub(site: Site, *args: str, monkeypatch: pytest.MonkeyPatch) -> Result:
     """``git pub ARGS`` in this process: the real CLI once it has the hooks commands, else a
     group made of the same command objects."""
-    from gitpub.cli import cli
+    from gitpub.cli.main import cli
 
     if "hooks" in cli.commands and "hook-impl" in cli.commands:
         return site.call(*args)
@@ -313,8 +314,8 @@ def test_cache_is_trusted_only_for_the_exact_configuration(tmp_path: Path) -> No
 def test_concurrent_note_writers_keep_every_note(site: Site) -> None:
     tree = site.git("rev-parse", "HEAD^{tree}").strip()
     commits = [site.git("commit-tree", tree, "-m", f"c{i}").strip() for i in range(100)]
-    code = ("import sys\nfrom pathlib import Path\nfrom gitpub.hooks import link_commit\n"
-            "from gitpub.repo import Repository\n"
+    code = ("import sys\nfrom pathlib import Path\nfrom gitpub.hooks.install import link_commit\n"
+            "from gitpub.git.repo import Repository\n"
             "with Repository.discover(Path(sys.argv[1])) as repo:\n"
             "    for c in sys.argv[2:]:\n"
             "        link_commit(repo, c, 'job-' + c[:8])\n")

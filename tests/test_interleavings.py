@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, Phase, event, example, given, note, settings
 from hypothesis import strategies as st
 from netfaults import DropReplyProxy, GitDaemon
 
-from gitpub.crashpoints import CRASH_POINTS
-from gitpub.store import job_id_for_key
+from gitpub.core.crashpoints import CRASH_POINTS
+from gitpub.store.jobs import job_id_for_key
 
 LOCAL_POINTS = [p for p in CRASH_POINTS if p.startswith(("prepare.", "commit."))]
 DELIVERY_POINTS = [p for p in CRASH_POINTS if p.startswith("delivery.")]

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gitpub.manifest import Manifest, ManifestError
+from gitpub.core.manifest import Manifest, ManifestError
 
 segment = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/\\"),
                   min_size=1, max_size=12).filter(lambda s: s not in (".", "..")

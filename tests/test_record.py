@@ -6,8 +6,8 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gitpub.record import JobRecord, RecordError, Target, parse_record
-from gitpub.states import State
+from gitpub.core.record import JobRecord, RecordError, Target, parse_record
+from gitpub.core.states import State
 
 
 def sample() -> JobRecord:

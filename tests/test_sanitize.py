@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gitpub.sanitize import (
+from gitpub.core.sanitize import (
     _RULES,
     Finding,
     contains_secret,
@@ -522,7 +522,7 @@ def test_import_is_cheap() -> None:
     """Every persisting code path imports this module; target ~10 ms, loose bound for CI."""
     root = Path(__file__).resolve().parent.parent
     code = (
-        "import time, dataclasses, re; t = time.perf_counter(); import gitpub.sanitize; "
+        "import time, dataclasses, re; t = time.perf_counter(); import gitpub.core.sanitize; "
         "print(time.perf_counter() - t)"
     )
     runs = [

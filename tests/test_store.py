@@ -10,7 +10,7 @@ from typing import IO
 
 from conftest import Site
 
-from gitpub.store import job_id_for_key
+from gitpub.store.jobs import job_id_for_key
 
 ARTICLE = "# Race\n\nSame key, many processes.\n"
 
@@ -186,8 +186,8 @@ def test_status_reads_only_unfinished_jobs(site: Site) -> None:
 
 
 def test_many_loose_job_refs_are_packed_with_git_and_stay_usable(site: Site) -> None:
-    from gitpub.maintenance import pack_refs_if_needed
-    from gitpub.repo import Repository
+    from gitpub.git.repo import Repository
+    from gitpub.store.maintenance import pack_refs_if_needed
 
     for i in range(4):
         site.call("prepare", "--key", f"k{i}", "--to", f"posts/{i}.md", "-", input=f"{i}\n")

@@ -9,8 +9,8 @@ from conftest import Site
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitpub import trailers
-from gitpub.trailers import PubTrailers, TrailerNames
+from gitpub.git import trailers
+from gitpub.git.trailers import PubTrailers, TrailerNames
 
 HEX = "0123456789abcdef"
 proofs = st.builds(

@@ -1,0 +1,328 @@
+"""Delivery: LOCAL_COMMITTED → PUSHING → PUBLISHED, with every failure made explicit.
+
+One round, for one job, under the per-repository delivery lock (the network segment only):
+
+1. fetch the remote branch;
+2. probe: if the remote history since the job's base has a commit with the job's id *and*
+   manifest hash, the job is PUBLISHED — whatever we believed before (a lost push reply, a crash
+   after the push, a person who pushed it by hand). Nothing is pushed twice;
+3. re-check: new remote article changes whose fingerprint was not checked yet go once to the
+   dedup judge (RECHECK_CANDIDATES: SKIP → SKIPPED, KEEP → go on, anything else → REVIEW);
+4. compare-and-swap of the targets against the remote tip (changed UPDATE target, or a NEW path
+   that now exists → CONFLICT: their version stays as it is);
+5. rebase in memory: the job's files written onto the remote tip's tree (the targets passed their
+   CAS, so this *is* the three-way merge), a new commit with the same message and trailers;
+6. record PUSHING with that exact commit, *then* push it as a fast-forward (never forced);
+7. sent (the remote's own report says the branch is now at our commit) → confirm the
+   trailers on that commit → PUBLISHED; rejected as not-a-fast-forward → another round
+   (bounded); unknown (network error, timeout, lost reply) or any other failure → RETRY_WAIT with
+   exponential backoff and jitter, FAILED(delivery_exhausted) when the attempt budget is spent.
+
+A FAILED job is only probed afterwards (step 2, at most hourly unless asked for by name), never
+rebuilt. Steps 3 to 7 run under the job's lease; a worker that lost it stops at its next write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gitpub.core.crashpoints import crash_point
+from gitpub.core.errors import LostRace
+from gitpub.core.manifest import Manifest, ManifestEntry, ManifestError, content_sha256
+from gitpub.core.record import JobRecord
+from gitpub.core.states import LOCAL, State
+from gitpub.delivery.checkout import fast_forward_local
+from gitpub.fonts.step import font_outputs
+from gitpub.git.remote import PushResult, Remote, RemoteError
+from gitpub.git.repo import MODE_FILE, Entry, Repository
+from gitpub.pipeline.commit import Artifacts, build_commit, read_artifacts, target_problems
+from gitpub.pipeline.prepare import Context, derive_fonts, drive, reload, run_judge, to_review
+from gitpub.store.jobs import Job
+from gitpub.verify.probe import find_job_commit
+
+S = State
+#: Rebase rounds one run may spend racing other writers before backing off.
+MAX_REBASE_ROUNDS = 8
+#: How often a FAILED job is probed when nobody asks for it by name.
+FAILED_PROBE_INTERVAL = 3600.0
+DELIVERABLE = frozenset({S.LOCAL_COMMITTED, S.RECHECK_CANDIDATES, S.PUSHING, S.RETRY_WAIT,
+                         S.FAILED})
+#: Rejections that mean "the remote branch moved under us" (another writer won the race).
+_RACE_WORDS = ("non-fast-forward", "fetch first", "stale info", "cannot lock ref",
+               "failed to update ref", "failed to lock")
+
+
+@contextlib.contextmanager
+def delivery_lock(repo: Repository) -> Iterator[None]:
+    """The per-repository lock of the network segment (flock: released if we die)."""
+    repo.pub_dir.mkdir(parents=True, exist_ok=True)
+    with open(repo.pub_dir / "delivery.lock", "a+b") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def backoff(attempt: int, base: float, cap: float, jitter: float) -> float:
+    """Seconds to wait after the ``attempt``-th failure: exponential, capped, jittered."""
+    delay = min(cap, base * 2 ** max(0, attempt - 1))
+    return float(max(0.0, delay * (1 + jitter * random.uniform(-1, 1))))
+
+
+@dataclass
+class Deliverer:
+    ctx: Context
+    remote: Remote
+    now_please: bool = False  # the user named the jobs: retry and probe now, not when due
+    notes: dict[str, str] = field(default_factory=dict)  # job id -> what happened locally
+
+    # -- entry point -------------------------------------------------------------------------
+
+    def deliver(self, job: Job) -> Job:
+        """Take one job as far as it can go now. Never raises for a lost race."""
+        if job.state in LOCAL:
+            job = drive(self.ctx, job)
+        if job.state not in DELIVERABLE:
+            return job
+        try:
+            with delivery_lock(self.ctx.repo):
+                return self._rounds(job)
+        except LostRace:
+            return reload(self.ctx.store, job)
+
+    # -- the rounds --------------------------------------------------------------------------
+
+    def _rounds(self, job: Job) -> Job:
+        for _ in range(MAX_REBASE_ROUNDS):
+            try:
+                tip = self.remote.fetch()
+            except RemoteError as e:
+                return self._transient(job, e.message)
+            crash_point("delivery.fetched")
+            job = reload(self.ctx.store, job)  # someone may have moved it while we waited
+            if job.state not in DELIVERABLE:
+                return job
+            found = self._probe(job, tip)
+            if found is not None:
+                return self._published(job, found)
+            if not self._due(job):
+                return job
+            if job.state == S.FAILED:
+                return self.ctx.store.transition(
+                    job, job.record.evolve(
+                        next_retry_at=time.time() + FAILED_PROBE_INTERVAL),
+                    phase="probe", reason="probe: not on the remote; next probe in an hour")
+            leased = self.ctx.store.acquire(job)
+            if leased is None:
+                return job  # another worker delivers it: not our business
+            job = self._recheck(leased, tip)
+            if job.state not in DELIVERABLE:
+                return job
+            job, again = self._push_once(job, tip)
+            if not again:
+                return job
+        return self._transient(job, f"the remote branch moved {MAX_REBASE_ROUNDS} times "
+                                    "while we rebased")
+
+    def _probe(self, job: Job, tip: str | None) -> str | None:
+        if tip is None:
+            return None
+        return find_job_commit(self.ctx.repo, [tip], job.record, self.ctx.config.trailer_prefix)
+
+    def _due(self, job: Job) -> bool:
+        if job.state not in (S.RETRY_WAIT, S.FAILED) or self.now_please:
+            return True
+        return (job.record.next_retry_at or 0) <= time.time()
+
+    def _push_once(self, job: Job, tip: str | None) -> tuple[Job, bool]:
+        """Rebase, record, push. Returns the job and whether to go another round."""
+        store, repo, record = self.ctx.store, self.ctx.repo, job.record
+        tip_tree = None if tip is None else repo.commit(tip).tree
+        fonts = font_outputs(self.ctx.config) & set(record.target_paths)
+        problems = target_problems(repo, tip_tree,
+                                   [t for t in record.targets if t.path not in fonts])
+        if problems:
+            detail = "; ".join(problems)
+            return store.transition(
+                job, record.evolve(state=S.CONFLICT, failure_code="target_changed",
+                                   failure_detail=detail),
+                phase="rebase", reason=f"cannot rebase onto {tip}: {detail}"), False
+        try:
+            artifacts = read_artifacts(store, job)
+        except ManifestError as e:
+            return to_review(self.ctx, job, "rebase", "artifacts_unsafe", [str(e)]), False
+        files: dict[str, bytes] = {}
+        note = ""
+        if fonts:
+            resolved = self._regenerate_fonts(job, tip, artifacts, fonts)
+            if isinstance(resolved, Job):
+                return resolved, False
+            artifacts, record, files = resolved
+            if files:
+                note = "; font-only resolution: regenerated " + ", ".join(
+                    sorted(p for p in files if p != "manifest"))
+        commit = build_commit(repo, record, artifacts, tip, self.ctx.config.trailer_prefix)
+        job = store.transition(
+            job, record.evolve(state=S.PUSHING, local_commit=commit),
+            phase="push", reason=f"pushing {commit} onto {tip or '(new branch)'}{note}",
+            keep_alive=[commit], files={("manifest" if p == "manifest" else f"artifacts/{p}"): d
+                                        for p, d in files.items()})
+        crash_point("delivery.pushing-recorded")
+        self.ctx.progress(f"pushing {job.job_id[:13]} to {self.remote.remote}/"
+                          f"{self.remote.branch}")
+        outcome = self.remote.push(commit)
+        crash_point("delivery.pushed")
+        if outcome.result == PushResult.SENT:
+            return self._confirm(job, commit), False
+        if outcome.result == PushResult.REJECTED and any(w in outcome.detail
+                                                         for w in _RACE_WORDS):
+            job = store.transition(
+                job, job.record.evolve(state=S.LOCAL_COMMITTED),
+                phase="push", reason=f"rejected ({outcome.detail}): the remote moved; "
+                                     "rebasing again", keep_lease=True)
+            return job, True
+        kind = "rejected" if outcome.result == PushResult.REJECTED else "outcome unknown"
+        return self._transient(job, f"push {kind}: {outcome.detail}"), False
+
+    def _regenerate_fonts(self, job: Job, tip: str | None, artifacts: Artifacts,
+                          fonts: frozenset[str]
+                          ) -> Job | tuple[Artifacts, JobRecord, dict[str, bytes]]:
+        """The job's font outputs recomputed from the merged article set (the tip's articles
+        plus the job's): the font-only conflict resolved by construction. Returns the new
+        artifacts, record and changed files (``manifest`` and outputs), or the job in REVIEW
+        when a subset cannot be made."""
+        repo, record = self.ctx.repo, job.record
+        own = {p: repo.blob(e.sha) for p, e in artifacts.entries.items() if p not in fonts}
+        derived = derive_fonts(self.ctx, tip, own)
+        if derived.problems:
+            return to_review(self.ctx, job, "fonts", "font_failed", derived.problems)
+        current = {e.path: e.sha256 for e in artifacts.manifest.entries}
+        changed = {out: data for out, data in derived.outputs.items()
+                   if out in fonts and content_sha256(data) != current.get(out)}
+        if not changed:
+            return artifacts, record, {}
+        entries = dict(artifacts.entries)
+        kept = [e for e in artifacts.manifest.entries if e.path not in changed]
+        for out, data in changed.items():
+            entries[out] = Entry(MODE_FILE, repo.write_blob(data))
+        manifest = Manifest.of(kept + [ManifestEntry(out, MODE_FILE, content_sha256(data))
+                                       for out, data in changed.items()])
+        record = record.evolve(manifest_sha256=manifest.sha256(),
+                               phases=record.phases | {"fonts": derived.summary()})
+        return (Artifacts(entries, manifest), record,
+                {"manifest": manifest.serialize(), **changed})
+
+    def _confirm(self, job: Job, pushed: str) -> Job:
+        """After the remote reported our ref updated to ``pushed``: its history now has that
+        commit; PUBLISHED once its trailers are the job's (read back, not assumed)."""
+        found = self._probe(job, pushed)
+        if found is None:
+            return self._transient(job, f"pushed {pushed}, but it does not carry the job's "
+                                        "trailers")
+        return self._published(job, found)
+
+    # -- outcomes ----------------------------------------------------------------------------
+
+    def _published(self, job: Job, remote_commit: str) -> Job:
+        job = self.ctx.store.transition(
+            job, job.record.evolve(state=S.PUBLISHED, remote_commit=remote_commit,
+                                   failure_code=None, failure_detail=None, next_retry_at=None),
+            phase="confirm", reason=f"remote branch has {remote_commit} with the job's trailers")
+        crash_point("delivery.published-recorded")
+        if job.record.kind != "sync":  # sync moves the branch itself (see sync.py)
+            self.notes[job.job_id] = fast_forward_local(self.ctx.repo, self.ctx.config.branch,
+                                                        remote_commit)
+        return job
+
+    def _transient(self, job: Job, detail: str) -> Job:
+        """A failure that may pass: RETRY_WAIT with backoff, or FAILED when the budget is
+        spent. A lost race while recording it is someone else's progress: fine."""
+        job = reload(self.ctx.store, job)
+        if job.state not in DELIVERABLE or self.ctx.store.held_by_other(job):
+            return job
+        record, policy = job.record, self.ctx.config.retry
+        if job.state == S.FAILED:
+            return job
+        attempt = record.attempt + 1
+        if attempt >= record.max_attempts:
+            return self.ctx.store.transition(
+                job, record.evolve(state=S.FAILED, attempt=attempt,
+                                   failure_code="delivery_exhausted", failure_detail=detail,
+                                   next_retry_at=time.time() + FAILED_PROBE_INTERVAL),
+                phase="retry", reason=f"attempt {attempt}/{record.max_attempts}: {detail}; "
+                                      "giving up (only probes from now on)")
+        wait = backoff(attempt, policy.backoff_base, policy.backoff_max, policy.jitter)
+        job = self.ctx.store.transition(
+            job, record.evolve(state=S.RETRY_WAIT, attempt=attempt,
+                               failure_code="delivery_unconfirmed", failure_detail=detail,
+                               next_retry_at=time.time() + wait),
+            phase="retry", reason=f"attempt {attempt}/{record.max_attempts}: {detail}; "
+                                  f"next try in {wait:.0f}s")
+        crash_point("delivery.retry-recorded")
+        return job
+
+    # -- dedup re-check of new remote articles -----------------------------------------------
+
+    def _recheck(self, job: Job, tip: str | None) -> Job:
+        judge, repo, record = self.ctx.config.judge, self.ctx.repo, job.record
+        if record.kind == "sync":
+            judge = None  # hand edits are not dedup-judged (reference: external_sync)
+        since = record.last_recheck_head or record.base_commit
+        delta = [] if judge is None or tip is None or since == tip else \
+            self._article_delta(since, tip, set(record.target_paths))
+        fingerprint = delta_fingerprint(delta)
+        if not delta or fingerprint in record.recheck_fingerprints or judge is None:
+            if job.state == S.RECHECK_CANDIDATES:
+                return self.ctx.store.transition(
+                    job, record.evolve(state=S.LOCAL_COMMITTED), phase="recheck",
+                    reason="nothing new to re-check", keep_lease=True)
+            return job
+        job = self.ctx.store.transition(
+            job, record.evolve(state=S.RECHECK_CANDIDATES), phase="recheck",
+            reason=f"{len(delta)} new remote article change(s) since {since}: dedup re-check")
+        changed = [{"path": p, "content": repo.blob(sha).decode("utf-8", "replace")}
+                   for p, sha in delta if sha is not None]
+        verdict, problem = run_judge(self.ctx, job, judge, {"remote_changes": changed,
+                                                            "remote_tip": tip})
+        crash_point("delivery.recheck-ran")
+        if verdict is None:
+            return to_review(self.ctx, job, "recheck", "judge_undecided", [problem])
+        if verdict == "SKIP":
+            return self.ctx.store.transition(
+                job, job.record.evolve(state=S.SKIPPED), phase="recheck",
+                reason="the dedup judge answered SKIP after new remote articles")
+        return self.ctx.store.transition(
+            job, job.record.evolve(
+                state=S.LOCAL_COMMITTED, last_recheck_head=tip,
+                recheck_fingerprints=(*record.recheck_fingerprints, fingerprint)),
+            phase="recheck", reason=f"the dedup judge answered KEEP for delta {fingerprint}",
+            keep_lease=True)
+
+    def _article_delta(self, since: str | None, tip: str,
+                       ours: set[str]) -> list[tuple[str, str | None]]:
+        repo = self.ctx.repo
+        old_tree = None if since is None or not repo.has_object(since) else \
+            repo.commit(since).tree
+        return sorted((p, sha) for p, sha in repo.changed_paths(old_tree, repo.commit(tip).tree)
+                      if self.ctx.config.is_article(p) and p not in ours)
+
+
+def delta_fingerprint(delta: list[tuple[str, str | None]]) -> str:
+    """A stable name for a set of remote article changes (path and new blob id)."""
+    text = json.dumps(delta, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def remote_for(ctx: Context) -> Remote:
+    repo = ctx.repo
+    cwd: Path = repo.work_tree if repo.work_tree is not None else repo.common_dir
+    return Remote(cwd, ctx.config.remote, ctx.config.branch, repo.read_ref)

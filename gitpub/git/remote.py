@@ -1,0 +1,145 @@
+"""The network segment: fetch and push with C git.
+
+Why C git and not dulwich's clients (DULWICH.md has the measurements): dulwich computes "what to
+send" by walking the whole history in Python (seconds on a 100,000-commit remote), its local
+client is not atomic, and its porcelain reports rejected pushes as successes. C git negotiates
+with bitmaps and commit-graphs, brings the user's credential helpers and ssh configuration, and
+``git push --porcelain`` states per ref whether the update was applied.
+
+Every push ends in exactly one of three outcomes:
+
+- ``sent``: the remote accepted the update (it still gets confirmed by trailers afterwards);
+- ``rejected``: the remote refused it (not a fast-forward, a hook said no): nothing changed;
+- ``unknown``: the connection failed or timed out, or the reply was lost — the update may or may
+  not have been applied, so the next attempt must probe the remote before pushing again.
+
+Pushes are never forced: a push is a fast-forward of the remote branch or it is rejected, which is
+the compare-and-swap that makes concurrent writers safe. Nothing this module reads from git's
+output is persisted unsanitized (remote URLs may carry credentials).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from gitpub.core.errors import GitpubError
+from gitpub.core.sanitize import sanitize
+
+FETCH_TIMEOUT = 300.0
+PUSH_TIMEOUT = 300.0
+
+
+class RemoteError(GitpubError):
+    """The remote could not be reached or did not answer: a transient failure."""
+
+
+class PushResult(StrEnum):
+    SENT = "sent"
+    REJECTED = "rejected"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class PushOutcome:
+    result: PushResult
+    detail: str  # sanitized
+
+
+def tracking_ref(remote: str, branch: str) -> str:
+    """Where the fetched state of the remote branch is kept (the remote-tracking branch)."""
+    return f"refs/remotes/{remote}/{branch}"
+
+
+def _git_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["GIT_TERMINAL_PROMPT"] = "0"  # never wait for a password on a terminal nobody watches
+    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
+    env["LC_ALL"] = "C"  # git's messages in a stable language for classification
+    return env
+
+
+class Remote:
+    """One remote branch, reached through the repository at ``cwd`` with C git."""
+
+    def __init__(self, cwd: Path, remote: str, branch: str,
+                 read_ref: Callable[[str], str | None],
+                 fetch_timeout: float = FETCH_TIMEOUT, push_timeout: float = PUSH_TIMEOUT):
+        self.cwd = cwd
+        self.read_ref = read_ref
+        self.remote = remote
+        self.branch = branch
+        self.fetch_timeout = fetch_timeout
+        self.push_timeout = push_timeout
+
+    @property
+    def tracking_ref(self) -> str:
+        return tracking_ref(self.remote, self.branch)
+
+    def _git(self, args: list[str], timeout: float) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(["git", *args], cwd=self.cwd, env=_git_env(), capture_output=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+
+    def fetch(self) -> str | None:
+        """Fetch the branch into its tracking ref; its tip, or None if the branch does not
+        exist on the remote. Raises ``RemoteError`` when the remote cannot be reached."""
+        return self.fetch_ref(f"refs/heads/{self.branch}", self.tracking_ref)
+
+    def fetch_ref(self, src: str, dst: str, *, deepen: int | None = None) -> str | None:
+        """Fetch remote ref ``src`` into local ref ``dst`` (forced: ``dst`` mirrors the
+        remote); the fetched tip, or None if the remote has no such ref."""
+        # Negotiate only with branches: not with the thousands of refs/pub/ state refs, whose
+        # histories the remote never has.
+        args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+                "--no-recurse-submodules", "--negotiation-tip=refs/heads/*",
+                f"--negotiation-tip=refs/remotes/{self.remote}/*"]
+        if deepen is not None:
+            args.append(f"--deepen={deepen}")
+        try:
+            proc = self._git([*args, self.remote, f"+{src}:{dst}"], self.fetch_timeout)
+        except subprocess.TimeoutExpired:
+            raise RemoteError(f"fetch from {sanitize(self.remote)} timed out") from None
+        err = proc.stderr.decode("utf-8", "replace")
+        if proc.returncode != 0:
+            if "couldn't find remote ref" in err:
+                return None
+            raise RemoteError(f"fetch from {sanitize(self.remote)} failed: "
+                              f"{sanitize(err.strip())[-500:]}")
+        return self.read_ref(dst)
+
+    def push(self, commit: str) -> PushOutcome:
+        """Push ``commit`` as the new tip of the remote branch, never forcing."""
+        return self.push_ref(commit, f"refs/heads/{self.branch}")
+
+    def push_ref(self, commit: str, dst: str) -> PushOutcome:
+        """Push ``commit`` to remote ref ``dst`` as a fast-forward (never forced)."""
+        try:
+            proc = self._git(["push", "--porcelain", "--no-recurse-submodules", self.remote,
+                              f"{commit}:{dst}"], self.push_timeout)
+        except subprocess.TimeoutExpired:
+            return PushOutcome(PushResult.UNKNOWN, "push timed out")
+        return classify_push(proc.returncode, proc.stdout.decode("utf-8", "replace"),
+                             proc.stderr.decode("utf-8", "replace"), dst)
+
+
+def classify_push(code: int, out: str, err: str, dst: str) -> PushOutcome:
+    """sent / rejected / unknown, from ``git push --porcelain``'s status line for ``dst``.
+
+    Porcelain lines are ``<flag>\\t<src>:<dst>\\t<summary>``; flag ``' '``, ``'*'``, ``'+'``
+    or ``'='`` means the ref is (now) at our commit, ``'!'`` that it was refused. Without a
+    line for our ref, we do not know what happened.
+    """
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 3 and parts[1].endswith(":" + dst):
+            flag, summary = parts[0], sanitize(parts[2])
+            if flag in (" ", "*", "+", "="):
+                return PushOutcome(PushResult.SENT, summary)
+            if flag == "!":
+                return PushOutcome(PushResult.REJECTED, summary)
+    detail = sanitize(err.strip())[-500:] or f"git push exited {code}"
+    return PushOutcome(PushResult.UNKNOWN, detail)

@@ -1,0 +1,273 @@
+"""The job store: one ref per job under ``refs/pub/jobs/``, moved only by compare-and-swap.
+
+Each ref points at the job's latest *state commit*. A state commit's tree holds::
+
+    job.json          the versioned job record (see ``record``)
+    source/…          the sanitized input, as received
+    artifacts/…       every file the job will write, at its repository path (immutable once READY)
+    manifest          the canonical manifest of the artifacts
+
+and its first parent is the previous state commit, so ``git log --first-parent refs/pub/jobs/ID``
+is the job's event history: one commit per transition, its message saying why. A state commit
+may have more parents: the job's content commit is made a parent of the state commit that
+records it, which is what keeps it alive and makes "commit made" and "state recorded" one atomic
+step (one ref update).
+
+Write order is always objects (fsynced) → one ``set_if_equals`` on the job's ref. A writer that
+loses the swap gets ``LostRace`` and re-reads; nothing it wrote is reachable, so nothing is
+half-done. The job id is derived from the idempotency key (uuid5), so "a key maps to exactly one
+job" is the atomicity of creating one ref: two racers on one key race on the same ref name.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from gitpub.core.errors import CorruptStateError, LostRace
+from gitpub.core.record import JobRecord, RecordError, parse_record
+from gitpub.core.sanitize import sanitize
+from gitpub.core.states import RESTING, TERMINAL, State, check_transition
+from gitpub.git.repo import MODE_FILE, CommitInfo, Entry, Repository
+from gitpub.store.lease import Worker, held_by_other
+
+JOBS_PREFIX = "refs/pub/jobs/"
+#: An index of the jobs not yet finished, so that status, push and reconcile cost what is
+#: unfinished, not the whole store. Created before a job's ref and removed only after it reached
+#: a terminal state, it is always a superset of the unfinished jobs; a stale entry is skipped
+#: and cleaned up lazily. Derived data: never the truth about a job.
+ACTIVE_PREFIX = "refs/pub/active/"
+_JOB_NAMESPACE = uuid.UUID("6f1c2f0e-5b1e-4c55-9a43-3c8f9d0e7a21")
+EVENT_VERSION = 1
+
+
+def job_id_for_key(key: str) -> str:
+    """The job id a key names: deterministic, so every writer agrees on it without a lookup."""
+    return str(uuid.uuid5(_JOB_NAMESPACE, key))
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job as read from the store: its record and where that record lives."""
+
+    record: JobRecord
+    commit: str  # the state commit the job's ref points at
+    tree: str
+
+    @property
+    def job_id(self) -> str:
+        return self.record.job_id
+
+    @property
+    def state(self) -> State:
+        return self.record.state
+
+
+@dataclass(frozen=True)
+class Event:
+    commit: str
+    time: float
+    from_state: str | None
+    to_state: str
+    phase: str
+    reason: str
+
+
+class JobStore:
+    """Jobs in one repository, written on behalf of one ``worker`` (lease holder).
+
+    Every write renews the worker's lease on the job, and a write into a resting state releases
+    it (see ``lease``).
+    """
+
+    def __init__(self, repo: Repository, worker: Worker | None = None) -> None:
+        self.repo = repo
+        self.worker = worker or Worker.current()
+        #: Resting states in which this worker keeps its lease because it goes on at once
+        #: (``prepare --push``: no release-and-retake write between prepare and push).
+        self.keep_lease_in: frozenset[State] = frozenset()
+
+    @staticmethod
+    def ref_name(job_id: str) -> str:
+        return JOBS_PREFIX + job_id
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def load(self, job_id: str) -> Job | None:
+        """The job, or None if there is no such ref. Unreadable state raises, naming the job."""
+        try:
+            sha = self.repo.read_ref(self.ref_name(job_id))
+            if sha is None:
+                return None
+            return self._load_commit(job_id, sha)
+        except CorruptStateError as e:
+            raise CorruptStateError(
+                f"job {job_id}: state is unreadable: {e.message}",
+                hint=f"nothing was changed; inspect `git log -p {self.ref_name(job_id)}` "
+                "and repair or delete that ref",
+            ) from None
+
+    def _load_commit(self, job_id: str, sha: str) -> Job:
+        info = self.repo.commit(sha)
+        entry = self.repo.lookup(info.tree, "job.json")
+        if entry is None:
+            raise CorruptStateError(f"state commit {sha} has no job.json")
+        try:
+            record = parse_record(self.repo.blob(entry.sha))
+        except RecordError as e:
+            raise CorruptStateError(f"{e} (in state commit {sha})") from None
+        if record.job_id != job_id:
+            raise CorruptStateError(f"record names job {record.job_id!r}, not {job_id!r}")
+        return Job(record, sha, info.tree)
+
+    def job_ids(self) -> list[str]:
+        return sorted(self.repo.list_refs(JOBS_PREFIX))
+
+    def iter_jobs(self, *, finished: bool = True) -> Iterator[Job | CorruptStateError]:
+        """Every job (``finished=False``: only those not yet terminal, from the active index);
+        an unreadable one is yielded as its error so callers can go on."""
+        active = self.repo.list_refs(ACTIVE_PREFIX) if not finished else {}
+        for job_id in self.job_ids() if finished else sorted(active):
+            try:
+                job = self.load(job_id)
+            except CorruptStateError as e:
+                yield e
+                continue
+            if job is None:
+                continue  # being created right now, or a creator died before the job ref
+            if not finished and job.state in TERMINAL:
+                self.repo.delete_ref(ACTIVE_PREFIX + job_id, active[job_id])  # stale entry
+                continue
+            yield job
+
+    def read_file(self, job: Job, path: str) -> bytes | None:
+        entry = self.repo.lookup(job.tree, path)
+        return None if entry is None else self.repo.blob(entry.sha)
+
+    def subtree(self, job: Job, path: str) -> str | None:
+        entry = self.repo.lookup(job.tree, path)
+        return None if entry is None else entry.sha
+
+    def history(self, job: Job) -> list[Event]:
+        """The job's events, oldest first."""
+        events = [self._event(info) for info in self.repo.first_parent_chain(job.commit)]
+        events.reverse()
+        return events
+
+    @staticmethod
+    def _event(info: CommitInfo) -> Event:
+        _, _, body = info.message.partition(b"\n\n")
+        try:
+            data = json.loads(body.decode("utf-8"))
+            return Event(info.sha, float(data["time"]), data.get("from"), str(data["to"]),
+                         str(data.get("phase", "")), str(data.get("reason", "")))
+        except (ValueError, KeyError, TypeError):
+            subject = info.message.split(b"\n", 1)[0].decode("utf-8", "replace")
+            return Event(info.sha, info.commit_time, None, "?", "", subject)
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def held_by_other(self, job: Job) -> bool:
+        return held_by_other(job.record.lease, self.worker)
+
+    def acquire(self, job: Job) -> Job | None:
+        """``job`` with our lease on it, or None when another live worker holds it (or took it
+        while we tried): then leave the job alone."""
+        if self.worker.holds(job.record.lease):
+            return job
+        if self.held_by_other(job):
+            return None
+        old = job.record.lease
+        reason = ("lease taken" if old is None
+                  else f"lease of {old.owner} taken over (expired or owner gone)")
+        try:
+            return self._write(job, job.record, {}, {}, (), "lease", reason, keep_lease=True)
+        except LostRace:
+            return None
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def create(self, record: JobRecord, files: Mapping[str, bytes], reason: str) -> Job:
+        """Record a new job; ``LostRace`` if a job with this id already exists."""
+        return self._write(None, record, files, {}, (), "received", reason)
+
+    def transition(
+        self,
+        job: Job,
+        record: JobRecord,
+        *,
+        phase: str,
+        reason: str,
+        files: Mapping[str, bytes] | None = None,
+        entries: Mapping[str, Entry | None] | None = None,
+        keep_alive: Sequence[str] = (),
+        keep_lease: bool | None = None,
+    ) -> Job:
+        """Advance ``job`` to ``record`` by one compare-and-swap; ``LostRace`` if it moved.
+
+        The lease is renewed, or released when the job comes to rest (``keep_lease`` overrides:
+        a worker that goes on with the job at once keeps it).
+        """
+        check_transition(job.state, record.state)
+        if keep_lease is None:
+            keep_lease = record.state not in RESTING or record.state in self.keep_lease_in
+        return self._write(job, record, files or {}, entries or {}, keep_alive, phase, reason,
+                           keep_lease=keep_lease)
+
+    def _write(
+        self,
+        prev: Job | None,
+        record: JobRecord,
+        files: Mapping[str, bytes],
+        entries: Mapping[str, Entry | None],
+        keep_alive: Sequence[str],
+        phase: str,
+        reason: str,
+        *,
+        keep_lease: bool = True,
+    ) -> Job:
+        now = time.time()
+        record = record.evolve(updated_at=now,
+                               lease=self.worker.lease(now) if keep_lease else None)
+        with self.repo.batch():  # one round of fsyncs for all of this transition's objects
+            commit, tree = self._objects(prev, record, files, entries, keep_alive, phase,
+                                         reason, now)
+        ref = self.ref_name(record.job_id)
+        active = ACTIVE_PREFIX + record.job_id
+        if prev is None:
+            self.repo.cas_ref(active, None, commit, "gitpub: active")  # before the job exists
+        if not self.repo.cas_ref(ref, None if prev is None else prev.commit, commit,
+                                 f"gitpub: {record.state.value}"):
+            raise LostRace(ref)
+        if record.state in TERMINAL:
+            current = self.repo.read_ref(active)
+            if current is not None:
+                self.repo.delete_ref(active, current)
+        return Job(record, commit, tree)
+
+    def _objects(self, prev: Job | None, record: JobRecord, files: Mapping[str, bytes],
+                 entries: Mapping[str, Entry | None], keep_alive: Sequence[str], phase: str,
+                 reason: str, now: float) -> tuple[str, str]:
+        """Write a state commit's objects; (commit, tree). Nothing points at them yet."""
+        changes: dict[str, Entry | None] = dict(entries)
+        for path, data in files.items():
+            changes[path] = Entry(MODE_FILE, self.repo.write_blob(data))
+        changes["job.json"] = Entry(MODE_FILE, self.repo.write_blob(record.to_json()))
+        tree = self.repo.write_tree(None if prev is None else prev.tree, changes)
+        reason = sanitize(reason)
+        event = {
+            "v": EVENT_VERSION,
+            "from": None if prev is None else prev.state.value,
+            "to": record.state.value,
+            "phase": phase,
+            "reason": reason,
+            "time": now,
+        }
+        summary = " ".join(reason.split())[:72]
+        message = f"{record.state.value}: {phase}: {summary}\n\n{json.dumps(event)}\n".encode()
+        parents = ([] if prev is None else [prev.commit]) + list(keep_alive)
+        commit = self.repo.write_commit(tree, parents, message, when=int(now))
+        return commit, tree

@@ -1,0 +1,89 @@
+"""Leases: which process may work on a job right now.
+
+A lease is part of the job record (token, owner, expiry), so taking one is a compare-and-swap of
+the job's ref like every other write. The holder's every transition renews it (the heartbeat);
+a transition into a resting state releases it. A worker that lost its lease finds out at its
+next write — the swap fails because the new holder's write moved the ref — and stops silently:
+losing a lease race is normal concurrency, not an error.
+
+A lease whose owner is a process on this host that no longer exists (killed, crashed) is dead
+at once, without waiting for the expiry: the owner string carries host, pid and the process
+start time, so a recycled pid is not mistaken for the old owner.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import dataclass
+
+from gitpub.core.record import Lease
+
+DEFAULT_TTL = 900.0
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot), None if unknown/dead."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    fields = stat.rsplit(b")", 1)[-1].split()
+    if len(fields) <= 19 or fields[0] == b"Z":  # a zombie is as dead as it gets
+        return None
+    return fields[19].decode()
+
+
+def _this_host() -> str:
+    return os.uname().nodename.replace(":", "_")
+
+
+@dataclass(frozen=True)
+class Worker:
+    """This process as a lease holder."""
+
+    token: str
+    owner: str
+    ttl: float = DEFAULT_TTL
+
+    @classmethod
+    def current(cls, ttl: float = DEFAULT_TTL) -> Worker:
+        pid = os.getpid()
+        owner = f"{_this_host()}:{pid}:{_start_time(pid) or '?'}"
+        return cls(uuid.uuid4().hex, owner, ttl)
+
+    def lease(self, now: float | None = None) -> Lease:
+        return Lease(self.token, self.owner, (time.time() if now is None else now) + self.ttl)
+
+    def holds(self, lease: Lease | None) -> bool:
+        return lease is not None and lease.token == self.token
+
+
+def owner_alive(owner: str) -> bool:
+    """False only when we can tell the owner process is gone (same host, pid dead or reused)."""
+    host, _, rest = owner.partition(":")
+    pid_s, _, start = rest.partition(":")
+    if host != _this_host() or not pid_s.isdigit():
+        return True
+    current = _start_time(int(pid_s))
+    if current is None:
+        try:
+            os.kill(int(pid_s), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return start == "?"
+    return start in ("?", current)
+
+
+def held_by_other(lease: Lease | None, worker: Worker, now: float | None = None) -> bool:
+    """Whether someone else holds a live lease (so we must leave the job alone)."""
+    if lease is None or worker.holds(lease):
+        return False
+    if lease.expires_at <= (time.time() if now is None else now):
+        return False
+    return owner_alive(lease.owner)
