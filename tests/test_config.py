@@ -14,19 +14,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitpub.config import schema as config_module
-from gitpub.config.schema import (
+from gitpub.config import model as config_model
+from gitpub.config.load import default_config_text, load_config, parse_config
+from gitpub.config.model import (
     CONFIG_FILE,
     Command,
     Config,
     ConfigError,
     FontSpec,
     RetryPolicy,
-    default_config_text,
     default_node,
-    load_config,
-    parse_config,
 )
+from gitpub.config.schema import yaml_keys
 from gitpub.core.errors import UsageError
 
 NODE_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
@@ -82,7 +81,7 @@ def test_null_sections_mean_defaults() -> None:
     ],
 )
 def test_node_sanitizing(host: str, node: str) -> None:
-    assert config_module._sanitize_node(host) == node
+    assert config_model.sanitize_node(host) == node
 
 
 def test_config_is_frozen_and_hashable() -> None:
@@ -114,7 +113,7 @@ def test_template_parses_to_the_defaults() -> None:
 
 def test_template_mentions_every_key_and_protocol() -> None:
     text = default_config_text()
-    for key in (*config_module._TOP_KEYS, *config_module._RETRY_KEYS):
+    for key in (*yaml_keys(Config), *yaml_keys(RetryPolicy)):
         assert re.search(rf"^(# )?\s*{key}:", text, re.MULTILINE), key
     for word in ("GITPUB_SOURCE", "GITPUB_OUTPUT", "GITPUB_TARGETS", "GITPUB_FILES"):
         assert word in text
@@ -128,7 +127,7 @@ def _template_examples(text: str) -> dict[str, str]:
     lines = text.splitlines()
     for index, line in enumerate(lines):
         match = re.match(r"# (\w+):", line)
-        if match and match.group(1) in config_module._TOP_KEYS:
+        if match and match.group(1) in yaml_keys(Config):
             block = [line[2:]]
             for follow in lines[index + 1 :]:
                 if not follow.startswith("#   "):
@@ -654,7 +653,7 @@ def test_glob_matches_the_reference(glob: str, path: str) -> None:
 
 
 def test_import_is_cheap() -> None:
-    code = "import sys, gitpub.config; print(sorted({'yaml', 'difflib'} & set(sys.modules)))"
+    code = "import sys, gitpub.config.load; print(sorted({'yaml', 'difflib'} & set(sys.modules)))"
     result = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from gitpub.config.schema import FontSpec
+from gitpub.config.model import FontSpec
+from gitpub.fonts import cache as fonts_cache
 from gitpub.fonts import subset as fonts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -481,7 +482,7 @@ def test_glyph_encodings_that_do_not_fit_are_dropped(font: bytes, tmp_path: Path
     good = fonts.subset_font(font, chars=CJK, flavor="woff2", cache_dir=tmp_path)
     (store,) = fonts._STORE_MEMO.values()
     store.pieces = {key: (1, b"") for key in store.pieces}  # type: ignore[misc]
-    fonts._Cache.open(tmp_path).write_face(store)  # type: ignore[union-attr]
+    fonts_cache.Cache.open(tmp_path).write_face(store)  # type: ignore[union-attr]
     fonts._STORE_MEMO.clear()
     for path in tmp_path.rglob("subsets/*"):
         path.unlink()
@@ -498,7 +499,7 @@ def test_a_glyph_order_that_does_not_fit_is_not_used(font: bytes, tmp_path: Path
     (store,) = fonts._STORE_MEMO.values()
     assert store.order is not None
     store.order = store.order[:-1]
-    fonts._Cache.open(tmp_path).write_face(store)  # type: ignore[union-attr]
+    fonts_cache.Cache.open(tmp_path).write_face(store)  # type: ignore[union-attr]
     fonts._STORE_MEMO.clear()
     for path in tmp_path.rglob("subsets/*"):
         path.unlink()
@@ -530,7 +531,7 @@ def test_concurrent_writers_in_one_process(font: bytes, tmp_path: Path) -> None:
 
 
 def test_cache_is_pruned(font: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fonts, "MAX_CACHED_SUBSETS", 3)
+    monkeypatch.setattr(fonts_cache, "MAX_CACHED_SUBSETS", 3)
     keys = []
     for i in range(6):
         got = fonts.subset_font(font, chars=CJK[i : i + 3], flavor="ttf", cache_dir=tmp_path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import stat
@@ -10,17 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import click
 import pytest
 import yaml
 from conftest import ROOT, Result, Site
 from test_delivery import article, prepare
 
-from gitpub.config.schema import Config, FontSpec, parse_config
-from gitpub.core.errors import GitpubError
+from gitpub.config.load import parse_config
+from gitpub.config.model import Config, FontSpec
 from gitpub.git.repo import Repository
 from gitpub.hooks import fast as hookfast
 from gitpub.hooks import install as hooks
+from gitpub.hooks import shared, work
 from gitpub.store import outbox as outbox_mod
 
 LEGACY_PRE_PUSH = """#!/bin/sh
@@ -36,29 +35,8 @@ echo ran >> "$(git rev-parse --git-dir)/legacy-post-commit.log"
 # -- helpers ----------------------------------------------------------------------------------
 
 def pub(site: Site, *args: str, monkeypatch: pytest.MonkeyPatch) -> Result:
-    """``git pub ARGS`` in this process: the real CLI once it has the hooks commands, else a
-    group made of the same command objects."""
-    from gitpub.cli.main import cli
-
-    if "hooks" in cli.commands and "hook-impl" in cli.commands:
-        return site.call(*args)
-    group = click.Group(commands=[hooks.hooks_group, hooks.hook_impl_command])
-    out, err = io.StringIO(), io.StringIO()
-    with monkeypatch.context() as m:
-        m.chdir(site.path)
-        m.setattr(sys, "stdout", out)
-        m.setattr(sys, "stderr", err)
-        try:
-            group.main(args=list(args), standalone_mode=False)
-            code = 0
-        except click.exceptions.Exit as e:
-            code = int(e.exit_code)
-        except GitpubError as e:
-            print(f"git-pub: error: {e.message}", file=err)
-            if e.hint:
-                print(f"hint: {e.hint}", file=err)
-            code = e.exit_code
-    return Result(code, out.getvalue(), err.getvalue())
+    """``git pub ARGS`` in this process."""
+    return site.call(*args)
 
 
 def run_git(site: Site, *args: str, input: bytes | None = None) -> Result:
@@ -220,14 +198,14 @@ def test_core_hooks_path_is_refused_unless_allowed(site: Site,
 
     r = pub(site, "hooks", "install", "--hooks-path-ok", monkeypatch=monkeypatch)
     assert r.code == 0, r.err
-    assert hookfast.is_shim(str(site.path / ".githooks/post-commit"))
+    assert shared.is_shim(str(site.path / ".githooks/post-commit"))
     commit = hand_commit(site, "posts/x.md", article("x"))  # git runs the hook from there
     assert outbox(site) == {outbox_mod.OUTBOX_PREFIX + outbox_mod.outbox_id(commit): commit}
 
 
 def test_core_hooks_path_naming_the_usual_directory_is_fine(site: Site) -> None:
     site.git("config", "core.hooksPath", ".git/hooks")
-    assert hooks.install_hooks(site.path) == [str(hooks_dir(site) / h) for h in hooks.HOOKS]
+    assert [s.path for s in hooks.install(site.path)] == [str(hooks_dir(site) / h) for h in shared.HOOKS]
 
 
 # -- post-commit ------------------------------------------------------------------------------
@@ -294,9 +272,9 @@ def test_shim_whose_interpreter_is_gone_still_runs_the_legacy_hook(site: Site) -
 def test_content_starts_admit_every_content_path() -> None:
     config = Config(articles=("posts/**/*.md", "**/index.md"), content=("docs/a?c/[xy].txt",),
                     fonts=(FontSpec("fonts/full.ttf", "static/sub.woff2", ("posts/**/*.md",)),))
-    starts = tuple(hooks.content_starts(config))
+    starts = tuple(work.content_starts(config))
     assert starts == ("", "docs/a", "posts/", "static/sub.woff2")
-    narrow = tuple(hooks.content_starts(parse_config('articles: ["posts/**/*.md"]\n')))
+    narrow = tuple(work.content_starts(parse_config('articles: ["posts/**/*.md"]\n')))
     for path in ("posts/a.md", "posts/x/y/z.md", "README.md", "postsx.md", "src/posts/a.md"):
         assert config.is_content(path) <= path.startswith(starts)
         assert path.startswith(narrow) == path.startswith("posts/")
@@ -304,17 +282,17 @@ def test_content_starts_admit_every_content_path() -> None:
 
 def test_cache_is_trusted_only_for_the_exact_configuration(tmp_path: Path) -> None:
     (tmp_path / "pub").mkdir()
-    data = hookfast.cache_bytes(b"articles: []\n", "Blog", ["posts/", ""])
-    (tmp_path / "pub" / hookfast.CACHE_NAME).write_bytes(data)
-    assert hookfast.read_cache(str(tmp_path), b"articles: []\n") == ("Blog", ("posts/", ""))
-    assert hookfast.read_cache(str(tmp_path), b"articles: [] \n") is None
-    assert hookfast.read_cache(str(tmp_path), None) is None
+    data = shared.cache_bytes(b"articles: []\n", "Blog", ["posts/", ""])
+    (tmp_path / "pub" / shared.CACHE_NAME).write_bytes(data)
+    assert shared.read_cache(str(tmp_path), b"articles: []\n") == ("Blog", ("posts/", ""))
+    assert shared.read_cache(str(tmp_path), b"articles: [] \n") is None
+    assert shared.read_cache(str(tmp_path), None) is None
 
 
 def test_concurrent_note_writers_keep_every_note(site: Site) -> None:
     tree = site.git("rev-parse", "HEAD^{tree}").strip()
     commits = [site.git("commit-tree", tree, "-m", f"c{i}").strip() for i in range(100)]
-    code = ("import sys\nfrom pathlib import Path\nfrom gitpub.hooks.install import link_commit\n"
+    code = ("import sys\nfrom pathlib import Path\nfrom gitpub.hooks.work import link_commit\n"
             "from gitpub.git.repo import Repository\n"
             "with Repository.discover(Path(sys.argv[1])) as repo:\n"
             "    for c in sys.argv[2:]:\n"
@@ -328,7 +306,7 @@ def test_concurrent_note_writers_keep_every_note(site: Site) -> None:
     assert sorted(listed[1::2]) == sorted(commits)
     with Repository.discover(site.path) as repo:
         for c in commits[::9]:
-            assert not hooks.link_commit(repo, c, "job-" + c[:8])  # each note already there
+            assert not work.link_commit(repo, c, "job-" + c[:8])  # each note already there
     assert note(site, commits[7]) == f"linked-job: job-{commits[7][:8]}\n"
 
 
@@ -370,9 +348,9 @@ def test_pre_push_checks_only_what_the_remote_lacks(site: Site) -> None:
     assert r.code == 0, r.err
     stdin = f"refs/heads/pub {good} refs/heads/pub {'0' * 40}\n".encode()
     with Repository.discover(site.path) as repo:
-        assert hooks.check_push(repo, "Blog", "", hooks.parse_push_lines(stdin))[0].commit == bad
+        assert work.check_push(repo, "Blog", "", work.parse_push_lines(stdin))[0].commit == bad
     deleted = f"(delete) {'0' * 40} refs/heads/pub {bad}\n".encode()
-    assert hooks.parse_push_lines(deleted)[0].local_sha == "0" * 40
+    assert work.parse_push_lines(deleted)[0].local_sha == "0" * 40
     r = run_git(site, "push", "-q", "origin", ":pub")  # a deletion has nothing to check
     assert r.code == 0, r.err
 
@@ -396,7 +374,7 @@ def test_pre_push_under_the_pre_commit_framework(site: Site,
 # -- shipped files ----------------------------------------------------------------------------
 
 def test_templates_and_pre_commit_hooks_file() -> None:
-    for name in hooks.HOOKS:
+    for name in shared.HOOKS:
         text = (ROOT / "hooks" / name).read_text()
         assert hooks.is_shim_text(text) and f"HOOK={name}\n" in text
         assert subprocess.run(["sh", "-n", str(ROOT / "hooks" / name)]).returncode == 0

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gitpub.config.schema import Command
+from gitpub.config.model import Command
 from gitpub.pipeline.steps import OUTPUT_LIMIT, Scratch, StepResult, run
 
 # A GitHub-shaped token built at run time, so the literal never sits in this file.

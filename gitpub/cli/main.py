@@ -1,9 +1,10 @@
-"""The command line: option parsing only; the work is in ``app``.
+"""The command line: option parsing and rendering only; the work is in ``gitpub.app``.
 
-``git pub …`` runs the ``git-pub`` executable. ``-C PATH`` works as in git. Every command takes
-``--json`` (one JSON object on stdout) and ``--debug`` (tracebacks for unexpected errors).
-Exit codes: 0 done, 1 error, 2 usage, 3 key reused with different content, 4 needs a person,
-5 delivery not confirmed yet.
+``git pub …`` runs the ``git-pub`` executable. ``-C PATH`` works as in git: gitpub changes to
+PATH first, so every relative path on the command line (a SOURCE, a ``--from`` file) is read
+relative to it. Every command takes ``--json`` (one JSON object on stdout) and ``--debug``
+(tracebacks for unexpected errors). Exit codes: 0 done, 1 error, 2 usage, 3 key reused with
+different content, 4 needs a person, 5 delivery not confirmed yet.
 """
 
 from __future__ import annotations
@@ -11,51 +12,19 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Sequence
 
 import click
 
 from gitpub import __version__
-from gitpub.app import commands as app
-from gitpub.core.errors import EXIT_ERROR, EXIT_USAGE, GitpubError
-from gitpub.core.sanitize import sanitize
+from gitpub.app import commands
+from gitpub.cli import render
+from gitpub.cli.options import State, common_options, out_for, where
+from gitpub.cli.output import Output, report_error
+from gitpub.core.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, GitpubError, UsageError
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class _State:
-    def __init__(self) -> None:
-        self.where = Path.cwd()
-        self.json = False
-        self.debug = False
-
-
-def _common(f: F) -> F:
-    """``--json`` and ``--debug`` on every command (they may also come before it)."""
-
-    def set_json(ctx: click.Context, _p: click.Parameter, value: bool) -> None:
-        if value:
-            ctx.ensure_object(_State).json = True
-
-    def set_debug(ctx: click.Context, _p: click.Parameter, value: bool) -> None:
-        if value:
-            ctx.ensure_object(_State).debug = True
-
-    f = click.option("--json", "json_", is_flag=True, expose_value=False, callback=set_json,
-                     help="Print one JSON object on stdout.")(f)
-    f = click.option("--debug", is_flag=True, expose_value=False, callback=set_debug,
-                     help="Show tracebacks of unexpected errors.")(f)
-    return f
-
-
-def _out(ctx: click.Context) -> app.Output:
-    return app.Output(json=ctx.ensure_object(_State).json)
-
-
-def _where(ctx: click.Context) -> Path:
-    return ctx.ensure_object(_State).where
+#: The exit status of a run interrupted by ^C, as shells report it.
+EXIT_INTERRUPTED = 130
 
 
 class _Group(click.Group):
@@ -76,23 +45,36 @@ class _Group(click.Group):
               help="Run as if started in PATH (as git -C).")
 @click.version_option(__version__, "--version", prog_name="git-pub",
                       message="git-pub %(version)s")
-@_common
+@common_options
 @click.pass_context
 def cli(ctx: click.Context, paths: tuple[str, ...]) -> None:
     """Crash-safe publishing of content into git repositories."""
-    state = ctx.ensure_object(_State)
-    where = Path.cwd()
+    ctx.ensure_object(State)
     for p in paths:
-        where = where / p
-    state.where = where
+        try:
+            os.chdir(p)
+        except OSError as e:
+            raise UsageError(f"cannot change to {p!r}: {e.strerror}") from None
 
 
 @cli.command()
-@_common
+@common_options
 @click.pass_context
 def init(ctx: click.Context) -> None:
     """Write a commented .gitpub.yaml if absent (idempotent)."""
-    ctx.exit(app.cmd_init(_where(ctx), _out(ctx)))
+    result = commands.init(where())
+    lines = [f"{'wrote' if result.created else 'kept existing'} {result.config}"]
+    error = result.hooks_error
+    if error is None:
+        lines.append("hooks installed: " + ", ".join(result.hooks))
+    else:
+        lines.append(f"hooks not installed: {error.message}"
+                     + (f"\nhint: {error.hint}" if error.hint else ""))
+    out_for(ctx).emit({"config": str(result.config), "created": result.created,
+                       "hooks": list(result.hooks),
+                       "hooks_error": None if error is None else error.message},
+                      "\n".join(lines))
+    ctx.exit(EXIT_OK)
 
 
 @cli.command()
@@ -103,87 +85,136 @@ def init(ctx: click.Context) -> None:
 @click.option("--push", "push_now", is_flag=True,
               help="Then deliver the job at once, as `git pub push JOB` would.")
 @click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
-@_common
+@common_options
 @click.pass_context
 def prepare(ctx: click.Context, key: str | None, targets: tuple[str, ...], push_now: bool,
             sources: tuple[str, ...]) -> None:
     """Create or find the job for KEY and run the pipeline (SOURCE may be -)."""
-    ctx.exit(app.cmd_prepare(_where(ctx), _out(ctx), key, targets, sources, push_now))
+    out = out_for(ctx)
+    result = commands.prepare(where(), out.progress, key, targets, sources, push_now)
+    job, note = result.job, result.note
+    data = job.record.public() | {"created": result.created} | (
+        {"note": note} if note else {})
+    human = (render.describe_job(job) + ("" if result.created
+                                         else "\n  (existing job for this key)")
+             + (f"\n  {note}" if note else ""))
+    out.emit(data, human)
+    ctx.exit(result.exit_code)
 
 
 @cli.command()
 @click.argument("job", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Include finished jobs.")
-@_common
+@common_options
 @click.pass_context
 def status(ctx: click.Context, job: str | None, show_all: bool) -> None:
     """Show one job, or every job not yet finished."""
-    ctx.exit(app.cmd_status(_where(ctx), _out(ctx), job, show_all))
+    out = out_for(ctx)
+    result = commands.status(where(), out.progress, job, show_all)
+    if not isinstance(result, commands.Jobs):
+        out.emit(result.record.public(), render.describe_job(result))
+        ctx.exit(EXIT_OK)
+    out.emit(render.jobs_json(result),
+             render.jobs_text(result, "no jobs" if show_all else "no unfinished jobs"))
+    ctx.exit(EXIT_ERROR if result.errors else EXIT_OK)
 
 
 @cli.command()
 @click.argument("job")
-@_common
+@common_options
 @click.pass_context
 def log(ctx: click.Context, job: str) -> None:
     """Show a job's event history."""
-    ctx.exit(app.cmd_log(_where(ctx), _out(ctx), job))
+    out = out_for(ctx)
+    history = commands.log(where(), out.progress, job)
+    out.emit(render.history_json(history), render.history_text(history))
+    ctx.exit(EXIT_OK)
+
+
+def _jobs(ctx: click.Context, out: Output, result: commands.Jobs, empty: str) -> None:
+    out.emit(render.jobs_json(result), render.jobs_text(result, empty))
+    ctx.exit(result.exit_code)
 
 
 @cli.command()
 @click.argument("jobs", nargs=-1, metavar="[JOB]...")
-@_common
+@common_options
 @click.pass_context
 def push(ctx: click.Context, jobs: tuple[str, ...]) -> None:
     """Deliver the given jobs, or every deliverable job: fetch, re-check, rebase, push,
     confirm."""
-    ctx.exit(app.cmd_push(_where(ctx), _out(ctx), jobs))
+    out = out_for(ctx)
+    _jobs(ctx, out, commands.push(where(), out.progress, jobs), "nothing to deliver")
 
 
 @cli.command()
-@_common
+@common_options
 @click.pass_context
 def sync(ctx: click.Context) -> None:
     """Deliver every pending job and every content change that belongs to no job."""
-    ctx.exit(app.cmd_sync(_where(ctx), _out(ctx)))
+    out = out_for(ctx)
+    result = commands.sync(where(), out.progress)
+    if result.remark:
+        out.progress(result.remark)
+    _jobs(ctx, out, result, "nothing to sync")
 
 
 @cli.command()
-@_common
+@common_options
 @click.pass_context
 def reconcile(ctx: click.Context) -> None:
     """Recover every unfinished job after a crash (safe to run at any time)."""
-    ctx.exit(app.cmd_reconcile(_where(ctx), _out(ctx)))
+    out = out_for(ctx)
+    result = commands.reconcile(where(), out.progress)
+    pending = result.pending
+    if pending is not None and not pending.empty:
+        out.progress(f"pending hand edits: {len(pending.uncommitted)} uncommitted content "
+                     f"path(s), {len(pending.unpushed)} unpushed commit(s); run `git pub sync`")
+    _jobs(ctx, out, result, "nothing to reconcile")
 
 
 @cli.command()
 @click.argument("job")
 @click.option("--retry", "action", flag_value="retry", help="Run the job again.")
 @click.option("--abandon", "action", flag_value="abandon", help="Give the job up.")
-@_common
+@common_options
 @click.pass_context
 def resolve(ctx: click.Context, job: str, action: str | None) -> None:
     """The way out of REVIEW, CONFLICT and FAILED."""
     if action not in ("retry", "abandon"):
         raise click.UsageError("give --retry or --abandon")
-    ctx.exit(app.cmd_resolve(_where(ctx), _out(ctx), job,
-                             "retry" if action == "retry" else "abandon"))
+    out = out_for(ctx)
+    result = commands.resolve(where(), out.progress, job,
+                              "retry" if action == "retry" else "abandon")
+    _jobs(ctx, out, result, "")
 
 
 @cli.command()
 @click.option("--range", "rev_range", metavar="A..B",
               help="Verify these commits instead of those since the last confirmed point.")
 @click.option("--no-push-notes", is_flag=True, help="Write the notes locally only.")
-@_common
+@common_options
 @click.pass_context
 def confirm(ctx: click.Context, rev_range: str | None, no_push_notes: bool) -> None:
     """For CI: verify the trailers and manifests of commits on the remote branch."""
-    ctx.exit(app.cmd_confirm(_where(ctx), _out(ctx), rev_range, not no_push_notes))
+    out = out_for(ctx)
+    report = commands.confirm(where(), out.progress, rev_range, not no_push_notes)
+    rows = [{"commit": v.commit, "job_id": v.job_id, "ok": v.ok, "problems": list(v.problems)}
+            for v in report.verdicts]
+    human = [f"checked {report.checked} commit(s) up to {report.tip}: "
+             f"{len(report.verdicts)} job commit(s), {len(report.bad)} bad"]
+    human += [f"BAD {v.commit} (job {v.job_id}): {'; '.join(v.problems)}" for v in report.bad]
+    if report.deepened:
+        human.append(f"(shallow clone deepened by {report.deepened} commits)")
+    out.emit({"tip": report.tip, "checked": report.checked, "commits": rows,
+              "bad": [v.commit for v in report.bad], "notes_pushed": report.notes_pushed,
+              "deepened": report.deepened}, "\n".join(human))
+    ctx.exit(EXIT_ERROR if report.bad else EXIT_OK)
 
 
 @cli.command()
 @click.option("--keep", is_flag=True, help="Keep the demo directory.")
-@_common
+@common_options
 @click.pass_context
 def demo(ctx: click.Context, keep: bool) -> None:
     """Run an end-to-end demo in a throwaway repository with a local bare remote."""
@@ -199,7 +230,7 @@ def _register_hooks() -> None:
     """Add the hook commands, importing their module only when they are used or listed."""
     if "hooks" in cli.commands:
         return
-    from gitpub.hooks.install import hook_impl_command, hooks_group
+    from gitpub.cli.hooks import hook_impl_command, hooks_group
 
     cli.add_command(hooks_group)
     cli.add_command(hook_impl_command)
@@ -210,36 +241,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("GITPUB_DEBUG") == "1"
     as_json = "--json" in args
+    start = os.getcwd()
     try:
         rv = cli.main(args=args, prog_name="git-pub", standalone_mode=False)
-        return rv if isinstance(rv, int) else 0
+        return rv if isinstance(rv, int) else EXIT_OK
     except click.exceptions.Exit as e:
         return int(e.exit_code)
     except click.ClickException as e:
         e.show()
         return EXIT_USAGE
-    except click.exceptions.Abort:
-        return 130
-    except KeyboardInterrupt:
-        return 130
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
     except GitpubError as e:
-        _report(e.message, e.hint, as_json)
+        report_error(e.message, e.hint, as_json)
         return e.exit_code
     except Exception as e:
         if debug:
             traceback.print_exc()
-        _report(f"unexpected error: {type(e).__name__}: {e}",
-                "rerun with --debug for details", as_json)
+        report_error(f"unexpected error: {type(e).__name__}: {e}",
+                     "rerun with --debug for details", as_json)
         return EXIT_ERROR
-
-
-def _report(message: str, hint: str | None, as_json: bool) -> None:
-    message = sanitize(message)
-    hint = None if hint is None else sanitize(hint)
-    if as_json:
-        import json
-
-        print(json.dumps({"error": message, "hint": hint}, ensure_ascii=False))
-    print(f"git-pub: error: {message}", file=sys.stderr)
-    if hint:
-        print(f"hint: {hint}", file=sys.stderr)
+    finally:
+        os.chdir(start)  # -C changed it; a caller in the same process keeps its own

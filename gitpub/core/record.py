@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
-from gitpub.core.states import State
+from gitpub.core.states import FailureCode, Kind, Phase, State
 
 FORMAT_VERSION = 1
 
@@ -54,7 +54,8 @@ class JobRecord:
     updated_at: float
     source_sha256: str | None = None  # of the sanitized source as stored
     drafted: bool = False  # whether a draft command turns the source into the articles
-    kind: str = "publish"  # "sync": content changes made outside gitpub (no draft, no judge)
+    kind: Kind = Kind.PUBLISH  # SYNC: content changes made outside gitpub (no draft, no judge)
+    requested_base: str | None = None  # snapshot this commit, not the tracking branch (sync)
     base_ref: str | None = None
     base_commit: str | None = None
     first_base: str | None = None  # the first snapshot's base: probes search from here, even
@@ -70,9 +71,9 @@ class JobRecord:
     next_retry_at: float | None = None
     last_recheck_head: str | None = None
     recheck_fingerprints: tuple[str, ...] = ()
-    failure_code: str | None = None
+    failure_code: FailureCode | None = None
     failure_detail: str | None = None
-    phases: dict[str, str] = field(default_factory=dict)  # phase name -> outcome
+    phases: dict[Phase, str] = field(default_factory=dict)  # PREPARING sub-step -> outcome
     lease: Lease | None = None
     format: int = FORMAT_VERSION
 
@@ -86,6 +87,9 @@ class JobRecord:
     def to_json(self) -> bytes:
         data = asdict(self)
         data["state"] = self.state.value
+        data["kind"] = str(self.kind)
+        data["failure_code"] = None if self.failure_code is None else str(self.failure_code)
+        data["phases"] = {str(k): v for k, v in self.phases.items()}
         return (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
 
     def public(self) -> dict[str, Any]:
@@ -98,7 +102,7 @@ class JobRecord:
             "max_attempts": self.max_attempts,
             "local_commit": self.local_commit,
             "remote_commit": self.remote_commit,
-            "failure_code": self.failure_code,
+            "failure_code": None if self.failure_code is None else str(self.failure_code),
             "failure_detail": self.failure_detail,
             "target_paths": list(self.target_paths),
             "base_commit": self.base_commit,
@@ -118,7 +122,7 @@ _SIMPLE: dict[str, tuple[type, ...]] = {
     "updated_at": (int, float),
     "source_sha256": (str, type(None)),
     "drafted": (bool,),
-    "kind": (str,),
+    "requested_base": (str, type(None)),
     "base_ref": (str, type(None)),
     "base_commit": (str, type(None)),
     "first_base": (str, type(None)),
@@ -131,7 +135,6 @@ _SIMPLE: dict[str, tuple[type, ...]] = {
     "max_attempts": (int,),
     "next_retry_at": (int, float, type(None)),
     "last_recheck_head": (str, type(None)),
-    "failure_code": (str, type(None)),
     "failure_detail": (str, type(None)),
 }
 
@@ -164,6 +167,12 @@ def parse_record(raw: bytes) -> JobRecord:
         state = State(data["state"])
     except ValueError:
         raise RecordError(f"unknown state {data['state']!r}") from None
+    try:
+        kind = Kind(data.get("kind", Kind.PUBLISH.value))
+        code = data.get("failure_code")
+        failure_code = None if code is None else FailureCode(code)
+    except ValueError as e:
+        raise RecordError(f"bad value in job record: {e}") from None
     targets = data.get("targets", [])
     _check(isinstance(targets, list), "field targets is not a list")
     parsed_targets = []
@@ -174,8 +183,9 @@ def parse_record(raw: bytes) -> JobRecord:
         parsed_targets.append(Target(t["path"], t["op"], t["base_sha256"]))
     phases = data.get("phases", {})
     _check(
-        isinstance(phases, dict) and all(isinstance(v, str) for v in phases.values()),
-        "field phases is not a mapping of strings",
+        isinstance(phases, dict) and all(isinstance(v, str) for v in phases.values())
+        and all(k in Phase._value2member_map_ for k in phases),
+        "field phases is not a mapping of known phases to strings",
     )
     fps = data.get("recheck_fingerprints", [])
     _check(isinstance(fps, list) and all(isinstance(v, str) for v in fps), "bad fingerprints")
@@ -188,8 +198,10 @@ def parse_record(raw: bytes) -> JobRecord:
     simple = {k: data[k] for k in _SIMPLE if k in data}
     return JobRecord(
         state=state,
+        kind=kind,
+        failure_code=failure_code,
         targets=tuple(parsed_targets),
-        phases=dict(phases),
+        phases={Phase(k): v for k, v in phases.items()},
         recheck_fingerprints=tuple(fps),
         lease=parsed_lease,
         **simple,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from gitpub.core.errors import EXIT_NEEDS_PERSON, EXIT_OK, EXIT_UNCONFIRMED
+
 
 class State(StrEnum):
     RECEIVED = "RECEIVED"  # accepted and durable; nothing else done yet
@@ -82,7 +84,75 @@ def check_transition(old: State, new: State) -> None:
 def exit_code_for(state: State) -> int:
     """The command-line exit code that reports a job resting in ``state``."""
     if state in NEEDS_PERSON:
-        return 4
+        return EXIT_NEEDS_PERSON
     if state in TERMINAL or state in (S.READY_TO_COMMIT, S.LOCAL_COMMITTED):
-        return 0
-    return 5  # not confirmed yet: run again later
+        return EXIT_OK
+    return EXIT_UNCONFIRMED  # not confirmed yet: run again later
+
+
+class Kind(StrEnum):
+    """What a job publishes."""
+
+    PUBLISH = "publish"  # a request made with `git pub prepare`
+    SYNC = "sync"  # content changes made outside gitpub (no draft, no dedup judge)
+
+
+class Phase(StrEnum):
+    """The sub-steps of PREPARING whose outcome is recorded in ``JobRecord.phases``: a rerun
+    after a crash resumes at the first one not recorded."""
+
+    SOURCE_SCAN = "source-scan"  # a secret found in the input when the job was accepted
+    DRAFT = "draft"
+    JUDGE = "judge"
+    GATES = "gates"
+    FONTS = "fonts"
+
+
+class Stage(StrEnum):
+    """Where in a job's life an event of its history happened (the ``phase`` of an event)."""
+
+    RECEIVED = "received"
+    LEASE = "lease"
+    SOURCE_SCAN = "source-scan"
+    SNAPSHOT = "snapshot"
+    DRAFT = "draft"
+    JUDGE = "judge"
+    GATES = "gates"
+    FONTS = "fonts"
+    COMMIT = "commit"
+    RECOVER = "recover"
+    RECHECK = "recheck"
+    REBASE = "rebase"
+    PUSH = "push"
+    CONFIRM = "confirm"
+    PROBE = "probe"
+    RETRY = "retry"
+    RESOLVE = "resolve"
+
+
+class Answer(StrEnum):
+    """The dedup judge's only valid answers; anything else fails closed (REVIEW)."""
+
+    SKIP = "SKIP"
+    KEEP = "KEEP"
+
+
+class FailureCode(StrEnum):
+    """Why a job is where it is (``JobRecord.failure_code``): one word a script can act on."""
+
+    SECRET_IN_SOURCE = "secret_in_source"  # REVIEW: the input holds a secret
+    SECRET_IN_CONTENT = "secret_in_content"  # REVIEW: the drafted files hold a secret
+    DRAFT_UNCONFIGURED = "draft_unconfigured"  # REVIEW: a drafted job, no draft command
+    DRAFT_FAILED = "draft_failed"  # REVIEW: the draft command failed
+    DRAFT_INCOMPLETE = "draft_incomplete"  # REVIEW: it did not write every target
+    INPUT_MODIFIED = "input_modified"  # REVIEW: a step changed its input
+    TEMP_FILE_LEAK = "temp_file_leak"  # REVIEW: a step left files outside its outputs
+    JUDGE_UNDECIDED = "judge_undecided"  # REVIEW: the judge gave no valid answer
+    GATE_FAILED = "gate_failed"  # REVIEW: a gate (built-in or configured) did not pass
+    FONT_FAILED = "font_failed"  # REVIEW: a font subset cannot be made
+    ARTIFACTS_UNSAFE = "artifacts_unsafe"  # REVIEW: stored artifacts fail their manifest
+    TARGET_BLOCKED = "target_blocked"  # CONFLICT: a directory or file stands in the way
+    TARGET_CHANGED = "target_changed"  # CONFLICT: the compare-and-swap failed
+    DELIVERY_UNCONFIRMED = "delivery_unconfirmed"  # RETRY_WAIT: a transient failure
+    DELIVERY_EXHAUSTED = "delivery_exhausted"  # FAILED: the attempt budget is spent
+    ABANDONED = "abandoned"  # SKIPPED: a person gave the job up

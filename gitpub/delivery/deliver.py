@@ -32,19 +32,19 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import LostRace
 from gitpub.core.manifest import Manifest, ManifestEntry, ManifestError, content_sha256
 from gitpub.core.record import JobRecord
-from gitpub.core.states import LOCAL, State
+from gitpub.core.states import LOCAL, Answer, FailureCode, Kind, Phase, Stage, State
 from gitpub.delivery.checkout import fast_forward_local
 from gitpub.fonts.step import font_outputs
 from gitpub.git.remote import PushResult, Remote, RemoteError
 from gitpub.git.repo import MODE_FILE, Entry, Repository
 from gitpub.pipeline.commit import Artifacts, build_commit, read_artifacts, target_problems
-from gitpub.pipeline.prepare import Context, derive_fonts, drive, reload, run_judge, to_review
+from gitpub.pipeline.context import Context
+from gitpub.pipeline.prepare import derive_fonts, drive, reload, run_judge, to_review
 from gitpub.store.jobs import Job
 from gitpub.verify.probe import find_job_commit
 
@@ -55,9 +55,6 @@ MAX_REBASE_ROUNDS = 8
 FAILED_PROBE_INTERVAL = 3600.0
 DELIVERABLE = frozenset({S.LOCAL_COMMITTED, S.RECHECK_CANDIDATES, S.PUSHING, S.RETRY_WAIT,
                          S.FAILED})
-#: Rejections that mean "the remote branch moved under us" (another writer won the race).
-_RACE_WORDS = ("non-fast-forward", "fetch first", "stale info", "cannot lock ref",
-               "failed to update ref", "failed to lock")
 
 
 @contextlib.contextmanager
@@ -120,7 +117,7 @@ class Deliverer:
                 return self.ctx.store.transition(
                     job, job.record.evolve(
                         next_retry_at=time.time() + FAILED_PROBE_INTERVAL),
-                    phase="probe", reason="probe: not on the remote; next probe in an hour")
+                    phase=Stage.PROBE, reason="probe: not on the remote; next probe in an hour")
             leased = self.ctx.store.acquire(job)
             if leased is None:
                 return job  # another worker delivers it: not our business
@@ -153,13 +150,14 @@ class Deliverer:
         if problems:
             detail = "; ".join(problems)
             return store.transition(
-                job, record.evolve(state=S.CONFLICT, failure_code="target_changed",
+                job, record.evolve(state=S.CONFLICT, failure_code=FailureCode.TARGET_CHANGED,
                                    failure_detail=detail),
-                phase="rebase", reason=f"cannot rebase onto {tip}: {detail}"), False
+                phase=Stage.REBASE, reason=f"cannot rebase onto {tip}: {detail}"), False
         try:
             artifacts = read_artifacts(store, job)
         except ManifestError as e:
-            return to_review(self.ctx, job, "rebase", "artifacts_unsafe", [str(e)]), False
+            return to_review(self.ctx, job, Stage.REBASE, FailureCode.ARTIFACTS_UNSAFE,
+                             [str(e)]), False
         files: dict[str, bytes] = {}
         note = ""
         if fonts:
@@ -173,7 +171,7 @@ class Deliverer:
         commit = build_commit(repo, record, artifacts, tip, self.ctx.config.trailer_prefix)
         job = store.transition(
             job, record.evolve(state=S.PUSHING, local_commit=commit),
-            phase="push", reason=f"pushing {commit} onto {tip or '(new branch)'}{note}",
+            phase=Stage.PUSH, reason=f"pushing {commit} onto {tip or '(new branch)'}{note}",
             keep_alive=[commit], files={("manifest" if p == "manifest" else f"artifacts/{p}"): d
                                         for p, d in files.items()})
         crash_point("delivery.pushing-recorded")
@@ -183,11 +181,10 @@ class Deliverer:
         crash_point("delivery.pushed")
         if outcome.result == PushResult.SENT:
             return self._confirm(job, commit), False
-        if outcome.result == PushResult.REJECTED and any(w in outcome.detail
-                                                         for w in _RACE_WORDS):
+        if outcome.result == PushResult.RACE:
             job = store.transition(
                 job, job.record.evolve(state=S.LOCAL_COMMITTED),
-                phase="push", reason=f"rejected ({outcome.detail}): the remote moved; "
+                phase=Stage.PUSH, reason=f"rejected ({outcome.detail}): the remote moved; "
                                      "rebasing again", keep_lease=True)
             return job, True
         kind = "rejected" if outcome.result == PushResult.REJECTED else "outcome unknown"
@@ -204,7 +201,7 @@ class Deliverer:
         own = {p: repo.blob(e.sha) for p, e in artifacts.entries.items() if p not in fonts}
         derived = derive_fonts(self.ctx, tip, own)
         if derived.problems:
-            return to_review(self.ctx, job, "fonts", "font_failed", derived.problems)
+            return to_review(self.ctx, job, Stage.FONTS, FailureCode.FONT_FAILED, derived.problems)
         current = {e.path: e.sha256 for e in artifacts.manifest.entries}
         changed = {out: data for out, data in derived.outputs.items()
                    if out in fonts and content_sha256(data) != current.get(out)}
@@ -217,7 +214,7 @@ class Deliverer:
         manifest = Manifest.of(kept + [ManifestEntry(out, MODE_FILE, content_sha256(data))
                                        for out, data in changed.items()])
         record = record.evolve(manifest_sha256=manifest.sha256(),
-                               phases=record.phases | {"fonts": derived.summary()})
+                               phases=record.phases | {Phase.FONTS: derived.summary()})
         return (Artifacts(entries, manifest), record,
                 {"manifest": manifest.serialize(), **changed})
 
@@ -236,9 +233,10 @@ class Deliverer:
         job = self.ctx.store.transition(
             job, job.record.evolve(state=S.PUBLISHED, remote_commit=remote_commit,
                                    failure_code=None, failure_detail=None, next_retry_at=None),
-            phase="confirm", reason=f"remote branch has {remote_commit} with the job's trailers")
+            phase=Stage.CONFIRM,
+            reason=f"remote branch has {remote_commit} with the job's trailers")
         crash_point("delivery.published-recorded")
-        if job.record.kind != "sync":  # sync moves the branch itself (see sync.py)
+        if job.record.kind != Kind.SYNC:  # sync moves the branch itself (see sync.py)
             self.notes[job.job_id] = fast_forward_local(self.ctx.repo, self.ctx.config.branch,
                                                         remote_commit)
         return job
@@ -256,16 +254,17 @@ class Deliverer:
         if attempt >= record.max_attempts:
             return self.ctx.store.transition(
                 job, record.evolve(state=S.FAILED, attempt=attempt,
-                                   failure_code="delivery_exhausted", failure_detail=detail,
+                                   failure_code=FailureCode.DELIVERY_EXHAUSTED,
+                                   failure_detail=detail,
                                    next_retry_at=time.time() + FAILED_PROBE_INTERVAL),
-                phase="retry", reason=f"attempt {attempt}/{record.max_attempts}: {detail}; "
+                phase=Stage.RETRY, reason=f"attempt {attempt}/{record.max_attempts}: {detail}; "
                                       "giving up (only probes from now on)")
         wait = backoff(attempt, policy.backoff_base, policy.backoff_max, policy.jitter)
         job = self.ctx.store.transition(
             job, record.evolve(state=S.RETRY_WAIT, attempt=attempt,
-                               failure_code="delivery_unconfirmed", failure_detail=detail,
+                               failure_code=FailureCode.DELIVERY_UNCONFIRMED, failure_detail=detail,
                                next_retry_at=time.time() + wait),
-            phase="retry", reason=f"attempt {attempt}/{record.max_attempts}: {detail}; "
+            phase=Stage.RETRY, reason=f"attempt {attempt}/{record.max_attempts}: {detail}; "
                                   f"next try in {wait:.0f}s")
         crash_point("delivery.retry-recorded")
         return job
@@ -274,7 +273,7 @@ class Deliverer:
 
     def _recheck(self, job: Job, tip: str | None) -> Job:
         judge, repo, record = self.ctx.config.judge, self.ctx.repo, job.record
-        if record.kind == "sync":
+        if record.kind == Kind.SYNC:
             judge = None  # hand edits are not dedup-judged (reference: external_sync)
         since = record.last_recheck_head or record.base_commit
         delta = [] if judge is None or tip is None or since == tip else \
@@ -283,11 +282,11 @@ class Deliverer:
         if not delta or fingerprint in record.recheck_fingerprints or judge is None:
             if job.state == S.RECHECK_CANDIDATES:
                 return self.ctx.store.transition(
-                    job, record.evolve(state=S.LOCAL_COMMITTED), phase="recheck",
+                    job, record.evolve(state=S.LOCAL_COMMITTED), phase=Stage.RECHECK,
                     reason="nothing new to re-check", keep_lease=True)
             return job
         job = self.ctx.store.transition(
-            job, record.evolve(state=S.RECHECK_CANDIDATES), phase="recheck",
+            job, record.evolve(state=S.RECHECK_CANDIDATES), phase=Stage.RECHECK,
             reason=f"{len(delta)} new remote article change(s) since {since}: dedup re-check")
         changed = [{"path": p, "content": repo.blob(sha).decode("utf-8", "replace")}
                    for p, sha in delta if sha is not None]
@@ -295,16 +294,16 @@ class Deliverer:
                                                             "remote_tip": tip})
         crash_point("delivery.recheck-ran")
         if verdict is None:
-            return to_review(self.ctx, job, "recheck", "judge_undecided", [problem])
-        if verdict == "SKIP":
+            return to_review(self.ctx, job, Stage.RECHECK, FailureCode.JUDGE_UNDECIDED, [problem])
+        if verdict == Answer.SKIP:
             return self.ctx.store.transition(
-                job, job.record.evolve(state=S.SKIPPED), phase="recheck",
+                job, job.record.evolve(state=S.SKIPPED), phase=Stage.RECHECK,
                 reason="the dedup judge answered SKIP after new remote articles")
         return self.ctx.store.transition(
             job, job.record.evolve(
                 state=S.LOCAL_COMMITTED, last_recheck_head=tip,
                 recheck_fingerprints=(*record.recheck_fingerprints, fingerprint)),
-            phase="recheck", reason=f"the dedup judge answered KEEP for delta {fingerprint}",
+            phase=Stage.RECHECK, reason=f"the dedup judge answered KEEP for delta {fingerprint}",
             keep_lease=True)
 
     def _article_delta(self, since: str | None, tip: str,
@@ -320,9 +319,3 @@ def delta_fingerprint(delta: list[tuple[str, str | None]]) -> str:
     """A stable name for a set of remote article changes (path and new blob id)."""
     text = json.dumps(delta, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def remote_for(ctx: Context) -> Remote:
-    repo = ctx.repo
-    cwd: Path = repo.work_tree if repo.work_tree is not None else repo.common_dir
-    return Remote(cwd, ctx.config.remote, ctx.config.branch, repo.read_ref)

@@ -26,8 +26,11 @@ import hashlib
 from dataclasses import dataclass, field
 
 from gitpub.core.errors import GitpubError
+from gitpub.core.states import Kind
 from gitpub.git.repo import Repository
-from gitpub.pipeline.prepare import Context, Request, Source, drive, ensure_job
+from gitpub.pipeline.context import Context
+from gitpub.pipeline.prepare import drive
+from gitpub.pipeline.request import Request, Source, ensure_job
 from gitpub.store.jobs import Job
 from gitpub.store.outbox import clear_outbox_entry, outbox_entries, register_external_change
 
@@ -105,7 +108,7 @@ def sync_request(repo: Repository, base: str, tip: str) -> tuple[Request, list[s
         "\n".join(f"{t} {hashlib.sha256(s.data).hexdigest()}"
                    for t, s in zip(targets, sources, strict=True)).encode()).hexdigest()[:24]
     request = Request(tuple(targets), tuple(sources), drafted=False,
-                      key=f"sync:{base[:12]}:{fingerprint}", kind="sync")
+                      key=f"sync:{base[:12]}:{fingerprint}", kind=Kind.SYNC, base=base)
     return request, deleted
 
 
@@ -166,12 +169,8 @@ def sync_changes(ctx: Context, remote_tip: str | None) -> SyncResult:
         notes.append(f"deletions are not synced ({', '.join(deleted[:5])}): push them yourself")
     if not request.targets:
         return SyncResult(None, notes)
-    ctx.base_override = base
-    try:
-        job, _ = ensure_job(ctx, request)
-        job = drive(ctx, job, wait=30.0)
-    finally:
-        ctx.base_override = None
+    job, _ = ensure_job(ctx, request)
+    job = drive(ctx, job, wait=30.0)
     return SyncResult(job, notes, local)
 
 

@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gitpub.config.schema import Config, FontSpec
+from gitpub.config.model import Config, FontSpec
+from gitpub.core.globs import matcher
 from gitpub.git.repo import MODE_TREE, Repository
 
 
@@ -39,7 +40,7 @@ class Derived:
 
 
 def font_outputs(config: Config) -> frozenset[str]:
-    return frozenset(spec.output for spec in config.fonts)
+    return config.font_outputs
 
 
 def _literal_dir(glob: str) -> str:
@@ -56,7 +57,7 @@ def text_files(repo: Repository, tree: str | None, spec: FontSpec,
     Only the directories the globs can match in are walked, so the cost follows the articles,
     not the repository.
     """
-    matcher = Config(articles=spec.text, node="fonts")
+    covers = matcher(spec.text)
     files: dict[str, bytes] = {}
     if tree is not None:
         for top in sorted({_literal_dir(g) for g in spec.text}):
@@ -68,9 +69,9 @@ def text_files(repo: Repository, tree: str | None, spec: FontSpec,
                 continue
             prefix = f"{top}/" if top else ""
             for path, entry in repo.walk_files(sub, prefix):
-                if path not in files and matcher.is_article(path):
+                if path not in files and covers(path):
                     files[path] = repo.blob(entry.sha)
-    files.update({p: d for p, d in own.items() if matcher.is_article(p)})
+    files.update({p: d for p, d in own.items() if covers(p)})
     return files
 
 

@@ -56,7 +56,7 @@ same key simply replace identical bytes; the cache is never fsynced (a torn file
 fails its checksum). A cache that cannot be written (read-only, full disk) only makes gitpub
 slower. The subset itself is produced by fontTools' subsetter on the full font (a subset of a
 cached subset would depend on the cache's history), then written as TrueType and, for WOFF2,
-re-encoded here from the cached glyph encodings (see :func:`_woff2_from_sfnt`).
+re-encoded here from the cached glyph encodings (see :func:`woff2_from_sfnt`).
 
 Hooks import gitpub modules and must stay cheap, so fontTools, brotli and zlib are imported inside
 the functions that need them, and ``typing`` only by type checkers.
@@ -64,7 +64,6 @@ the functions that need them, and ``typing`` only by type checkers.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import os
@@ -74,21 +73,18 @@ import time
 from dataclasses import dataclass, field
 
 from gitpub.core.errors import FontError
-from gitpub.fonts.woff2 import _FaceStore, _StoreCorrupt, _woff2_from_sfnt
+from gitpub.fonts.cache import MAX_CACHED_SUBSETS, Cache, FaceIndex
+from gitpub.fonts.profile import DEFAULT_PROFILE, PYFTSUBSET_PROFILE, Progress, SubsetProfile
+from gitpub.fonts.woff2 import ENCODER_VERSION, FaceStore, StoreCorrupt, woff2_from_sfnt
 
 TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
     from pathlib import Path
-    from typing import Any, Literal, TypeAlias
+    from typing import Any
 
-    from gitpub.config.schema import FontSpec
-
-    #: The output format, from the output file's extension: WOFF2, WOFF 1.0 or bare TrueType/CFF.
-    Flavor: TypeAlias = Literal["woff2", "woff", "ttf"]
-    #: One glyph in WOFF2's transformed glyf encoding: (numberOfContours, nPoints, flags, glyph,
-    #: composite with zeroed component ids, offsets of those ids, bbox, instructions, overlap).
-    _Piece: TypeAlias = tuple[int, bytes, bytes, bytes, bytes, tuple[int, ...], bytes, bytes, bool]
+    from gitpub.config.model import FontSpec
+    from gitpub.fonts.profile import Flavor
 
 __all__ = [
     "ASCII_PRINTABLE",
@@ -108,15 +104,6 @@ __all__ = [
 
 #: Bump when a decision that shapes the subset's bytes changes (it is part of every cache key).
 OPTIONS_VERSION = 1
-#: The cache's file formats; the cache lives in ``<cache_dir>/v<CACHE_FORMAT>/``.
-CACHE_FORMAT = 1
-#: Bump when the WOFF2 glyph encoder changes (it keys the glyph encoding files).
-_ENCODER_VERSION = 1
-#: Finished subsets kept in the cache (each is a few hundred KB for a CJK site).
-MAX_CACHED_SUBSETS = 48
-# Face indexes and glyph encoding files kept (one per font face and library version; <1 MB each).
-_MAX_CACHED_FACES = 8
-
 #: U+0020-U+007E, always part of :func:`charset_of`: templates, dates, code and URLs put Latin
 #: letters and digits on every page whether or not an article has them, and keeping them means
 #: an article with a new ASCII character never regenerates the font.
@@ -129,41 +116,6 @@ _NOT_TEXT: frozenset[str] = frozenset(
 )
 
 _EXTENSIONS: dict[str, Flavor] = {".woff2": "woff2", ".woff": "woff", ".ttf": "ttf"}
-
-
-@dataclass(frozen=True)
-class SubsetProfile:
-    """Every choice that shapes a subset's bytes beyond the font and the characters.
-
-    All other options are pyftsubset's defaults in the installed fontTools, whose version is part
-    of the cache key. ``hinting=False`` is pyftsubset's ``--no-hinting``: TrueType instructions
-    and the ``fpgm``/``prep``/``cvt``/``hdmx``/``VDMX`` tables are dropped (see the module
-    docstring for why). ``brotli_quality`` and ``brotli_window`` (log2 of the window size) apply to
-    WOFF2 only. :data:`DEFAULT_PROFILE` compresses at quality 10 with a 256 KB window: half the
-    time of quality 11 with fontTools' 4 MB window, for a file about 1 % larger.
-    :data:`PYFTSUBSET_PROFILE` reproduces pyftsubset's bytes exactly. Every writer of one site
-    must use the same profile; changing it regenerates every subset.
-    """
-
-    hinting: bool = False
-    brotli_quality: int = 10
-    brotli_window: int = 18
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.brotli_quality <= 11:
-            raise ValueError(f"brotli_quality must be 0..11, got {self.brotli_quality}")
-        if not 10 <= self.brotli_window <= 24:
-            raise ValueError(f"brotli_window must be 10..24, got {self.brotli_window}")
-
-    def pyftsubset_args(self) -> list[str]:
-        """The pyftsubset flags for this profile (brotli has none: pyftsubset uses q11, 2**22)."""
-        return [*([] if self.hinting else ["--no-hinting"]), "--no-harfbuzz-repacker"]
-
-
-DEFAULT_PROFILE = SubsetProfile()
-#: The profile whose WOFF2 files are byte for byte those of
-#: ``pyftsubset --no-hinting --no-harfbuzz-repacker --flavor=woff2``.
-PYFTSUBSET_PROFILE = SubsetProfile(brotli_quality=11, brotli_window=22)
 
 
 @dataclass(frozen=True)
@@ -206,13 +158,13 @@ def charset_of(texts: Iterable[bytes], *, ascii: bool = True) -> frozenset[str]:
 def charset_for(spec: FontSpec, files: Mapping[str, bytes]) -> frozenset[str]:
     """:func:`charset_of` the files (repository path → content) matching the spec's ``text`` globs.
 
-    Globs mean what they mean for ``articles`` in ``.gitpub.yaml`` (see ``gitpub.config``);
-    paths not in normal form never match.
+    Globs mean what they mean everywhere in ``.gitpub.yaml`` (``gitpub.core.globs``); paths not
+    in normal form never match.
     """
-    from gitpub.config.schema import Config
+    from gitpub.core.globs import matcher
 
-    matcher = Config(articles=spec.text, node="fonts")
-    return charset_of(data for path, data in files.items() if matcher.is_article(path))
+    covers = matcher(spec.text)
+    return charset_of(data for path, data in files.items() if covers(path))
 
 
 def flavor_for(output_path: str) -> Flavor:
@@ -278,7 +230,7 @@ def subset_font(
     """
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    report = _Progress(progress, progress_after)
+    report = Progress(progress, progress_after)
     wanted = frozenset(chars)
     for char in wanted:
         if not isinstance(char, str) or len(char) != 1:
@@ -289,7 +241,7 @@ def subset_font(
         font_sha256 = hashlib.sha256(font).hexdigest()
     elif len(font_sha256) != 64 or font_sha256.strip("0123456789abcdef"):
         raise ValueError(f"font_sha256 must be 64 lower-case hex digits, got {font_sha256!r}")
-    cache = _Cache.open(cache_dir)
+    cache = Cache.open(cache_dir)
 
     index = _face_index(font, font_sha256, face, cache)
     covered = index.covered(wanted)
@@ -323,10 +275,10 @@ def subset_font(
     timings["subset"] = time.perf_counter() - t
     if flavor == "woff2":
         try:
-            data = _woff2_from_sfnt(sfnt, store, profile, report, timings)
-        except _StoreCorrupt:  # start this face's glyph encodings afresh
+            data = woff2_from_sfnt(sfnt, store, profile, report, timings)
+        except StoreCorrupt:  # start this face's glyph encodings afresh
             store = _face_store(cache, font_sha256, face, fresh=store)
-            data = _woff2_from_sfnt(sfnt, store, profile, report, timings)
+            data = woff2_from_sfnt(sfnt, store, profile, report, timings)
     else:
         data = sfnt
     if cache is not None and store.dirty:
@@ -342,69 +294,9 @@ def subset_font(
     return SubsetResult(data, missing, False, key, timings)
 
 
-class _Progress:
-    """Forwards stage messages once a subset has taken, or is about to take, ``after`` seconds."""
-
-    def __init__(self, callback: Callable[[str], None] | None, after: float) -> None:
-        self.callback = callback
-        self.after = after
-        self.start = time.perf_counter()
-        self.shown = False
-
-    def stage(self, message: str, estimate: float = 0.0) -> None:
-        if self.callback is None:
-            return
-        if self.shown or time.perf_counter() - self.start + estimate >= self.after:
-            self.shown = True
-            self.callback(message)
-
-    def done(self, message: str) -> None:
-        if self.callback is not None and self.shown:
-            self.callback(message)
-
-
-@dataclass(frozen=True)
-class _FaceIndex:
-    """What gitpub needs to know about a face without parsing it: the code points it covers.
-
-    ``supported``: the best Unicode cmap plus variation selectors the face has sequences for — a
-    character outside it is *missing*. ``keys``: every code point any Unicode cmap subtable
-    mentions (including format 14's selectors and base characters) — only these can change the
-    subset, so the requested set is reduced to them before subsetting and keying.
-    """
-
-    collection: bool
-    supported: frozenset[int]
-    keys: frozenset[int]
-
-    def covered(self, chars: frozenset[str]) -> frozenset[str]:
-        return frozenset(c for c in chars if ord(c) in self.keys)
-
-    def to_bytes(self) -> bytes:
-        from array import array
-
-        best = array("I", sorted(self.supported))
-        rest = array("I", sorted(self.keys - self.supported))
-        head = struct.pack(">BII", self.collection, len(best), len(rest))
-        return head + best.tobytes() + rest.tobytes()  # native order: the cache is local
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> _FaceIndex:
-        from array import array
-
-        collection, n_best, n_rest = struct.unpack_from(">BII", data)
-        arrays = array("I"), array("I")
-        arrays[0].frombytes(data[9 : 9 + 4 * n_best])
-        arrays[1].frombytes(data[9 + 4 * n_best : 9 + 4 * (n_best + n_rest)])
-        if len(arrays[0]) != n_best or len(arrays[1]) != n_rest:
-            raise ValueError("truncated face index")
-        supported = frozenset(arrays[0])
-        return cls(bool(collection), supported, supported | frozenset(arrays[1]))
-
-
 _MEMO_LOCK = threading.Lock()
-_INDEX_MEMO: dict[tuple[str, int], _FaceIndex] = {}
-_STORE_MEMO: dict[tuple[str, int, str], _FaceStore] = {}
+_INDEX_MEMO: dict[tuple[str, int], FaceIndex] = {}
+_STORE_MEMO: dict[tuple[str, int, str], FaceStore] = {}
 _MEMO_SIZE = 4
 
 
@@ -416,7 +308,7 @@ def _remember(memo: dict[Any, Any], key: object, value: object) -> None:
             del memo[next(iter(memo))]
 
 
-def _face_index(font: bytes, font_sha: str, face: int, cache: _Cache | None) -> _FaceIndex:
+def _face_index(font: bytes, font_sha: str, face: int, cache: Cache | None) -> FaceIndex:
     index = _INDEX_MEMO.get((font_sha, face))
     if index is None and cache is not None:
         index = cache.read_index(font_sha, face)
@@ -478,7 +370,7 @@ def _load(font: bytes, face: int, collection: bool) -> Any:
         raise FontError(f"not a usable font: {type(error).__name__}: {error}") from error
 
 
-def _build_index(font: bytes, face: int) -> _FaceIndex:
+def _build_index(font: bytes, face: int) -> FaceIndex:
     collection = _check_face(font, face)
     ttfont = _load(font, face, collection)
     try:
@@ -500,7 +392,7 @@ def _build_index(font: bytes, face: int) -> _FaceIndex:
         raise FontError(f"cannot read the font's character map: {error}") from error
     finally:
         ttfont.close()
-    return _FaceIndex(collection, frozenset(supported), frozenset(keys | supported))
+    return FaceIndex(collection, frozenset(supported), frozenset(keys | supported))
 
 
 def _fingerprint(profile: SubsetProfile, flavor: Flavor) -> str:
@@ -529,7 +421,7 @@ def _subset_sfnt(
     covered: frozenset[str],
     profile: SubsetProfile,
     flavor: Flavor,
-    store: _FaceStore,
+    store: FaceStore,
 ) -> bytes:
     """fontTools' subset, as pyftsubset makes it: TrueType/CFF for ttf and woff2, or WOFF.
 
@@ -575,8 +467,8 @@ def _subset_sfnt(
 
 
 def _face_store(
-    cache: _Cache | None, font_sha: str, face: int, *, fresh: _FaceStore | None = None
-) -> _FaceStore:
+    cache: Cache | None, font_sha: str, face: int, *, fresh: FaceStore | None = None
+) -> FaceStore:
     """The face's store: from memory, else the cache, else empty; ``fresh`` replaces a bad one.
 
     A replacement keeps the bad store's glyph order (checked against the font when used) and
@@ -587,133 +479,19 @@ def _face_store(
     import fontTools
 
     fingerprint = hashlib.sha256(
-        f"{_ENCODER_VERSION} {fontTools.version} {sys.version_info[:2]}".encode()
+        f"{ENCODER_VERSION} {fontTools.version} {sys.version_info[:2]}".encode()
     ).hexdigest()[:16]
     name = f"{font_sha}-{face}-{fingerprint}"
     memo_key = (font_sha, face, fingerprint)
     if fresh is not None:
-        store = _FaceStore(name, fresh.order)
+        store = FaceStore(name, fresh.order)
         store.dirty = True  # replaces the bad file even if nothing new is added
     else:
         known = _STORE_MEMO.get(memo_key)
         if known is not None:
             return known
-        store = (cache.read_face(name) if cache is not None else None) or _FaceStore(name)
+        store = (cache.read_face(name) if cache is not None else None) or FaceStore(name)
     _remember(_STORE_MEMO, memo_key, store)
     return store
 
 
-_MAGIC = b"gitpub-fonts\n"
-
-
-class _Cache:
-    """The files under ``<cache_dir>/v1``; every method is best-effort and never raises OSError."""
-
-    def __init__(self, root: str) -> None:
-        self.root = root
-
-    @classmethod
-    def open(cls, cache_dir: Path | str | None) -> _Cache | None:
-        if cache_dir is None:
-            return None
-        return cls(os.path.join(os.fspath(cache_dir), f"v{CACHE_FORMAT}"))
-
-    # Files are _MAGIC, a kind, the SHA-256 of the body, the body: verified before use.
-
-    def _read(self, relpath: str, kind: bytes) -> bytes | None:
-        path = os.path.join(self.root, relpath)
-        try:
-            with open(path, "rb") as file:
-                blob = file.read()
-        except OSError:
-            return None
-        prefix = _MAGIC + kind + b"\n"
-        body = blob[len(prefix) + 32 :]
-        if not blob.startswith(prefix) or blob[len(prefix) : len(prefix) + 32] != hashlib.sha256(
-            body
-        ).digest():
-            return None  # corrupt or from elsewhere: a miss; the rewrite replaces it
-        return body
-
-    def _write(self, relpath: str, kind: bytes, body: bytes) -> bool:
-        path = os.path.join(self.root, relpath)
-        directory = os.path.dirname(path)
-        blob = _MAGIC + kind + b"\n" + hashlib.sha256(body).digest() + body
-        try:
-            os.makedirs(directory, exist_ok=True)
-            import tempfile
-
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as file:
-                    file.write(blob)
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-        except OSError:
-            return False
-        return True
-
-    def read_subset(self, key: str, flavor: Flavor) -> bytes | None:
-        relpath = os.path.join("subsets", f"{key}.{flavor}")
-        data = self._read(relpath, b"subset")
-        if data is not None:
-            with contextlib.suppress(OSError):  # least recently used goes first when pruning
-                os.utime(os.path.join(self.root, relpath))
-        return data
-
-    def write_subset(self, key: str, flavor: Flavor, data: bytes) -> None:
-        if self._write(os.path.join("subsets", f"{key}.{flavor}"), b"subset", data):
-            self.prune(os.path.join(self.root, "subsets"), MAX_CACHED_SUBSETS)
-
-    def read_index(self, font_sha: str, face: int) -> _FaceIndex | None:
-        body = self._read(os.path.join("index", f"{font_sha}-{face}.idx"), b"index")
-        if body is None:
-            return None
-        try:
-            return _FaceIndex.from_bytes(body)
-        except (struct.error, ValueError):
-            return None
-
-    def write_index(self, font_sha: str, face: int, index: _FaceIndex) -> None:
-        if self._write(os.path.join("index", f"{font_sha}-{face}.idx"), b"index",
-                       index.to_bytes()):
-            self.prune(os.path.join(self.root, "index"), _MAX_CACHED_FACES)
-
-    def read_face(self, name: str) -> _FaceStore | None:
-        body = self._read(os.path.join("faces", f"{name}.bin"), b"face")
-        return None if body is None else _FaceStore.from_bytes(name, body)
-
-    def write_face(self, store: _FaceStore) -> None:
-        body = store.to_bytes()
-        store.dirty = False
-        if self._write(os.path.join("faces", f"{store.name}.bin"), b"face", body):
-            self.prune(os.path.join(self.root, "faces"), _MAX_CACHED_FACES)
-
-    @staticmethod
-    def prune(directory: str, keep: int) -> None:
-        """Keep the ``keep`` most recently used files; drop temporary files older than an hour."""
-        now = time.time()
-        files: list[tuple[float, str]] = []
-        try:
-            with os.scandir(directory) as entries:
-                for entry in entries:
-                    try:
-                        mtime = entry.stat().st_mtime
-                    except OSError:
-                        continue
-                    if entry.name.startswith(".tmp-"):
-                        if now - mtime > 3600:
-                            files.append((-1.0, entry.path))
-                    else:
-                        files.append((mtime, entry.path))
-        except OSError:
-            return
-        files.sort(reverse=True)
-        stale = [path for mtime, path in files[keep:]]
-        stale += [path for mtime, path in files[:keep] if mtime < 0]
-        for path in stale:
-            with contextlib.suppress(OSError):
-                os.unlink(path)

@@ -3,9 +3,9 @@
 fontTools' ``WOFF2Writer`` re-encodes every glyph of a subset (decoding each outline and packing
 its points as triplets) on every save: the costliest pure-Python step after subsetting. Here the
 same steps run in the same order — the tests hold the output to fontTools' byte for byte — but
-each glyph's transformed encoding comes from a per-face store (:class:`_FaceStore`, persisted by
-``gitpub.fonts``' cache), so a subset that adds one article's characters encodes only that
-article's new glyphs and otherwise concatenates. Split out of ``gitpub.fonts``, which decides
+each glyph's transformed encoding comes from a per-face store (:class:`FaceStore`, persisted by
+``fonts.cache``), so a subset that adds one article's characters encodes only that
+article's new glyphs and otherwise concatenates. Split from ``fonts.subset``, which decides
 *what* to subset and caches; this module only encodes.
 """
 
@@ -18,22 +18,19 @@ import time
 
 from gitpub.core.errors import FontError
 
+#: Bump when the WOFF2 glyph encoder changes (it keys the glyph encoding files).
+ENCODER_VERSION = 1
+
 TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
 if TYPE_CHECKING:
-    from typing import TypeAlias
-
-    from gitpub.fonts.subset import SubsetProfile, _Progress
-
-    #: One glyph in WOFF2's transformed glyf encoding: (numberOfContours, nPoints, flags, glyph,
-    #: composite with zeroed component ids, offsets of those ids, bbox, instructions, overlap).
-    _Piece: TypeAlias = tuple[int, bytes, bytes, bytes, bytes, tuple[int, ...], bytes, bytes, bool]
+    from gitpub.fonts.profile import Piece, Progress, SubsetProfile
 
 
-def _woff2_from_sfnt(
+def woff2_from_sfnt(
     sfnt: bytes,
-    store: _FaceStore,
+    store: FaceStore,
     profile: SubsetProfile,
-    report: _Progress,
+    report: Progress,
     timings: dict[str, float],
 ) -> bytes:
     """The WOFF2 file fontTools' ``WOFF2Writer`` makes of ``sfnt``, with the profile's brotli.
@@ -232,8 +229,8 @@ class _CannotTransform(Exception):
 def _transform_glyf(
     glyphs: list[bytes],
     index_format: int,
-    store: _FaceStore,
-    report: _Progress,
+    store: FaceStore,
+    report: Progress,
     timings: dict[str, float],
 ) -> bytes | None:
     """WOFF2's transformed glyf table (``WOFF2GlyfTable.transform``), assembled from ``store``.
@@ -291,12 +288,12 @@ def _transform_glyf(
             )
             n_contours.append(pack_contours(contours))
         except (ValueError, TypeError, struct.error) as error:
-            raise _StoreCorrupt(str(error)) from error
+            raise StoreCorrupt(str(error)) from error
         if contours == 0:
             continue
         if id_offsets:
             if len(id_offsets) != len(ids):
-                raise _StoreCorrupt("component count differs from the glyph's")
+                raise StoreCorrupt("component count differs from the glyph's")
             patched = bytearray(composite)
             for offset, component in zip(id_offsets, ids, strict=True):
                 patched[offset : offset + 2] = component.to_bytes(2, "big")
@@ -328,7 +325,7 @@ def _transform_glyf(
     return header + b"".join(parts) + (bytes(overlap_bitmap) if has_overlap else b"")
 
 
-class _StoreCorrupt(Exception):
+class StoreCorrupt(Exception):
     """A cached glyph encoding does not fit the glyph it is keyed by: drop the store."""
 
 
@@ -350,7 +347,7 @@ class _GlyphIds:
         return 0
 
 
-def _encode_glyph(raw: bytes) -> _Piece:
+def _encode_glyph(raw: bytes) -> Piece:
     """One glyph's share of WOFF2's transformed glyf streams (``WOFF2GlyfTable._encodeGlyph``).
 
     fontTools decodes the glyph; the encoding follows the WOFF2 specification (section 5.1) the
@@ -447,22 +444,22 @@ def _triplets(points: list[tuple[int, int]], on_curve: list[int]) -> tuple[bytes
 # -- the cache -----------------------------------------------------------------------------------
 
 
-class _FaceStore:
+class FaceStore:
     """What one face's earlier subsets computed that later ones reuse, cached per library version.
 
     ``order``: the face's glyph order as fontTools names it. ``pieces``: WOFF2 glyph encodings,
-    key (BLAKE2b of the glyph's bytes, component ids zeroed) → :data:`_Piece`.
+    key (BLAKE2b of the glyph's bytes, component ids zeroed) → :data:`Piece`.
     """
 
     def __init__(self, name: str, order: list[str] | None = None,
-                 pieces: dict[bytes, _Piece] | None = None) -> None:
+                 pieces: dict[bytes, Piece] | None = None) -> None:
         self.name = name
         self.order = order
-        self.pieces: dict[bytes, _Piece] = pieces or {}
+        self.pieces: dict[bytes, Piece] = pieces or {}
         self.dirty = False
         self.lock = threading.Lock()
 
-    def add(self, key: bytes, piece: _Piece) -> None:
+    def add(self, key: bytes, piece: Piece) -> None:
         self.pieces[key] = piece
         self.dirty = True
 
@@ -477,7 +474,7 @@ class _FaceStore:
             return marshal.dumps((self.order, self.pieces))
 
     @classmethod
-    def from_bytes(cls, name: str, body: bytes) -> _FaceStore | None:
+    def from_bytes(cls, name: str, body: bytes) -> FaceStore | None:
         import marshal
 
         try:

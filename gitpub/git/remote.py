@@ -9,7 +9,9 @@ with bitmaps and commit-graphs, brings the user's credential helpers and ssh con
 Every push ends in exactly one of three outcomes:
 
 - ``sent``: the remote accepted the update (it still gets confirmed by trailers afterwards);
-- ``rejected``: the remote refused it (not a fast-forward, a hook said no): nothing changed;
+- ``race``: the remote refused it because its ref moved under us (not a fast-forward, stale
+  info, a lock held by a concurrent update): nothing changed, another writer won the race;
+- ``rejected``: the remote refused it for another reason (a hook said no): nothing changed;
 - ``unknown``: the connection failed or timed out, or the reply was lost — the update may or may
   not have been applied, so the next attempt must probe the remote before pushing again.
 
@@ -20,15 +22,13 @@ output is persisted unsanitized (remote URLs may carry credentials).
 
 from __future__ import annotations
 
-import os
 import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 
 from gitpub.core.errors import GitpubError
 from gitpub.core.sanitize import sanitize
+from gitpub.git.repo import Repository
 
 FETCH_TIMEOUT = 300.0
 PUSH_TIMEOUT = 300.0
@@ -40,8 +40,15 @@ class RemoteError(GitpubError):
 
 class PushResult(StrEnum):
     SENT = "sent"
+    RACE = "race"
     REJECTED = "rejected"
     UNKNOWN = "unknown"
+
+
+#: Reasons in a porcelain ``[rejected]``/``[remote rejected]`` summary that mean the remote ref
+#: moved under us: another writer won the race (the push was the compare-and-swap that lost).
+RACE_REASONS = ("non-fast-forward", "fetch first", "stale info", "cannot lock ref",
+                "failed to update ref", "failed to lock")
 
 
 @dataclass(frozen=True)
@@ -55,22 +62,12 @@ def tracking_ref(remote: str, branch: str) -> str:
     return f"refs/remotes/{remote}/{branch}"
 
 
-def _git_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["GIT_TERMINAL_PROMPT"] = "0"  # never wait for a password on a terminal nobody watches
-    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
-    env["LC_ALL"] = "C"  # git's messages in a stable language for classification
-    return env
-
-
 class Remote:
-    """One remote branch, reached through the repository at ``cwd`` with C git."""
+    """One remote branch, reached from ``repo`` with C git (``git.run``'s environment)."""
 
-    def __init__(self, cwd: Path, remote: str, branch: str,
-                 read_ref: Callable[[str], str | None],
+    def __init__(self, repo: Repository, remote: str, branch: str,
                  fetch_timeout: float = FETCH_TIMEOUT, push_timeout: float = PUSH_TIMEOUT):
-        self.cwd = cwd
-        self.read_ref = read_ref
+        self.repo = repo
         self.remote = remote
         self.branch = branch
         self.fetch_timeout = fetch_timeout
@@ -81,8 +78,7 @@ class Remote:
         return tracking_ref(self.remote, self.branch)
 
     def _git(self, args: list[str], timeout: float) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(["git", *args], cwd=self.cwd, env=_git_env(), capture_output=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+        return self.repo.git(*args, timeout=timeout)
 
     def fetch(self) -> str | None:
         """Fetch the branch into its tracking ref; its tip, or None if the branch does not
@@ -109,7 +105,7 @@ class Remote:
                 return None
             raise RemoteError(f"fetch from {sanitize(self.remote)} failed: "
                               f"{sanitize(err.strip())[-500:]}")
-        return self.read_ref(dst)
+        return self.repo.read_ref(dst)
 
     def push(self, commit: str) -> PushOutcome:
         """Push ``commit`` as the new tip of the remote branch, never forcing."""
@@ -127,11 +123,12 @@ class Remote:
 
 
 def classify_push(code: int, out: str, err: str, dst: str) -> PushOutcome:
-    """sent / rejected / unknown, from ``git push --porcelain``'s status line for ``dst``.
+    """sent / race / rejected / unknown, from ``git push --porcelain``'s status line for ``dst``.
 
     Porcelain lines are ``<flag>\\t<src>:<dst>\\t<summary>``; flag ``' '``, ``'*'``, ``'+'``
-    or ``'='`` means the ref is (now) at our commit, ``'!'`` that it was refused. Without a
-    line for our ref, we do not know what happened.
+    or ``'='`` means the ref is (now) at our commit, ``'!'`` that it was refused, the summary
+    saying why (``[rejected] (fetch first)``). Without a line for our ref, we do not know what
+    happened.
     """
     for line in out.splitlines():
         parts = line.split("\t")
@@ -140,6 +137,7 @@ def classify_push(code: int, out: str, err: str, dst: str) -> PushOutcome:
             if flag in (" ", "*", "+", "="):
                 return PushOutcome(PushResult.SENT, summary)
             if flag == "!":
-                return PushOutcome(PushResult.REJECTED, summary)
+                race = any(reason in parts[2] for reason in RACE_REASONS)
+                return PushOutcome(PushResult.RACE if race else PushResult.REJECTED, summary)
     detail = sanitize(err.strip())[-500:] or f"git push exited {code}"
     return PushOutcome(PushResult.UNKNOWN, detail)

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from dulwich.errors import NotGitRepository, NotTreeError
 from dulwich.file import FileLocked
@@ -32,6 +31,11 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from gitpub.core.errors import CorruptStateError, NotARepositoryError
+from gitpub.core.files import fsync_dir
+from gitpub.git.run import run_git
+
+if TYPE_CHECKING:
+    import subprocess
 
 T = TypeVar("T")
 
@@ -101,14 +105,6 @@ def _while_locked(action: Callable[[], T], done: Callable[[], bool] | None = Non
                 return None
 
 
-def fsync_dir(path: str | os.PathLike[str]) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class Repository:
     """A git repository opened for gitpub: objects, refs and configuration."""
 
@@ -117,6 +113,7 @@ class Repository:
         self._repo.object_store.fsync_object_files = True
         self._batch_dirs: set[str] | None = None
         self.common_dir = Path(repo.commondir())
+        self.git_dir = Path(repo.controldir())  # differs from common_dir in a linked worktree
         self.work_tree: Path | None = None if repo.bare else Path(repo.path)
         self._refuse_reftable()
 
@@ -153,12 +150,12 @@ class Repository:
                 hint="convert with `git refs migrate --ref-format=files`",
             )
 
-    def git(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
-        """Run C git in this repository (output captured, no stdin, never raises on failure):
-        for what dulwich lacks or does slowly — merge-base, read-tree, reset, pack-refs."""
-        return subprocess.run(["git", *args], cwd=self.work_tree or self.common_dir,
-                              capture_output=True, check=False, stdin=subprocess.DEVNULL,
-                              timeout=timeout)
+    def git(self, *args: str, timeout: float = 300,
+            input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        """Run C git in this repository and no other (see ``git.run``): for what dulwich lacks
+        or does slowly — the network, merge-base, read-tree, reset, pack-refs, rev-list."""
+        return run_git(args, cwd=self.work_tree or self.git_dir, git_dir=self.git_dir,
+                       work_tree=self.work_tree, timeout=timeout, input=input)
 
     @property
     def pub_dir(self) -> Path:

@@ -16,7 +16,7 @@ HEAD change, and what does its message say) and compares the paths with a cache 
 ``<git dir>/pub/hook-cache``: the trailer prefix and the literal beginning of every content glob
 (``posts/`` for ``posts/**/*.md``). A path that starts with none of them cannot be content. Only
 when a path could be content, or the message could carry job trailers, does it import
-``gitpub.hooks``, which decides exactly (``Config.is_content``), does the work and rewrites the
+``gitpub.hooks.work``, which decides exactly (``Config.is_content``), does the work and rewrites the
 cache. The cache holds the exact bytes of the ``.gitpub.yaml`` it was made from, so it is never
 trusted for a different file. Why not simply load the configuration: PyYAML and ``gitpub.config``
 cost ~20 ms to import, and even ``re`` and ``subprocess`` cost 5-10 ms each when ``site`` has not
@@ -34,16 +34,12 @@ from __future__ import annotations
 import os
 import sys
 
+from gitpub.hooks.shared import CONFIG_FILE, HOOKS, LEGACY_SUFFIX, is_shim, read_cache
+
 TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-HOOKS = ("pre-push", "post-commit")
-LEGACY_SUFFIX = ".legacy"
-SHIM_MARKER = b"# gitpub-hook-shim v"  # second line of every shim; followed by its version
-CONFIG_FILE = ".gitpub.yaml"  # gitpub.config.CONFIG_FILE, not imported (see above)
-CACHE_NAME = "hook-cache"  # in <git dir>/pub/
-CACHE_HEADER = b"gitpub-hook-cache v1"
 _LEGACY_ENV = "GITPUB_RUNNING_LEGACY"
 _USAGE = "usage: git pub hook-impl {pre-push|post-commit} [--hook-dir DIR] [--] [ARGS...]"
 _site_done = False
@@ -85,20 +81,6 @@ def read_stdin() -> bytes:
     if "PRE_COMMIT_REMOTE_NAME" in os.environ or sys.stdin is None or sys.stdin.isatty():
         return b""
     return sys.stdin.buffer.read()
-
-
-def is_shim(path: str) -> bool:
-    """Whether ``path`` is one of our shims (of any version): its second line is the marker."""
-    try:
-        with open(path, "rb") as f:
-            return is_shim_head(f.read(256))
-    except OSError:
-        return False
-
-
-def is_shim_head(head: bytes) -> bool:
-    lines = head.split(b"\n", 2)
-    return len(lines) > 1 and lines[1].startswith(SHIM_MARKER)
 
 
 def run_legacy(hook: str, hook_dir: str | None, args: Sequence[str], stdin: bytes) -> int:
@@ -151,7 +133,7 @@ def _post_commit() -> None:
         if not may_be_job and not any(p.startswith(starts) for p in paths):
             return
     _enable_site()
-    from gitpub.hooks.install import post_commit_slow
+    from gitpub.hooks.work import post_commit_slow
 
     post_commit_slow(commit, message, paths, git_dir=git_dir, top=top)
 
@@ -190,44 +172,12 @@ def read_config(top: str) -> bytes | None:
         return None
 
 
-def cache_path(git_dir: str) -> str:
-    return os.path.join(git_dir, "pub", CACHE_NAME)
-
-
-def cache_bytes(config: bytes | None, prefix: str, starts: Sequence[str]) -> bytes:
-    """The cache for ``config`` (the file's bytes, None if absent): header, trailer prefix,
-    the strings every content path starts with (each ended by NUL; ``""`` admits every path),
-    ``P``/``A`` (file present or absent), the file."""
-    present = b"P" if config is not None else b"A"
-    joined = b"".join(s.encode("utf-8", "surrogateescape") + b"\0" for s in starts)
-    return b"\n".join([CACHE_HEADER, prefix.encode(), joined, present, config or b""])
-
-
-def read_cache(git_dir: str, config: bytes | None) -> tuple[str, tuple[str, ...]] | None:
-    """(trailer prefix, content path starts) if the cache was made from exactly ``config``."""
-    try:
-        with open(cache_path(git_dir), "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    parts = data.split(b"\n", 4)
-    if len(parts) != 5 or parts[0] != CACHE_HEADER or parts[2][-1:] not in (b"", b"\0"):
-        return None
-    if (parts[3], parts[4]) != ((b"P", config) if config is not None else (b"A", b"")):
-        return None
-    try:
-        starts = parts[2].decode("utf-8", "surrogateescape").split("\0")[:-1]
-        return parts[1].decode(), tuple(starts)
-    except UnicodeDecodeError:
-        return None
-
-
 # -- pre-push ---------------------------------------------------------------------------------
 
 def pre_push(args: Sequence[str], stdin: bytes) -> int:
     """Refuse the push (1) when a job commit in it does not match its manifest."""
     _enable_site()
-    from gitpub.hooks.install import pre_push_check
+    from gitpub.hooks.work import pre_push_check
 
     return pre_push_check(args, stdin)
 

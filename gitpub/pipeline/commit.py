@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.manifest import Manifest, ManifestError, content_sha256
 from gitpub.core.record import JobRecord, Target
-from gitpub.core.states import State
+from gitpub.core.states import FailureCode, Kind, Stage, State
 from gitpub.git import trailers
 from gitpub.git.repo import MODE_TREE, Entry, Identity, Repository
 from gitpub.pipeline.gates import title_of
@@ -100,7 +100,7 @@ def build_commit(
         manifest_sha256=artifacts.manifest.sha256(),
         base_commit=record.base_commit,
         writer_node=record.node,
-        sync_id=record.idempotency_key.removeprefix("sync:") if record.kind == "sync" else None,
+        sync_id=record.idempotency_key.removeprefix("sync:") if record.kind == Kind.SYNC else None,
     )
     message = trailers.format_message(
         commit_subject(record, artifacts, repo), artifacts.manifest.serialize(), proof, prefix
@@ -115,7 +115,7 @@ def build_commit(
 def commit_job(store: JobStore, job: Job, prefix: str) -> Job:
     """READY_TO_COMMIT → LOCAL_COMMITTING → LOCAL_COMMITTED (or CONFLICT)."""
     job = store.transition(job, job.record.evolve(state=State.LOCAL_COMMITTING),
-                           phase="commit", reason="building the content commit")
+                           phase=Stage.COMMIT, reason="building the content commit")
     crash_point("commit.committing-recorded")
     return _finish(store, job, prefix)
 
@@ -126,14 +126,14 @@ def _finish(store: JobStore, job: Job, prefix: str) -> Job:
     problems = target_problems(repo, base_tree, record.targets)
     if problems:
         return store.transition(
-            job, record.evolve(state=State.CONFLICT, failure_code="target_changed",
+            job, record.evolve(state=State.CONFLICT, failure_code=FailureCode.TARGET_CHANGED,
                                failure_detail="; ".join(problems)),
-            phase="commit", reason="; ".join(problems))
+            phase=Stage.COMMIT, reason="; ".join(problems))
     commit = build_commit(repo, record, read_artifacts(store, job), record.base_commit, prefix)
     crash_point("commit.objects-written")
     job = store.transition(
         job, record.evolve(state=State.LOCAL_COMMITTED, local_commit=commit),
-        phase="commit", reason=f"content commit {commit}", keep_alive=[commit])
+        phase=Stage.COMMIT, reason=f"content commit {commit}", keep_alive=[commit])
     crash_point("commit.committed-recorded")
     return job
 
@@ -142,20 +142,20 @@ def recover(store: JobStore, job: Job, prefix: str, search_tips: Sequence[str]) 
     """A job found in LOCAL_COMMITTING or RECOVERING: find, rebuild, or hand to a person."""
     record = job.record
     if job.state == State.LOCAL_COMMITTING:
-        job = store.transition(job, record.evolve(state=State.RECOVERING), phase="recover",
+        job = store.transition(job, record.evolve(state=State.RECOVERING), phase=Stage.RECOVER,
                                reason="an earlier commit attempt ended with an unknown outcome")
     found = find_job_commit(store.repo, search_tips, record, prefix)
     if found is not None:
         return store.transition(
             job, job.record.evolve(state=State.LOCAL_COMMITTED, local_commit=found),
-            phase="recover", reason=f"found commit {found} by its trailers", keep_alive=[found])
+            phase=Stage.RECOVER, reason=f"found commit {found} by its trailers", keep_alive=[found])
     try:
         read_artifacts(store, job)
     except ManifestError as e:
         return store.transition(
-            job, job.record.evolve(state=State.REVIEW, failure_code="artifacts_unsafe",
+            job, job.record.evolve(state=State.REVIEW, failure_code=FailureCode.ARTIFACTS_UNSAFE,
                                    failure_detail=str(e)),
-            phase="recover", reason=f"artifacts cannot be trusted: {e}")
+            phase=Stage.RECOVER, reason=f"artifacts cannot be trusted: {e}")
     job = store.transition(job, job.record.evolve(state=State.LOCAL_COMMITTING),
-                           phase="recover", reason="artifacts intact; rebuilding the commit")
+                           phase=Stage.RECOVER, reason="artifacts intact; rebuilding the commit")
     return _finish(store, job, prefix)

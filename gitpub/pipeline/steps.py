@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gitpub.config.schema import Command
+from gitpub.config.model import Command
 from gitpub.core.sanitize import sanitize, sanitize_bytes
 
 OUTPUT_LIMIT = 64 * 1024
@@ -37,7 +37,9 @@ class StepResult:
     stderr: bytes
     timed_out: bool = False
     start_error: str | None = None
-    stray: tuple[str, ...] = ()  # guard findings: paths written outside the declared outputs
+    stray: tuple[str, ...] = ()  # guard findings: paths written outside the declared outputs,
+    # and inputs modified or deleted (also listed in ``changed_inputs``)
+    changed_inputs: tuple[str, ...] = ()  # inputs the step modified, deleted or replaced
     outputs: dict[str, tuple[int, bytes]] = field(default_factory=dict)  # path -> (mode, data)
 
     @property
@@ -82,7 +84,8 @@ class Scratch:
         return path
 
     def guard(self, declared: frozenset[str]) -> tuple[tuple[str, ...], Outputs]:
-        """(stray paths, declared outputs found) after a step ran."""
+        """(stray paths, declared outputs found) after a step ran. The stray paths include
+        the changed inputs, labelled ``(modified)`` or ``(deleted or replaced)``."""
         stray: list[str] = []
         outputs: dict[str, tuple[int, bytes]] = {}
         for dirpath, dirs, files in os.walk(self.path):
@@ -108,6 +111,15 @@ class Scratch:
             if full.is_symlink() or not full.is_file():
                 stray.append(f"{rel} (deleted or replaced)")
         return tuple(sorted(stray)), outputs
+
+    def changed_inputs(self) -> tuple[str, ...]:
+        """The inputs a step modified, deleted or replaced."""
+        changed = []
+        for rel, data in self.inputs.items():
+            full = self.path / rel
+            if full.is_symlink() or not full.is_file() or full.read_bytes() != data:
+                changed.append(rel)
+        return tuple(sorted(changed))
 
 
 def run(
@@ -144,7 +156,8 @@ def run(
     finally:
         _kill_group(proc)
     stray, outputs = scratch.guard(declared)
-    return StepResult(proc.returncode, _clip(out), _clip(err), stray=stray, outputs=outputs)
+    return StepResult(proc.returncode, _clip(out), _clip(err), stray=stray,
+                      changed_inputs=scratch.changed_inputs(), outputs=outputs)
 
 
 def _clip(output: bytes) -> bytes:

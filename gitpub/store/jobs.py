@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from gitpub.core.errors import CorruptStateError, LostRace
 from gitpub.core.record import JobRecord, RecordError, parse_record
 from gitpub.core.sanitize import sanitize
-from gitpub.core.states import RESTING, TERMINAL, State, check_transition
+from gitpub.core.states import RESTING, TERMINAL, Stage, State, check_transition
 from gitpub.git.repo import MODE_FILE, CommitInfo, Entry, Repository
 from gitpub.store.lease import Worker, held_by_other
 
@@ -83,12 +83,13 @@ class JobStore:
     it (see ``lease``).
     """
 
-    def __init__(self, repo: Repository, worker: Worker | None = None) -> None:
+    def __init__(self, repo: Repository, worker: Worker | None = None, *,
+                 keep_lease_in: frozenset[State] = frozenset()) -> None:
         self.repo = repo
         self.worker = worker or Worker.current()
         #: Resting states in which this worker keeps its lease because it goes on at once
         #: (``prepare --push``: no release-and-retake write between prepare and push).
-        self.keep_lease_in: frozenset[State] = frozenset()
+        self.keep_lease_in = keep_lease_in
 
     @staticmethod
     def ref_name(job_id: str) -> str:
@@ -184,7 +185,8 @@ class JobStore:
         reason = ("lease taken" if old is None
                   else f"lease of {old.owner} taken over (expired or owner gone)")
         try:
-            return self._write(job, job.record, {}, {}, (), "lease", reason, keep_lease=True)
+            return self._write(job, job.record, {}, {}, (), Stage.LEASE, reason,
+                               keep_lease=True)
         except LostRace:
             return None
 
@@ -192,14 +194,14 @@ class JobStore:
 
     def create(self, record: JobRecord, files: Mapping[str, bytes], reason: str) -> Job:
         """Record a new job; ``LostRace`` if a job with this id already exists."""
-        return self._write(None, record, files, {}, (), "received", reason)
+        return self._write(None, record, files, {}, (), Stage.RECEIVED, reason)
 
     def transition(
         self,
         job: Job,
         record: JobRecord,
         *,
-        phase: str,
+        phase: Stage,
         reason: str,
         files: Mapping[str, bytes] | None = None,
         entries: Mapping[str, Entry | None] | None = None,
@@ -224,7 +226,7 @@ class JobStore:
         files: Mapping[str, bytes],
         entries: Mapping[str, Entry | None],
         keep_alive: Sequence[str],
-        phase: str,
+        phase: Stage,
         reason: str,
         *,
         keep_lease: bool = True,
@@ -249,7 +251,7 @@ class JobStore:
         return Job(record, commit, tree)
 
     def _objects(self, prev: Job | None, record: JobRecord, files: Mapping[str, bytes],
-                 entries: Mapping[str, Entry | None], keep_alive: Sequence[str], phase: str,
+                 entries: Mapping[str, Entry | None], keep_alive: Sequence[str], phase: Stage,
                  reason: str, now: float) -> tuple[str, str]:
         """Write a state commit's objects; (commit, tree). Nothing points at them yet."""
         changes: dict[str, Entry | None] = dict(entries)
@@ -262,7 +264,7 @@ class JobStore:
             "v": EVENT_VERSION,
             "from": None if prev is None else prev.state.value,
             "to": record.state.value,
-            "phase": phase,
+            "phase": str(phase),
             "reason": reason,
             "time": now,
         }

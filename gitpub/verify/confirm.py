@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gitpub.config.schema import Config
+from gitpub.config.model import Config
 from gitpub.core.errors import GitpubError, UsageError
 from gitpub.git.notes import NOTES_REF, add_notes, build_notes_commit, read_note
 from gitpub.git.remote import PushResult, Remote

@@ -1,0 +1,81 @@
+"""Rendering results for people (and their ``--json`` form): jobs, lists of jobs, histories.
+
+Pure functions from result values to text or JSON-ready dicts; the commands compute, this shows.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gitpub.app.commands import History, Jobs
+from gitpub.core.states import TERMINAL, State
+from gitpub.store.jobs import Job
+
+
+def ago(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def describe_job(job: Job) -> str:
+    r = job.record
+    lines = [f"job {r.job_id}  {r.state.value}"]
+    lines.append(f"  key:       {r.idempotency_key}")
+    for t in r.targets:
+        lines.append(f"  target:    {t.path} ({t.op})")
+    if r.base_commit:
+        lines.append(f"  base:      {r.base_commit} ({r.base_ref})")
+    if r.manifest_sha256:
+        lines.append(f"  manifest:  {r.manifest_sha256}")
+    if r.local_commit:
+        lines.append(f"  commit:    {r.local_commit}")
+    if r.remote_commit:
+        lines.append(f"  remote:    {r.remote_commit}")
+    if r.attempt:
+        lines.append(f"  attempt:   {r.attempt}/{r.max_attempts}")
+    if r.next_retry_at:
+        lines.append(f"  retry at:  {ago(r.next_retry_at)}")
+    if r.failure_code:
+        lines.append(f"  failure:   {r.failure_code.value}: {r.failure_detail or ''}")
+    lines.append(f"  updated:   {ago(r.updated_at)}")
+    return "\n".join(lines)
+
+
+def job_line(job: Job, note: str | None = None) -> str:
+    line = f"{job.job_id[:13]}  {job.state.value:<18} {', '.join(job.record.target_paths)}"
+    code = job.record.failure_code
+    if job.record.failure_detail and job.state not in TERMINAL:
+        line += f"\n    {code.value if code else None}: {job.record.failure_detail}"
+    if job.state == State.PUBLISHED and job.record.remote_commit:
+        line += f"\n    remote commit {job.record.remote_commit}"
+    if note:
+        line += f"\n    {note}"
+    return line
+
+
+def jobs_json(result: Jobs) -> dict[str, Any]:
+    rows = [j.record.public() | ({"note": result.notes[j.job_id]}
+                                 if j.job_id in result.notes else {})
+            for j in result.jobs]
+    return {"jobs": rows, "errors": list(result.errors)}
+
+
+def jobs_text(result: Jobs, empty: str) -> str:
+    human = [job_line(j, result.notes.get(j.job_id)) for j in result.jobs]
+    if not human and empty:
+        human = [empty]
+    human += [f"error: {e}" for e in result.errors]
+    return "\n".join(human)
+
+
+def history_json(history: History) -> dict[str, Any]:
+    rows = [{"commit": e.commit, "time": e.time, "from": e.from_state, "to": e.to_state,
+             "phase": e.phase, "reason": e.reason} for e in history.events]
+    return {"job_id": history.job.job_id, "events": rows}
+
+
+def history_text(history: History) -> str:
+    return "\n".join(f"{ago(e.time)}  {(e.from_state or '-'):>18} -> {e.to_state:<18} "
+                     f"[{e.phase}] {e.reason}" for e in history.events)

@@ -1,0 +1,159 @@
+"""Loading ``.gitpub.yaml``: the file, the YAML, and a cache of the parsed data.
+
+The file lives at the repository root and is committed, so every machine publishing into the same
+site applies the same rules. PyYAML is imported only here and only when a file is parsed; the
+parsed data may be cached as JSON under ``.git/pub/`` (keyed by the file's exact text), so a
+command does not pay PyYAML's import when the file did not change. The data is validated every
+time all the same (``config.schema``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from gitpub.config.model import CONFIG_FILE, Config, ConfigError
+from gitpub.config.schema import Parser
+from gitpub.core.globs import shown
+
+TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
+if TYPE_CHECKING:
+    import pathlib
+    from collections.abc import Hashable
+    from typing import Any
+
+    import yaml
+
+
+@functools.cache
+def _loader() -> type[yaml.SafeLoader]:
+    """A safe YAML loader (the C one when available) that refuses duplicate keys.
+
+    PyYAML keeps the last of two equal keys without a word; in a config file that is almost
+    always a mistake (two ``gates:`` sections, say), so it is an error here.
+    """
+    import yaml
+
+    base: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(base):  # type: ignore[valid-type,misc]
+        def construct_mapping(
+            self, node: yaml.MappingNode, deep: bool = False
+        ) -> dict[Hashable, Any]:
+            seen: set[object] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    duplicate = key in seen
+                except TypeError:  # unhashable: the base class reports it
+                    continue
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"found duplicate key {shown(key)}",
+                        key_node.start_mark,
+                    )
+                seen.add(key)
+            result: dict[Hashable, Any] = super().construct_mapping(node, deep=deep)
+            return result
+
+    return Loader
+
+
+def _load_yaml(text: str, source: str) -> object:
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_loader())  # a SafeLoader subclass: safe
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = error.problem or error.context or "syntax error"
+        hint = None
+        if problem.startswith("found duplicate key"):
+            hint = "a key may appear only once in a mapping; merge the two"
+        elif isinstance(error, yaml.scanner.ScannerError | yaml.parser.ParserError):
+            hint = "check the indentation and quoting on that line and the one before"
+        raise ConfigError(
+            f"{source}: {where}invalid YAML: {problem}", hint, source=source
+        ) from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{source}: invalid YAML: {error}", source=source) from None
+
+
+def parse_config(text: str, source: str = CONFIG_FILE) -> Config:
+    """The Config described by the YAML ``text``; ``source`` names the file in error messages.
+
+    An empty file, or one with only comments, means all defaults; so does an absent key.
+    Raises ConfigError for anything else that is not exactly right.
+    """
+    return Parser(source).config(_load_yaml(text, source))
+
+
+def load_config(repo_root: pathlib.Path, cache_dir: pathlib.Path | None = None) -> Config:
+    """The configuration of the repository at ``repo_root``: its ``.gitpub.yaml``, else defaults.
+
+    The file is read from the working tree, where a user edits it before committing it. With
+    ``cache_dir``, the YAML's data is cached there as JSON keyed by the file's exact text, so a
+    command does not pay PyYAML's import (~15 ms) when the file has not changed; the data is
+    validated every time all the same.
+    """
+    path = os.path.join(repo_root, CONFIG_FILE)
+    try:
+        with open(path, encoding="utf-8-sig") as file:
+            text = file.read()
+    except FileNotFoundError:
+        return Config()
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{CONFIG_FILE}: not valid UTF-8 (byte {error.start})",
+            "save the file as UTF-8",
+            source=CONFIG_FILE,
+        ) from None
+    except OSError as error:
+        raise ConfigError(
+            f"{CONFIG_FILE}: cannot read: {error.strerror or error}", source=CONFIG_FILE
+        ) from None
+    if cache_dir is None:
+        return parse_config(text, CONFIG_FILE)
+    return Parser(CONFIG_FILE).config(_cached_yaml(text, cache_dir))
+
+
+def _cached_yaml(text: str, cache_dir: pathlib.Path) -> object:
+    """``_load_yaml(text)``, through a JSON cache (derived data: a bad cache is a miss)."""
+    import hashlib
+    import json
+
+    key = hashlib.sha256(text.encode()).hexdigest()
+    path = os.path.join(cache_dir, "config-cache.json")
+    try:
+        with open(path, encoding="utf-8") as file:
+            cached = json.load(file)
+        if isinstance(cached, dict) and cached.get("key") == key and "data" in cached:
+            return cached["data"]
+    except (OSError, ValueError):
+        pass
+    data = _load_yaml(text, CONFIG_FILE)
+    try:
+        blob = json.dumps({"key": key, "data": data})
+        if json.loads(blob)["data"] != data:
+            return data  # not plain JSON data (e.g. a YAML date): do not cache
+        os.makedirs(cache_dir, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as file:
+            file.write(blob)
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        pass
+    return data
+
+
+def default_config_text() -> str:
+    """The commented template ``git pub init`` writes; it parses to ``Config()``."""
+    from importlib import resources
+
+    template = resources.files("gitpub.config").joinpath("default_config.yaml")
+    return template.read_text(encoding="utf-8")

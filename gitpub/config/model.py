@@ -1,0 +1,191 @@
+"""The configuration as values: small frozen dataclasses, and what each key means.
+
+Every key of ``.gitpub.yaml`` is a field here, and nowhere else: the schema (``config.schema``)
+is derived from these definitions — the known keys of a section are its fields, an absent key
+takes the field's default, and the field's ``check`` (in its metadata) names the rule its value
+must pass. So adding a key is adding a field.
+
+Hooks import this module, so importing it stays cheap: ``typing`` only for type checkers, no
+PyYAML (``config.load`` imports it when a file is actually parsed).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from dataclasses import dataclass, field
+
+from gitpub.core.errors import UsageError
+from gitpub.core.globs import compile_globs, is_clean_path
+
+TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
+if TYPE_CHECKING:
+    from typing import Any
+
+CONFIG_FILE = ".gitpub.yaml"
+
+DEFAULT_REMOTE = "origin"
+DEFAULT_BRANCH = "main"
+DEFAULT_ARTICLES: tuple[str, ...] = ("content/**/*.md", "posts/**/*.md", "_posts/**/*.md")
+DEFAULT_TRAILER_PREFIX = "Blog"
+DEFAULT_DRAFT_TIMEOUT = 600.0
+DEFAULT_JUDGE_TIMEOUT = 120.0
+DEFAULT_GATE_TIMEOUT = 120.0
+
+FONT_SOURCE_EXTENSIONS = (".ttf", ".otf", ".ttc")
+FONT_OUTPUT_EXTENSIONS = (".woff2", ".woff", ".ttf")
+
+
+def check(rule: str, **options: Any) -> dict[str, Any]:
+    """Field metadata: the schema checks this field's YAML value with ``rule`` (a method of
+    ``config.schema.Parser``) and ``options``."""
+    return {"check": rule, "options": options}
+
+
+class ConfigError(UsageError):
+    """The configuration file is unreadable or invalid.
+
+    A ``UsageError`` so the command line reports it as one line plus ``hint:`` with the usage exit
+    code. The message always starts with the file name and, where there is one, the key path
+    (``retry.max_attempts``, ``gates[1].run``), so the user can go straight to the mistake.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        source: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        super().__init__(message, hint)
+        self.source = source
+        self.key = key
+
+
+@dataclass(frozen=True)
+class Command:
+    """A pipeline command, normalised: whatever form the YAML used, steps run ``argv`` directly.
+
+    A YAML string becomes ``("sh", "-c", string)``; a YAML list is the argv itself (no shell).
+    ``name`` is ``draft``, ``judge`` or the gate's name, for reports. In YAML a command is
+    ``run`` (the argv), with an optional ``timeout``; a gate also has its ``name``.
+    """
+
+    name: str = field(metadata=check("name"))
+    argv: tuple[str, ...] = field(metadata=check("argv", key="run"))
+    timeout: float = field(default=DEFAULT_GATE_TIMEOUT, metadata=check("seconds"))
+
+
+@dataclass(frozen=True)
+class FontSpec:
+    """A font to subset: the glyphs ``text`` files use, cut from ``source``, written to ``output``.
+
+    ``face`` picks the font inside a ``.ttc`` collection; it is 0 for single fonts.
+    """
+
+    source: str = field(metadata=check("path", extensions=FONT_SOURCE_EXTENSIONS))
+    output: str = field(metadata=check("path", extensions=FONT_OUTPUT_EXTENSIONS))
+    text: tuple[str, ...] = field(metadata=check("globs", allow_empty=False))
+    face: int = field(default=0, metadata=check("integer", minimum=0))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How transient failures (e.g. a push that lost a race to another node) are retried.
+
+    Exponential backoff: the wait starts at ``backoff_base`` seconds, grows up to ``backoff_max``
+    and is randomised by the fraction ``jitter`` so that nodes that collided do not collide again.
+    """
+
+    max_attempts: int = field(default=5, metadata=check("integer", minimum=1))
+    backoff_base: float = field(default=30.0, metadata=check("seconds"))
+    backoff_max: float = field(default=3600.0, metadata=check("seconds"))
+    jitter: float = field(default=0.2, metadata=check("fraction"))
+
+
+def default_node() -> str:
+    """This machine's writer-node name: its host name, sanitised to ``[A-Za-z0-9._-]``.
+
+    Sanitised further so it is always a valid ``node``: it starts and ends with a letter or digit
+    and has no ``..`` (node names end up in trailers, ref names and file names).
+    """
+    try:
+        host = os.uname().nodename
+    except AttributeError:  # pragma: no cover - Windows
+        import socket
+
+        host = socket.gethostname()
+    return sanitize_node(host)
+
+
+def sanitize_node(host: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", host)
+    name = re.sub(r"\.{2,}", ".", name).strip("._-")
+    return name or "node"
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration. ``Config()`` is the configuration of a repository without a file.
+
+    Lists are tuples so that a Config is immutable and hashable; the glob lists are compiled (and
+    checked) once, when the Config is made.
+    """
+
+    remote: str = field(default=DEFAULT_REMOTE, metadata=check("name"))
+    branch: str = field(default=DEFAULT_BRANCH, metadata=check("branch"))
+    articles: tuple[str, ...] = field(default=DEFAULT_ARTICLES,
+                                      metadata=check("globs", allow_empty=False))
+    fonts: tuple[FontSpec, ...] = field(default=(), metadata=check("fonts"))
+    trailer_prefix: str = field(default=DEFAULT_TRAILER_PREFIX,
+                                metadata=check("trailer_prefix"))
+    node: str = field(default_factory=default_node, metadata=check("node"))
+    retry: RetryPolicy = field(default_factory=RetryPolicy, metadata=check("retry"))
+    draft: Command | None = field(default=None,
+                                  metadata=check("command", timeout=DEFAULT_DRAFT_TIMEOUT))
+    judge: Command | None = field(default=None,
+                                  metadata=check("command", timeout=DEFAULT_JUDGE_TIMEOUT))
+    gates: tuple[Command, ...] = field(default=(), metadata=check("gates"))
+    content: tuple[str, ...] = field(default=(), metadata=check("globs", allow_empty=True))
+
+    def __post_init__(self) -> None:
+        # Callers building a Config by hand may pass lists; keep the instance hashable.
+        for name in ("articles", "fonts", "gates", "content"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))
+        # Compile now (cached by pattern list) so a malformed glob fails here, not at first use.
+        compile_globs(self.articles)
+        compile_globs(self.content)
+
+    @functools.cached_property
+    def _articles_re(self) -> re.Pattern[str]:
+        return compile_globs(self.articles)
+
+    @functools.cached_property
+    def _content_re(self) -> re.Pattern[str]:
+        return compile_globs(self.content)
+
+    @functools.cached_property
+    def font_outputs(self) -> frozenset[str]:
+        return frozenset(font.output for font in self.fonts)
+
+    def is_article(self, path: str) -> bool:
+        """Whether ``path`` (relative to the repository root, ``/``-separated) is an article.
+
+        A path that is not in normal form (absolute, ``.``/``..``/empty components, backslashes,
+        control characters, inside ``.git``) is never an article, whatever the globs say.
+        """
+        return is_clean_path(path) and self._articles_re.fullmatch(path) is not None
+
+    def is_content(self, path: str) -> bool:
+        """Whether ``git pub sync`` may publish ``path``: an article, a font output, ``content``."""
+        if not is_clean_path(path):
+            return False
+        return (
+            path in self.font_outputs
+            or self._articles_re.fullmatch(path) is not None
+            or self._content_re.fullmatch(path) is not None
+        )

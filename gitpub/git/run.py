@@ -1,0 +1,65 @@
+"""The one way gitpub runs C git.
+
+C git does what dulwich lacks or does slowly (the network segment, ``merge-base``,
+``read-tree``, ``pack-refs``, ``rev-list``); every such call goes through ``run_git`` so that
+all of them share one environment:
+
+- **No prompts.** ``GIT_TERMINAL_PROMPT=0`` and ssh in batch mode: gitpub runs unattended, and a
+  password prompt nobody answers would hang it until its timeout.
+- **Stable messages.** ``LC_ALL=C``: the few git messages gitpub classifies are read in one
+  language.
+- **Exactly the repository gitpub chose.** The variables by which git finds a repository
+  (``GIT_DIR``, ``GIT_WORK_TREE``, ``GIT_COMMON_DIR``, ``GIT_INDEX_FILE``, object directories) are
+  never inherited: a caller that names a repository gets ``GIT_DIR`` (and ``GIT_WORK_TREE``) set
+  to it explicitly, so a ``GIT_DIR`` left in the environment can never send a write to another
+  repository than the one gitpub opened.
+- **No stdin, output captured, never raises on git's failure** (the caller reads the exit
+  status); a timeout raises ``subprocess.TimeoutExpired`` for the caller to classify.
+
+The hooks' stdlib-only fast path (``hooks.fast``) keeps its own tiny runner: it must not import
+``subprocess`` (see its docstring). It runs inside a hook, where git itself set the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+DEFAULT_TIMEOUT = 300.0
+
+#: Variables by which git locates a repository, its index or its objects: never inherited.
+LOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE",
+            "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE",
+            "GIT_PREFIX", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM")
+
+
+def git_env(git_dir: Path | None = None, work_tree: Path | None = None,
+            extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of every git gitpub runs (see the module docstring)."""
+    env = {k: v for k, v in os.environ.items() if k not in LOCATING}
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
+    env["LC_ALL"] = "C"
+    if git_dir is not None:
+        env["GIT_DIR"] = str(git_dir)
+        if work_tree is not None:
+            env["GIT_WORK_TREE"] = str(work_tree)
+    env.update(extra or {})
+    return env
+
+
+def run_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
+            work_tree: Path | None = None, timeout: float = DEFAULT_TIMEOUT,
+            input: bytes | None = None,
+            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run ``git ARGS`` in ``cwd`` (for ``git_dir``, when given); output captured, exit status
+    unchecked. Raises ``NotADirectoryError``/``FileNotFoundError`` when ``cwd`` is not a
+    directory or git is not installed, ``subprocess.TimeoutExpired`` after ``timeout``."""
+    full_env = git_env(git_dir, work_tree, env)
+    if input is None:
+        return subprocess.run(["git", *args], cwd=cwd, env=full_env, capture_output=True,
+                              check=False, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(["git", *args], cwd=cwd, env=full_env, capture_output=True,
+                          check=False, timeout=timeout, input=input)

@@ -1,0 +1,198 @@
+"""What gitpub's hooks do, past the fast path that decided it may matter (``hooks.fast``).
+
+**post-commit** (after ``hooks.fast`` found that it may matter): a commit carrying job trailers
+that was made outside gitpub (an amend, a cherry-pick, a rebase) is linked to its job with a
+``linked-job: <id>`` line in its note under ``refs/notes/pub``; any other commit that changes a
+content path is an *external sync* event: a ref ``refs/pub/outbox/<id>`` pointing at the commit,
+with ``id`` derived from the commit id, created only if absent — recording the same commit
+twice is a no-op. ``git pub sync`` publishes and clears these; ``reconcile`` can rediscover
+anything a lost hook run missed.
+
+**pre-push**: every commit being pushed that carries ``<prefix>-Job-Id`` must match the manifest
+its message embeds (``gitpub.verify``); otherwise the push is refused, naming the commit and the
+paths. ``git push --no-verify`` skips hooks, as for any hook. The check fails closed: when it
+cannot run, the push is refused with a hint on how to skip it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitpub.config.load import load_config
+from gitpub.config.model import CONFIG_FILE, Config
+from gitpub.core.errors import GitpubError
+from gitpub.core.files import write_atomic
+from gitpub.core.sanitize import sanitize
+from gitpub.git import notes, trailers
+from gitpub.git.repo import Repository
+from gitpub.hooks.shared import CACHE_NAME, cache_bytes, read_cache
+from gitpub.store.outbox import register_external_change
+from gitpub.verify.commit import Verdict, verify_commit
+
+ZERO_SHA = "0" * 40
+NO_VERIFY_HINT = "`git push --no-verify` skips gitpub's check (and every other pre-push hook)"
+
+
+# -- post-commit ------------------------------------------------------------------------------
+
+def content_starts(config: Config) -> list[str]:
+    """Strings every content path of ``config`` starts with one of: each glob's text before its
+    first wildcard (a glob matches its literal characters one for one), each font output whole.
+    What the fast path compares changed paths with; ``Config.is_content`` decides exactly."""
+    starts = [_literal_start(glob) for glob in (*config.articles, *config.content)]
+    return sorted(set(starts + [font.output for font in config.fonts]))
+
+
+def _literal_start(glob: str) -> str:
+    cut = min((i for i in (glob.find(c) for c in "*?[") if i >= 0), default=len(glob))
+    return glob[:cut]
+
+
+def refresh_cache(git_dir: Path, top: Path) -> Config:
+    """The configuration, with the fast path's cache brought up to date when the file did not
+    change while we read it."""
+    path = top / CONFIG_FILE
+    before = path.read_bytes() if path.is_file() else None
+    config = load_config(top)
+    after = path.read_bytes() if path.is_file() else None
+    if before == after and read_cache(str(git_dir), before) is None:
+        (git_dir / "pub").mkdir(parents=True, exist_ok=True)
+        data = cache_bytes(before, config.trailer_prefix, content_starts(config))
+        write_atomic(git_dir / "pub" / CACHE_NAME, data)
+    return config
+
+
+def link_commit(repo: Repository, commit: str, job_id: str) -> bool:
+    """Note on ``commit`` that it belongs to ``job_id``; False if the note already said so."""
+    before = repo.read_ref(notes.NOTES_REF)
+    after = notes.add_notes(repo, {commit: [f"linked-job: {sanitize(job_id)}"]},
+                            "gitpub: link a job commit made outside gitpub")
+    return after != before
+
+
+def post_commit_slow(commit: str, message: bytes, paths: Sequence[str], *, git_dir: str,
+                     top: str) -> None:
+    """The exact post-commit check and its one write (``hooks.fast`` handles errors)."""
+    config = refresh_cache(Path(git_dir), Path(top))
+    with Repository.discover(Path(top)) as repo:
+        proof = trailers.read_pub_trailers(message, config.trailer_prefix)
+        if proof is not None:
+            if link_commit(repo, commit, proof.job_id):
+                _say(f"linked {commit[:12]} to job {sanitize(proof.job_id)}")
+            return
+        changed = [p for p in paths if config.is_content(p)]
+        if changed and register_external_change(repo, commit):
+            more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
+            _say(f"{commit[:12]} changes {sanitize(changed[0])}{more}: "
+                 "recorded for `git pub sync`")
+
+
+def _say(line: str) -> None:
+    print(f"gitpub: {line}", file=sys.stderr)
+
+
+# -- pre-push ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PushUpdate:
+    """One line of pre-push's stdin: what is pushed, and what the remote has there now."""
+
+    local_ref: str
+    local_sha: str
+    remote_ref: str
+    remote_sha: str
+
+
+def parse_push_lines(data: bytes) -> list[PushUpdate]:
+    updates = []
+    for line in data.decode("utf-8", "surrogateescape").splitlines():
+        parts = line.rsplit(maxsplit=3)
+        if len(parts) == 4:
+            updates.append(PushUpdate(*parts))
+    return updates
+
+
+def updates_from_pre_commit(env: Mapping[str, str]) -> list[PushUpdate]:
+    """The pushed range as the pre-commit framework passes it (it keeps stdin for itself)."""
+    to = env.get("PRE_COMMIT_TO_REF") or env.get("PRE_COMMIT_LOCAL_BRANCH")
+    if not to:
+        return []
+    return [PushUpdate(env.get("PRE_COMMIT_LOCAL_BRANCH", to), to,
+                       env.get("PRE_COMMIT_REMOTE_BRANCH", ""),
+                       env.get("PRE_COMMIT_FROM_REF") or ZERO_SHA)]
+
+
+def _is_commit(repo: Repository, rev: str) -> bool:
+    return repo.git("rev-parse", "--verify", "-q", f"{rev}^{{commit}}").returncode == 0
+
+
+def pushed_job_commits(repo: Repository, updates: Sequence[PushUpdate], remote: str,
+                       prefix: str) -> list[str]:
+    """Commits being pushed whose message mentions ``<prefix>-Job-Id`` (git filters; the
+    trailer parser decides): reachable from a pushed tip, not from what the remote has."""
+    found: dict[str, None] = {}
+    for update in updates:
+        if update.local_sha == ZERO_SHA or not _is_commit(repo, update.local_sha):
+            continue  # a deleted ref, or a tag of a tree or blob: no commits to check
+        revs = [update.local_sha]
+        if update.remote_sha != ZERO_SHA and _is_commit(repo, update.remote_sha):
+            revs.append(f"^{update.remote_sha}")
+        if remote:
+            revs += ["--not", f"--remotes={remote}"]
+        proc = repo.git("rev-list", "-i", "-F", f"--grep={prefix}-Job-Id", *revs)
+        if proc.returncode != 0:
+            raise GitpubError(f"cannot list the commits pushed to {update.remote_ref}: "
+                              f"{proc.stderr.decode('utf-8', 'replace').strip()}",
+                              hint=NO_VERIFY_HINT)
+        found.update(dict.fromkeys(proc.stdout.decode().split()))
+    return list(found)
+
+
+def check_push(repo: Repository, prefix: str, remote: str,
+               updates: Sequence[PushUpdate]) -> list[Verdict]:
+    """The verdicts on every job commit in the push that does not match its manifest."""
+    verdicts = (verify_commit(repo, c, prefix)
+                for c in pushed_job_commits(repo, updates, remote, prefix))
+    return [v for v in verdicts if v is not None and not v.ok]
+
+
+def pre_push_check(args: Sequence[str], stdin: bytes) -> int:
+    """pre-push: 0 to let the push go, 1 to refuse it (with what and why on stderr)."""
+    remote = args[0] if args else os.environ.get("PRE_COMMIT_REMOTE_NAME", "")
+    updates = parse_push_lines(stdin) if stdin.strip() else updates_from_pre_commit(os.environ)
+    try:
+        with Repository.discover(Path.cwd()) as repo:
+            prefix = load_config(repo.work_tree or Path.cwd()).trailer_prefix
+            bad = check_push(repo, prefix, remote, updates)
+            subjects = {v.commit: _subject(repo.commit(v.commit).message) for v in bad}
+    except GitpubError as e:
+        _error(e.message, "; ".join(h for h in (e.hint, NO_VERIFY_HINT) if h))
+        return 1
+    except Exception as e:
+        _error(f"the pre-push check failed: {type(e).__name__}: {e}", NO_VERIFY_HINT)
+        return 1
+    if not bad:
+        return 0
+    lines = ["refusing to push: a job commit does not match its manifest" if len(bad) == 1
+             else f"refusing to push: {len(bad)} job commits do not match their manifests"]
+    for v in bad:
+        lines.append(f"  {v.commit[:12]} {subjects[v.commit]!r} (job {v.job_id})")
+        lines += [f"    {problem}" for problem in v.problems]
+    _error("\n".join(lines), "a job commit must hold exactly the files its manifest lists: put "
+           "hand edits in a commit of their own on top (not --amend), or publish them with "
+           f"`git pub prepare`; {NO_VERIFY_HINT}")
+    return 1
+
+
+def _subject(message: bytes) -> str:
+    return message.decode("utf-8", "replace").split("\n", 1)[0]
+
+
+def _error(message: str, hint: str | None) -> None:
+    print(f"git-pub: error: {sanitize(message)}", file=sys.stderr)
+    if hint:
+        print(f"hint: {sanitize(hint)}", file=sys.stderr)

@@ -1,0 +1,145 @@
+"""What a user asks for (a ``Request``), and finding or creating the one job it names.
+
+The job id is derived from the idempotency key, so "a key names one job" is the atomicity of
+creating one ref (``store.jobs``). The request's hash covers everything that changes the meaning
+of the operation; the same key with another hash is refused (exit 3) and changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from gitpub.core.crashpoints import crash_point
+from gitpub.core.errors import KeyReusedError, LostRace, UsageError
+from gitpub.core.manifest import ManifestError, check_path, content_sha256
+from gitpub.core.record import JobRecord, Target
+from gitpub.core.sanitize import find_secrets, sanitize, sanitize_bytes
+from gitpub.core.states import Kind, Phase, State
+from gitpub.pipeline.context import Context
+from gitpub.store.jobs import Job, job_id_for_key
+
+REQUEST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Source:
+    label: str  # where it came from, for messages ("-" for stdin)
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked for. Its hash covers everything that changes the meaning of the
+    operation — contents, targets, whether a draft step turns sources into articles — and
+    nothing else (no timestamps, no file names of the sources)."""
+
+    targets: tuple[str, ...]
+    sources: tuple[Source, ...]
+    drafted: bool
+    key: str | None = None
+    kind: Kind = Kind.PUBLISH  # SYNC for content changes made outside gitpub
+    #: Snapshot this commit instead of the remote-tracking branch (sync: the hand edits' own
+    #: base). Recorded in the job, so a rerun after a crash snapshots the same base.
+    base: str | None = None
+
+    def canonical(self) -> bytes:
+        if self.drafted:
+            body: dict[str, object] = {
+                "targets": sorted(self.targets),
+                "inputs": [content_sha256(s.data) for s in self.sources],
+            }
+        else:
+            body = {"files": sorted(
+                [t, content_sha256(s.data)] for t, s in zip(self.targets, self.sources,
+                                                            strict=True))}
+        doc = {"v": REQUEST_VERSION, "operation": self.kind.value,
+               "mode": "draft" if self.drafted else "direct", **body}
+        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+    def request_hash(self) -> str:
+        return hashlib.sha256(self.canonical()).hexdigest()
+
+    def effective_key(self) -> str:
+        return self.key if self.key is not None else "auto-" + self.request_hash()[:32]
+
+
+def validate_request(request: Request) -> None:
+    if not request.targets:
+        raise UsageError("nothing to publish: give at least one --to PATH")
+    for t in request.targets:
+        try:
+            check_path(t)
+        except ManifestError as e:
+            raise UsageError(f"--to {t!r}: {e}") from None
+    if len(set(request.targets)) != len(request.targets):
+        raise UsageError("the same --to path is given twice")
+    if not request.drafted and len(request.sources) != len(request.targets):
+        raise UsageError(
+            f"{len(request.targets)} --to paths but {len(request.sources)} sources",
+            hint="give one SOURCE per --to PATH (or a directory with a --to ending in '/')")
+    if request.drafted and len(request.sources) != 1:
+        raise UsageError("with a draft command, give exactly one SOURCE")
+    if request.key is not None and not request.key.strip():
+        raise UsageError("--key must not be empty")
+
+
+def source_files(request: Request) -> dict[str, bytes]:
+    """The sources as stored in the job: sanitized, at ``source/<target>`` (or ``source/input``)."""
+    if request.drafted:
+        return {"source/input": sanitize_bytes(request.sources[0].data)}
+    return {f"source/{t}": sanitize_bytes(s.data)
+            for t, s in zip(request.targets, request.sources, strict=True)}
+
+
+def ensure_job(ctx: Context, request: Request) -> tuple[Job, bool]:
+    """The job for the request's key: created now (True) or found (False). Exit 3 on a key
+    that names a different request; nothing is written then."""
+    validate_request(request)
+    key = request.effective_key()
+    job_id = job_id_for_key(key)
+    wanted = request.request_hash()
+    for _ in range(3):
+        job = ctx.store.load(job_id)
+        if job is not None:
+            if job.record.request_hash != wanted:
+                raise KeyReusedError(
+                    f"idempotency key {sanitize(key)!r} already names job {job_id} "
+                    "with different content or targets",
+                    hint="use a new --key for a new request; nothing was changed")
+            return job, False
+        try:
+            return _create(ctx, request, key, job_id, wanted), True
+        except LostRace:
+            continue  # another process created it first: read theirs
+    raise LostRace(job_id)
+
+
+def _create(ctx: Context, request: Request, key: str, job_id: str, request_hash: str) -> Job:
+    files = source_files(request)
+    findings = [
+        sanitize(f"{s.label}:{f.line}: possible secret ({f.kind})")
+        for s in request.sources for f in find_secrets(s.data.decode("utf-8", "replace"))
+    ]
+    now = ctx.clock()
+    record = JobRecord(
+        job_id=job_id,
+        idempotency_key=sanitize(key),
+        request_hash=request_hash,
+        state=State.RECEIVED,
+        node=ctx.config.node,
+        created_at=now,
+        updated_at=now,
+        source_sha256=hashlib.sha256(b"".join(
+            content_sha256(d).encode() for d in files.values())).hexdigest(),
+        drafted=request.drafted,
+        kind=request.kind,
+        requested_base=request.base,
+        targets=tuple(Target(t, "new") for t in request.targets),
+        max_attempts=ctx.config.retry.max_attempts,
+        phases={Phase.SOURCE_SCAN: "secret: " + "; ".join(findings)} if findings else {},
+    )
+    job = ctx.store.create(record, files, reason="accepted " + ", ".join(request.targets))
+    crash_point("prepare.job-created")
+    return job
