@@ -205,7 +205,8 @@ def test_core_hooks_path_is_refused_unless_allowed(site: Site,
 
 def test_core_hooks_path_naming_the_usual_directory_is_fine(site: Site) -> None:
     site.git("config", "core.hooksPath", ".git/hooks")
-    assert [s.path for s in hooks.install(site.path)] == [str(hooks_dir(site) / h) for h in shared.HOOKS]
+    installed = [s.path for s in hooks.install(site.path)]
+    assert installed == [str(hooks_dir(site) / h) for h in shared.HOOKS]
 
 
 # -- post-commit ------------------------------------------------------------------------------

@@ -1,0 +1,9 @@
+"""The commands as functions: plain arguments in, result values out (``commands``).
+
+- ``session``   opening a repository for a command: configuration, job store, context
+- ``sources``   reading what ``prepare`` is given (files, directories, stdin)
+- ``commands``  one function per command; the exit code is part of each result
+
+May import: ``hooks``, ``delivery`` and everything below. Never click, never printing: the
+command line (``gitpub.cli``) renders what these return.
+"""

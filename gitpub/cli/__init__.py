@@ -1,0 +1,11 @@
+"""The command line: click commands and rendering only.
+
+- ``main``     the ``git-pub`` entry point, the commands, the one error handler
+- ``options``  ``--json``/``--debug`` on every command; the working directory after ``-C``
+- ``output``   human text or one JSON object; progress on stderr; errors as one line + hint
+- ``render``   results as text and as JSON
+- ``hooks``    ``git pub hooks …`` and ``hook-impl`` (loaded on first use)
+- ``demo``     the end-to-end demo
+
+May import: everything. The only layer that imports click.
+"""

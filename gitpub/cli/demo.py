@@ -15,6 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from gitpub.core.errors import EXIT_ERROR, EXIT_OK
+
 ARTICLE = """---
 title: Hello from gitpub
 date: 2026-11-30
@@ -76,7 +78,7 @@ def run_demo(keep: bool = False) -> int:
               "(in the bare remote)")
         subprocess.run(["git", "log", "-1", "--format=%h %s%n%(trailers:key=Blog-Job-Id)",
                         "main"], cwd=remote, check=True)
-        return 0 if all(c == 0 for c in codes) else 1
+        return EXIT_OK if all(c == EXIT_OK for c in codes) else EXIT_ERROR
     finally:
         os.environ.clear()
         os.environ.update(env_backup)

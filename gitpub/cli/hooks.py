@@ -15,6 +15,7 @@ import click
 
 from gitpub.app import commands
 from gitpub.cli.options import common_options, out_for, where
+from gitpub.core.errors import EXIT_OK
 from gitpub.hooks.install import HookState
 from gitpub.hooks.shared import HOOKS
 
@@ -56,7 +57,7 @@ def install_command(ctx: click.Context, hooks_path_ok: bool) -> None:
     """
     states = commands.hooks_install(where(), hooks_path_ok)
     out_for(ctx).emit({"hooks": [asdict(s) for s in states]}, describe_install(states))
-    ctx.exit(0)
+    ctx.exit(EXIT_OK)
 
 
 @hooks_group.command("uninstall")
@@ -66,7 +67,7 @@ def uninstall_command(ctx: click.Context) -> None:
     """Remove gitpub's hooks and put back the hooks they chained."""
     states = commands.hooks_uninstall(where())
     out_for(ctx).emit({"hooks": [asdict(s) for s in states]}, describe_uninstall(states))
-    ctx.exit(0)
+    ctx.exit(EXIT_OK)
 
 
 @click.command("hook-impl", hidden=True,

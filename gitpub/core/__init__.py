@@ -1,0 +1,14 @@
+"""Pure values and rules: what a job is, independent of where it is stored.
+
+- ``errors``       the one error hierarchy, each error carrying its exit code
+- ``states``       the state machine (states, legal transitions, exit codes) and the enums of
+                   phases, stages, kinds, judge answers and failure codes
+- ``record``       the versioned job record, parsed strictly
+- ``manifest``     the canonical list of a job's files and its hash
+- ``sanitize``     the secret redactor every persisted text passes through
+- ``globs``        repository paths and the one glob engine of the configuration
+- ``files``        durable file writes outside git (atomic replace, directory fsync)
+- ``crashpoints``  named places to die at, for the fault-injection tests
+
+May import: the standard library only. No git, no configuration, no I/O but ``files``.
+"""

@@ -1,7 +1,8 @@
 """The job state machine: states, what each means, and which transitions are legal.
 
-The transition table is the design of reference/000 (the relay, bounded rebase and recovery
-sections) written as data, so the store can refuse an illegal move instead of recording it.
+The transition table is the design of docs/design.md (sections 2, 5 and 6: the durable record,
+the states that say who must act, the bounded rebase) written as data, so the store can refuse
+an illegal move instead of recording it.
 A transition from a state to itself records an event (a finished pipeline phase, a lease,
 an attempt) without changing the state.
 """

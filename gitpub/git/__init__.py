@@ -1,0 +1,12 @@
+"""The git layer: the only place that knows dulwich, and the one way to run C git.
+
+- ``repo``      objects and refs: durable writes, compare-and-swap, corruption detection
+- ``run``       running C git with the hardened environment (no prompts, exactly one repository)
+- ``remote``    the network segment with C git: fetch, push and their three outcomes
+- ``notes``     append-only notes under ``refs/notes/pub``, merged by line union
+- ``trailers``  writing and reading the proof-of-publication trailers
+- ``walk``      git's ``tips ^base`` history walk, in-process
+
+May import: ``gitpub.core``. Everything above deals in hex object ids and plain values.
+See docs/dulwich.md for the dulwich behaviours this layer guards against.
+"""

@@ -1,7 +1,7 @@
 """Notes under ``refs/notes/pub``: append-only lines attached to commits, never lost.
 
 dulwich's ``Notes.set_note`` ends with an unconditional ref write and loses concurrent updates
-(DULWICH.md: 128 of 300 kept). Here the notes tree is built with our own tree writer, the notes
+(docs/dulwich.md). Here the notes tree is built with our own tree writer, the notes
 commit is written durably, and the ref moves by compare-and-swap; on a lost race the additions
 are re-applied on top of the winner's notes. Note contents are sets of lines (union on merge,
 each line added at most once), so applying the same additions twice, or merging two writers'

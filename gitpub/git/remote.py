@@ -1,12 +1,12 @@
 """The network segment: fetch and push with C git.
 
-Why C git and not dulwich's clients (DULWICH.md has the measurements): dulwich computes "what to
-send" by walking the whole history in Python (seconds on a 100,000-commit remote), its local
-client is not atomic, and its porcelain reports rejected pushes as successes. C git negotiates
-with bitmaps and commit-graphs, brings the user's credential helpers and ssh configuration, and
-``git push --porcelain`` states per ref whether the update was applied.
+Why C git and not dulwich's clients (docs/dulwich.md has the measurements): dulwich computes
+"what to send" by walking the whole history in Python (seconds on a 100,000-commit remote), its
+local client is not atomic, and its porcelain reports rejected pushes as successes. C git
+negotiates with bitmaps and commit-graphs, brings the user's credential helpers and ssh
+configuration, and ``git push --porcelain`` states per ref whether the update was applied.
 
-Every push ends in exactly one of three outcomes:
+Every push ends in exactly one of four outcomes:
 
 - ``sent``: the remote accepted the update (it still gets confirmed by trailers afterwards);
 - ``race``: the remote refused it because its ref moved under us (not a fast-forward, stale

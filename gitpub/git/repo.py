@@ -1,7 +1,7 @@
 """The git layer: every read and write of git objects and refs goes through here.
 
 Everything above this module deals in hex object ids (``str``) and plain values; only this module
-and the job store know dulwich. The rules it enforces, learnt the hard way (see DULWICH.md):
+and the job store know dulwich. The rules it enforces, learnt the hard way (see docs/dulwich.md):
 
 - Objects are written before anything points at them, and they are on disk (file *and* directory
   fsynced) before the ref that makes them reachable moves. dulwich only fsyncs loose objects when

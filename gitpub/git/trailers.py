@@ -2,7 +2,7 @@
 
 We write only git's canonical form — exact-case keys, ``Key: value``, in the message's last
 paragraph, no comment lines — because that is the form on which dulwich's parser and
-``git interpret-trailers --parse`` agree (DULWICH.md lists where they differ).
+``git interpret-trailers --parse`` agree (docs/dulwich.md lists where they differ).
 """
 
 from __future__ import annotations

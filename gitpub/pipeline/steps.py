@@ -7,7 +7,7 @@ that was modified, is reported by name — a step that leaves files behind or wr
 should not sends the job to REVIEW instead of being trusted.
 
 A step runs in its own process group so that a timeout kills the whole tree it started, not
-only the shell (a lesson of reference/001: orphaned children keep pipes open and hang us).
+only the shell (docs/design.md, section 8: orphaned children keep pipes open and hang us).
 """
 
 from __future__ import annotations

@@ -1,0 +1,10 @@
+"""The job store: jobs as refs under ``refs/pub/``, each moved only by compare-and-swap.
+
+- ``jobs``         one ref per job; its state commits are the job's event history; the
+                   active-job index (``refs/pub/active/``) that keeps status and push cheap
+- ``lease``        which process may work on a job right now
+- ``outbox``       content changes made outside gitpub, recorded for ``git pub sync``
+- ``maintenance``  keeping many refs cheap for git itself (packing with git's ``pack-refs``)
+
+May import: ``gitpub.git``, ``gitpub.core``.
+"""

@@ -5,7 +5,7 @@ Every job is a ref. Thousands of loose ref files make *every* C git command that
 176 ms instead of 8, push 85 ms instead of 16). Packed refs cost one file read. So after
 delivering, when the loose refs under ``refs/pub/`` pass a threshold, they are packed with git's
 own ``pack-refs``, which — unlike dulwich's — takes each ref's lock and loses no concurrent
-update (DULWICH.md). Packed refs stay fully usable: compare-and-swap on a packed ref writes a
+update (docs/dulwich.md). Packed refs stay fully usable: compare-and-swap on a packed ref writes a
 loose one again.
 """
 
