@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from gitpub.app.contain import Failures, one_line
 from gitpub.app.session import find_job, load_repo_config, open_session
 from gitpub.app.sources import read_sources
 from gitpub.config.load import default_config_text
@@ -27,7 +28,6 @@ from gitpub.core.errors import (
     GitpubError,
     UsageError,
 )
-from gitpub.core.sanitize import sanitize
 from gitpub.core.states import LOCAL, TERMINAL, State, exit_code_for
 from gitpub.git.repo import Repository
 from gitpub.pipeline.context import Context
@@ -76,6 +76,7 @@ class Jobs:
     notes: Mapping[str, str] = field(default_factory=dict)  # job id -> local checkout
     pending: Pending | None = None  # reconcile: hand edits waiting for `git pub sync`
     remark: str | None = None  # sync: what happened to hand edits that made no job
+    tracebacks: tuple[str, ...] = ()  # of the unexpected errors among ``errors`` (--debug)
 
     @property
     def exit_code(self) -> int:
@@ -122,14 +123,14 @@ def status(where: Path, progress: Progress, job_ref: str | None,
         if job_ref is not None:
             return find_job(ctx.store, job_ref)
         jobs: list[Job] = []
-        errors: list[str] = []
+        failures = Failures()
         for item in ctx.store.iter_jobs(finished=show_all):
             if isinstance(item, CorruptStateError):
-                errors.append(item.message)
+                failures.add(None, item)
             elif show_all or item.state not in TERMINAL:
                 jobs.append(item)
     jobs.sort(key=lambda j: j.record.created_at)
-    return Jobs(tuple(jobs), tuple(errors))
+    return _result(jobs, failures, {})
 
 
 def log(where: Path, progress: Progress, job_ref: str) -> History:
@@ -159,28 +160,33 @@ def init(where: Path) -> Initialized:
 
 # -- delivering ----------------------------------------------------------------------------
 
-def _unfinished(ctx: Context, errors: list[str], states: frozenset[State]) -> list[Job]:
-    """The unfinished jobs in ``states``, oldest first; unreadable ones go to ``errors``."""
+def _unfinished(ctx: Context, failures: Failures, states: frozenset[State], *,
+                scan: bool = False) -> list[Job]:
+    """The unfinished jobs in ``states``, oldest first, from the active index (``scan``: from
+    every job ref, the index rebuilt on the way); unreadable ones go to ``failures``."""
     jobs = []
-    for item in ctx.store.iter_jobs(finished=False):
+    for item in ctx.store.iter_jobs(finished=scan):
         if isinstance(item, CorruptStateError):
-            errors.append(item.message)
+            failures.add(None, item)
         elif item.state in states:
             jobs.append(item)
+    if scan:
+        for job_id in ctx.store.rebuild_index(jobs):
+            ctx.progress(f"job {job_id} was missing from the active index: indexed again")
     return sorted(jobs, key=lambda j: j.record.created_at)
 
 
-def _deliver_one(job: Job, deliverer: Deliverer, errors: list[str]) -> Job:
-    """The job delivered as far as it goes; on an error, the job as it was (error recorded)."""
-    try:
-        return deliverer.deliver(job)
-    except GitpubError as e:  # one bad job must not stop the others
-        errors.append(f"job {job.job_id}: {sanitize(e.message)}")
-        return job
+def _deliver_all(ctx: Context, jobs: Sequence[Job], deliverer: Deliverer,
+                 failures: Failures) -> list[Job]:
+    """Each job delivered as far as it goes; a job that fails is reported and left as it
+    stands (or in REVIEW, see ``contain``), and the others go on."""
+    return [failures.contain(ctx, job, deliverer.deliver) for job in jobs]
 
 
-def _deliver_all(jobs: Sequence[Job], deliverer: Deliverer, errors: list[str]) -> list[Job]:
-    return [_deliver_one(job, deliverer, errors) for job in jobs]
+def _result(jobs: Sequence[Job], failures: Failures, notes: Mapping[str, str], *,
+            pending: Pending | None = None, remark: str | None = None) -> Jobs:
+    return Jobs(tuple(jobs), tuple(failures.errors), dict(notes), pending=pending,
+                remark=remark, tracebacks=tuple(failures.tracebacks))
 
 
 def push(where: Path, progress: Progress, job_refs: Sequence[str]) -> Jobs:
@@ -188,30 +194,44 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str]) -> Jobs:
 
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote(), now_please=bool(job_refs))
-        errors: list[str] = []
+        failures = Failures()
         if job_refs:
             jobs = [find_job(ctx.store, ref) for ref in job_refs]
         else:
-            jobs = _unfinished(ctx, errors, DELIVERABLE | LOCAL)
-        done = _deliver_all(jobs, deliverer, errors)
-        pack_refs_if_needed(ctx.repo)
-    return Jobs(tuple(done), tuple(errors), dict(deliverer.notes))
+            jobs = _unfinished(ctx, failures, DELIVERABLE | LOCAL)
+        done = _deliver_all(ctx, jobs, deliverer, failures)
+        _maintain(ctx, failures)
+    return _result(done, failures, deliverer.notes)
 
 
 def reconcile(where: Path, progress: Progress) -> Jobs:
     """Recover every unfinished job: local phases, unknown push outcomes, expired leases,
-    due retries, probes of FAILED jobs. Goes on past a bad job."""
+    due retries, probes of FAILED jobs. Scans every job ref (the active index is derived data,
+    rebuilt here, never trusted) and goes on past a bad job."""
     from gitpub.delivery.deliver import Deliverer
     from gitpub.delivery.sync import settle_outbox
 
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
-        errors: list[str] = []
+        failures = Failures()
         everything = frozenset(State) - TERMINAL
-        done = _deliver_all(_unfinished(ctx, errors, everything), deliverer, errors)
-        pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
+        jobs = _unfinished(ctx, failures, everything, scan=True)
+        done = _deliver_all(ctx, jobs, deliverer, failures)
+        pending = None
+        try:
+            pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
+        except Exception as e:
+            failures.add(None, e)
+        _maintain(ctx, failures)
+    return _result(done, failures, deliverer.notes, pending=pending)
+
+
+def _maintain(ctx: Context, failures: Failures) -> None:
+    """Housekeeping after delivering: a failure there is reported, never fatal."""
+    try:
         pack_refs_if_needed(ctx.repo)
-    return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), pending=pending)
+    except Exception as e:
+        failures.add(None, e)
 
 
 def resolve(where: Path, progress: Progress, job_ref: str,
@@ -223,13 +243,13 @@ def resolve(where: Path, progress: Progress, job_ref: str,
     with open_session(where, progress) as ctx:
         job = resolve_job(ctx.store, find_job(ctx.store, job_ref), action)
         deliverer = Deliverer(ctx, ctx.remote(), now_please=True)
-        errors: list[str] = []
+        failures = Failures()
         if action == "retry":
             if job.state == State.RECEIVED:
                 with contextlib.suppress(RemoteError):
                     deliverer.remote.fetch()  # re-snapshot against the current remote
-            job = _deliver_one(job, deliverer, errors)
-    return Jobs((job,), tuple(errors), dict(deliverer.notes))
+            job = failures.contain(ctx, job, deliverer.deliver)
+    return _result((job,), failures, deliverer.notes)
 
 
 def sync(where: Path, progress: Progress) -> Jobs:
@@ -240,31 +260,35 @@ def sync(where: Path, progress: Progress) -> Jobs:
 
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
-        errors: list[str] = []
-        done = _deliver_all(_unfinished(ctx, errors, DELIVERABLE | LOCAL), deliverer, errors)
+        failures = Failures()
+        done = _deliver_all(ctx, _unfinished(ctx, failures, DELIVERABLE | LOCAL), deliverer,
+                            failures)
         try:
             tip = deliverer.remote.fetch()
         except RemoteError as e:
-            errors.append(f"hand edits not synced: {e.message}")
-            return Jobs(tuple(done), tuple(errors), dict(deliverer.notes))
+            failures.errors.append(f"hand edits not synced: {one_line(e.message)}")
+            return _result(done, failures, deliverer.notes)
         result = sync_changes(ctx, tip)
         notes = dict(deliverer.notes)
         job = result.job
         if job is not None:
             if job.state not in TERMINAL:
-                job = _deliver_one(job, deliverer, errors)
+                job = failures.contain(ctx, job, deliverer.deliver)
                 notes.update(deliverer.notes)
             done = [j for j in done if j.job_id != job.job_id] + [job]
             if job.state == State.PUBLISHED and job.record.remote_commit and result.local:
                 result.notes.append(reset_to_published(ctx, result.local,
                                                        job.record.remote_commit))
-        settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
+        try:
+            settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
+        except Exception as e:
+            failures.add(None, e)
     remark = None
     if result.notes and job is not None:
         notes[job.job_id] = "; ".join(result.notes)
     elif result.notes:
         remark = "; ".join(result.notes)
-    return Jobs(tuple(done), tuple(errors), notes, remark=remark)
+    return _result(done, failures, notes, remark=remark)
 
 
 # -- CI and hooks --------------------------------------------------------------------------

@@ -114,6 +114,7 @@ def status(ctx: click.Context, job: str | None, show_all: bool) -> None:
     if not isinstance(result, commands.Jobs):
         out.emit(result.record.public(), render.describe_job(result))
         ctx.exit(EXIT_OK)
+    _debug_tracebacks(ctx, result)
     out.emit(render.jobs_json(result),
              render.jobs_text(result, "no jobs" if show_all else "no unfinished jobs"))
     ctx.exit(EXIT_ERROR if result.errors else EXIT_OK)
@@ -132,8 +133,16 @@ def log(ctx: click.Context, job: str) -> None:
 
 
 def _jobs(ctx: click.Context, out: Output, result: commands.Jobs, empty: str) -> None:
+    _debug_tracebacks(ctx, result)
     out.emit(render.jobs_json(result), render.jobs_text(result, empty))
     ctx.exit(result.exit_code)
+
+
+def _debug_tracebacks(ctx: click.Context, result: commands.Jobs) -> None:
+    """With ``--debug``, the traceback of every unexpected error a job met (on stderr)."""
+    if ctx.ensure_object(State).debug or os.environ.get("GITPUB_DEBUG") == "1":
+        for text in result.tracebacks:
+            sys.stderr.write(text)
 
 
 @cli.command()

@@ -4,6 +4,12 @@ Setting ``GITPUB_CRASH_AT=<name>`` makes the process SIGKILL itself when it reac
 (``<name>:<n>`` waits for the n-th time). This is how the tests prove that every promise holds
 whatever step the process dies at. ``GITPUB_CRASH_TRACE=<file>`` appends the name of every point
 reached, so a test can check that each registered point is really on a code path.
+``GITPUB_FAIL_AT=<name>[:<n>]`` raises ``InjectedFault`` there instead: an unexpected exception
+(a bug) at a known place, to prove that one job's failure is contained to that job.
+
+The ``git.*`` points are inside the git layer's writes while a lock file is held (dulwich has
+written a ref's or an object's ``.lock`` and not yet renamed it): a kill there leaves exactly
+the stale lock a real crash leaves.
 """
 
 from __future__ import annotations
@@ -30,9 +36,28 @@ CRASH_POINTS: tuple[str, ...] = (
     "delivery.pushed",
     "delivery.published-recorded",
     "delivery.retry-recorded",
+    "git.ref-locked",
+    "git.object-locked",
 )
 
 _counts: dict[str, int] = {}
+_fail_counts: dict[str, int] = {}
+
+
+class InjectedFault(RuntimeError):
+    """The unexpected exception ``GITPUB_FAIL_AT`` raises (tests only)."""
+
+
+def _due(variable: str, name: str, counts: dict[str, int]) -> bool:
+    """Whether this is the n-th time ``name`` is reached and ``variable`` asks for it then."""
+    wanted = os.environ.get(variable)
+    if not wanted:
+        return False
+    point, _, nth = wanted.partition(":")
+    if point != name:
+        return False
+    counts[name] = counts.get(name, 0) + 1
+    return counts[name] == int(nth or "1")
 
 
 def crash_point(name: str) -> None:
@@ -42,12 +67,7 @@ def crash_point(name: str) -> None:
     if trace:
         with open(trace, "a", encoding="utf-8") as f:
             f.write(name + "\n")
-    wanted = os.environ.get("GITPUB_CRASH_AT")
-    if not wanted:
-        return
-    point, _, nth = wanted.partition(":")
-    if point != name:
-        return
-    _counts[name] = _counts.get(name, 0) + 1
-    if _counts[name] >= int(nth or "1"):
+    if _due("GITPUB_CRASH_AT", name, _counts):
         os.kill(os.getpid(), signal.SIGKILL)
+    if _due("GITPUB_FAIL_AT", name, _fail_counts):
+        raise InjectedFault(f"injected fault at {name}")

@@ -46,8 +46,9 @@ LOCAL = frozenset({S.RECEIVED, S.PREPARING, S.READY_TO_COMMIT, S.LOCAL_COMMITTIN
 ALLOWED: dict[State, frozenset[State]] = {
     S.RECEIVED: frozenset({S.PREPARING, S.REVIEW, S.CONFLICT}),
     S.PREPARING: frozenset({S.SKIPPED, S.REVIEW, S.READY_TO_COMMIT, S.CONFLICT}),
-    S.READY_TO_COMMIT: frozenset({S.LOCAL_COMMITTING, S.RECHECK_CANDIDATES, S.CONFLICT}),
-    S.LOCAL_COMMITTING: frozenset({S.LOCAL_COMMITTED, S.RECOVERING, S.CONFLICT}),
+    S.READY_TO_COMMIT: frozenset({S.LOCAL_COMMITTING, S.RECHECK_CANDIDATES, S.CONFLICT,
+                                  S.REVIEW}),
+    S.LOCAL_COMMITTING: frozenset({S.LOCAL_COMMITTED, S.RECOVERING, S.CONFLICT, S.REVIEW}),
     S.RECOVERING: frozenset({S.LOCAL_COMMITTED, S.LOCAL_COMMITTING, S.REVIEW}),
     S.LOCAL_COMMITTED: frozenset(
         {S.PUSHING, S.RECHECK_CANDIDATES, S.CONFLICT, S.PUBLISHED, S.REVIEW, S.SKIPPED,
@@ -129,6 +130,7 @@ class Stage(StrEnum):
     PROBE = "probe"
     RETRY = "retry"
     RESOLVE = "resolve"
+    INTERNAL = "internal"  # an unexpected error while handling the job (a bug, or the disk)
 
 
 class Answer(StrEnum):
@@ -157,3 +159,4 @@ class FailureCode(StrEnum):
     DELIVERY_UNCONFIRMED = "delivery_unconfirmed"  # RETRY_WAIT: a transient failure
     DELIVERY_EXHAUSTED = "delivery_exhausted"  # FAILED: the attempt budget is spent
     ABANDONED = "abandoned"  # SKIPPED: a person gave the job up
+    INTERNAL_ERROR = "internal_error"  # REVIEW: handling the job failed unexpectedly

@@ -247,6 +247,8 @@ class Repository:
             return self._repo.object_store[_b(sha)]
         except KeyError:
             raise CorruptStateError(f"object {sha} is missing from the repository") from None
+        except Exception as e:  # truncated, not zlib, bad header, wrong checksum, unreadable
+            raise _unreadable(sha, e) from None
 
     def blob(self, sha: str) -> bytes:
         obj = self._get(sha)
@@ -271,6 +273,8 @@ class Repository:
             )
         except (KeyError, NotADirectoryError, NotTreeError):
             return None
+        except Exception as e:  # a tree on the way is corrupt
+            raise _unreadable(tree, e) from None
         return Entry(mode, _s(sha))
 
     def file_in_the_way(self, tree: str, path: str) -> str | None:
@@ -315,7 +319,13 @@ class Repository:
         changes = tree_changes(self._repo.object_store, None if old_tree is None else _b(old_tree),
                                _b(new_tree))
         out: list[tuple[str, str | None]] = []
-        for change in changes:
+        try:
+            listed = list(changes)
+        except KeyError as e:
+            raise CorruptStateError(f"a tree below {new_tree} is missing ({e})") from None
+        except Exception as e:
+            raise _unreadable(new_tree, e, "a tree below ") from None
+        for change in listed:
             new, old = change.new, change.old
             if new is not None and new.path is not None and new.sha is not None:
                 out.append((new.path.decode("utf-8", "surrogateescape"), _s(new.sha)))
@@ -457,6 +467,12 @@ class Repository:
             info = self.commit(sha)
             yield info
             sha = info.parents[0] if info.parents else None
+
+
+def _unreadable(sha: str, error: Exception, what: str = "") -> CorruptStateError:
+    detail = " ".join(str(error).split())[:120] or type(error).__name__
+    return CorruptStateError(f"{what}object {sha} is unreadable ({type(error).__name__}: "
+                             f"{detail})", hint="`git fsck` lists the damaged objects")
 
 
 def empty_ref_value() -> str:

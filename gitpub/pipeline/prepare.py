@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 from gitpub.config.model import Command
 from gitpub.core.crashpoints import crash_point
-from gitpub.core.errors import LostRace
+from gitpub.core.errors import CorruptStateError, LostRace
 from gitpub.core.manifest import Manifest, content_sha256
 from gitpub.core.record import Target
 from gitpub.core.sanitize import sanitize
@@ -70,8 +70,14 @@ def drive(ctx: Context, job: Job, *, wait: float = 0.0) -> Job:
 
 
 def reload(store: JobStore, job: Job) -> Job:
+    """``job`` as its ref has it now. A job's ref never disappears by our doing: if it is gone,
+    someone deleted it by hand, which is corrupt state, not "no job"."""
     fresh = store.load(job.job_id)
-    assert fresh is not None, "a job's ref never disappears under us"
+    if fresh is None:
+        raise CorruptStateError(
+            f"job {job.job_id}: its ref {store.ref_name(job.job_id)} disappeared "
+            f"(it was at {job.commit})",
+            hint=f"restore it with `git update-ref {store.ref_name(job.job_id)} {job.commit}`")
     return fresh
 
 
@@ -96,6 +102,7 @@ def _snapshot(ctx: Context, job: Job) -> Job:
         base_ref = ctx.base_ref()
         base = None if base_ref is None else ctx.repo.read_ref(base_ref)
     tree = None if base is None else ctx.repo.commit(base).tree
+    record = record.evolve(targets=_requested(ctx, job))
     targets = []
     for t in record.targets:
         entry = None if tree is None else ctx.repo.lookup(tree, t.path)
@@ -116,7 +123,9 @@ def _snapshot(ctx: Context, job: Job) -> Job:
     if not record.drafted:
         for t in record.targets:
             src = ctx.repo.lookup(job.tree, f"source/{t.path}")
-            assert src is not None
+            if src is None:
+                raise CorruptStateError(f"job {job.job_id}: target {t.path} has no "
+                                        f"source/{t.path} in state commit {job.commit}")
             entries[f"artifacts/{t.path}"] = Entry(MODE_FILE, src.sha)
         phases[Phase.DRAFT] = "direct"
     job = ctx.store.transition(
@@ -127,6 +136,17 @@ def _snapshot(ctx: Context, job: Job) -> Job:
         entries=entries)
     crash_point("prepare.base-snapshotted")
     return job
+
+
+def _requested(ctx: Context, job: Job) -> tuple[Target, ...]:
+    """The targets the request names: without the font outputs an earlier run of the pipeline
+    derived (a job retried after a CONFLICT or REVIEW still lists them; the gates derive them
+    again from the new snapshot). A direct job's requested targets are its ``source/`` files."""
+    derived = fontstep.font_outputs(ctx.config)
+    return tuple(t for t in job.record.targets
+                 if t.path not in derived
+                 or (not job.record.drafted
+                     and ctx.repo.lookup(job.tree, f"source/{t.path}") is not None))
 
 
 def _phase_env(ctx: Context, job: Job) -> dict[str, str]:

@@ -1,0 +1,156 @@
+"""Promise 11: one job's damaged state, or a leftover of a killed process, never stops the others.
+
+Each test damages one job (or leaves what a killed process leaves) among healthy ones and runs
+the commands that handle many jobs: the damaged job is named in the output with a one-line
+cause, its ref is left as it was, every healthy job is published exactly once, and no Python
+traceback is printed without ``--debug``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import Site, git
+from test_delivery import commit_file, other_writer, remote_job_ids
+from test_fontsync import FONT_CONFIG
+from test_fonts import build_font
+
+
+def prepare(site: Site, key: str, path: str, text: str | None = None) -> str:
+    r = site.call("prepare", "--json", "--key", key, "--to", path, "-",
+                  input=text or f"# {key}\n\nText of {key}.\n")
+    assert r.code == 0, r.out + r.err
+    job_id: str = r.json()["job_id"]
+    return job_id
+
+
+def state_of(site: Site, job_id: str) -> dict[str, object]:
+    r = site.call("status", "--json", job_id)
+    assert r.code == 0, r.err
+    data: dict[str, object] = r.json()
+    return data
+
+
+def no_traceback(*texts: str) -> None:
+    for text in texts:
+        assert "Traceback" not in text and "unexpected error" not in text, text
+
+
+# -- containment of unexpected errors ----------------------------------------------------------
+
+def test_an_unexpected_error_stops_only_its_job(site: Site) -> None:
+    ids = [prepare(site, f"k{i}", f"posts/{i}.md") for i in range(3)]
+    r = site.run("push", env={"GITPUB_FAIL_AT": "delivery.fetched:2"})
+    assert r.code == 1, r.out + r.err
+    no_traceback(r.out, r.err)
+    bad = ids[1]
+    assert f"job {bad}: internal error: InjectedFault: injected fault at delivery.fetched" \
+        in r.out + r.err
+    assert sorted(remote_job_ids(site)) == sorted([ids[0], ids[2]])
+    job = state_of(site, bad)
+    assert job["state"] == "REVIEW" and job["failure_code"] == "internal_error"
+    assert "InjectedFault" in str(job["failure_detail"])
+    # the way out: a person retries it
+    r = site.call("resolve", "--retry", bad)
+    assert r.code == 0, r.out + r.err
+    assert sorted(remote_job_ids(site)) == sorted(ids)
+
+
+def test_debug_shows_the_traceback(site: Site) -> None:
+    prepare(site, "k", "posts/a.md")
+    r = site.run("--debug", "push", env={"GITPUB_FAIL_AT": "delivery.fetched"})
+    assert r.code == 1
+    assert "Traceback" in r.err and "InjectedFault" in r.err
+
+
+def test_an_error_while_pushing_leaves_the_job_for_the_probe(site: Site) -> None:
+    """PUSHING has an unknown outcome: it is not turned into REVIEW, reconcile probes it."""
+    ids = [prepare(site, f"k{i}", f"posts/{i}.md") for i in range(2)]
+    r = site.run("push", env={"GITPUB_FAIL_AT": "delivery.pushing-recorded:1"})
+    assert r.code == 1 and f"job {ids[0]}: internal error" in r.out + r.err
+    no_traceback(r.out, r.err)
+    assert state_of(site, ids[0])["state"] == "PUSHING"
+    assert state_of(site, ids[1])["state"] == "PUBLISHED"
+    r = site.call("reconcile")
+    assert r.code == 0, r.out + r.err
+    assert sorted(remote_job_ids(site)) == sorted(ids)
+
+
+def test_a_local_phase_error_is_contained_in_reconcile(site: Site) -> None:
+    healthy = prepare(site, "ok", "posts/ok.md")
+    r = site.run("prepare", "--key", "bad", "--to", "posts/bad.md", "-", input="# Bad\n",
+                 env={"GITPUB_CRASH_AT": "prepare.base-snapshotted"})
+    assert r.code == -9
+    r = site.run("reconcile", env={"GITPUB_FAIL_AT": "prepare.ready-recorded"})
+    assert r.code == 1, r.out + r.err
+    no_traceback(r.out, r.err)
+    listing = site.call("status", "--all", "--json").json()["jobs"]
+    states = {j["job_id"]: (j["state"], j["failure_code"]) for j in listing}
+    bad = next(i for i in states if i != healthy)
+    # the fault hit after READY_TO_COMMIT was recorded: that job is stopped for a person
+    assert states[bad] == ("REVIEW", "internal_error")
+    assert states[healthy] == ("PUBLISHED", None)
+
+
+# -- the font job retried after a CONFLICT ----------------------------------------------------
+
+def test_a_font_job_retried_after_a_conflict(site: Site, tmp_path: Path) -> None:
+    """It used to fail ``assert src is not None`` and take push and reconcile down with it."""
+    (site.path / "fonts").mkdir()
+    (site.path / "fonts/full.ttf").write_bytes(build_font())
+    site.write_config(FONT_CONFIG)
+    site.git("add", ".")
+    site.git("commit", "-q", "-m", "fonts")
+    site.git("push", "-q", "origin", "main")
+    site.git("fetch", "-q", "origin")
+    job = prepare(site, "font-job", "posts/a.md", "# A\n\n的一是\n")
+    other = other_writer(tmp_path, site)
+    commit_file(other, "posts/a.md", "# Theirs\n\n在不了\n")
+    r = site.call("push")
+    assert r.code == 4 and state_of(site, job)["state"] == "CONFLICT", r.out + r.err
+    healthy = prepare(site, "healthy", "posts/h.md")
+    r = site.call("resolve", "--retry", job)
+    no_traceback(r.out, r.err)
+    assert r.code in (0, 4), r.out + r.err
+    assert state_of(site, job)["target_paths"].count("static/site.woff2") <= 1  # type: ignore[attr-defined]
+    r = site.call("reconcile")
+    no_traceback(r.out, r.err)
+    assert r.code in (0, 4), r.out + r.err
+    assert healthy in remote_job_ids(site)
+
+
+# -- corrupt records among healthy jobs -------------------------------------------------------
+
+def replace_job_json(site: Site, ref: str, data: bytes) -> None:
+    blob = site.git("hash-object", "-w", "--stdin", input=data).strip()
+    entries = [line for line in site.git("ls-tree", ref).splitlines()
+               if not line.endswith("\tjob.json")]
+    entries.append(f"100644 blob {blob}\tjob.json")
+    tree = site.git("mktree", input=("\n".join(entries) + "\n").encode()).strip()
+    commit = site.git("commit-tree", tree, "-p", ref, "-m", "corrupted").strip()
+    site.git("update-ref", ref, commit)
+
+
+@pytest.mark.parametrize("mutation", ["missing-node", "lease-expires-soon", "bogus-state"])
+def test_a_malformed_record_is_named_and_the_others_go_on(site: Site, mutation: str) -> None:
+    ids = [prepare(site, f"k{i}", f"posts/{i}.md") for i in range(3)]
+    ref = f"refs/pub/jobs/{ids[1]}"
+    data = json.loads(site.git("show", f"{ref}:job.json"))
+    if mutation == "missing-node":
+        del data["node"]
+    elif mutation == "lease-expires-soon":
+        data["lease"] = {"token": "t", "owner": "x:1:2", "expires_at": "soon"}
+    else:
+        data["state"] = "BOGUS"
+    replace_job_json(site, ref, json.dumps(data).encode())
+    before = site.git("rev-parse", ref)
+    for command in ("status", "reconcile"):
+        r = site.call(command)
+        assert r.code == 1, r.out + r.err
+        assert f"job {ids[1]}" in r.out + r.err
+        no_traceback(r.out, r.err)
+    assert sorted(remote_job_ids(site)) == sorted([ids[0], ids[2]])
+    assert site.git("rev-parse", ref) == before
+    git(site.path, "update-ref", ref, f"{ref}~1")  # repaired: leave the repository clean
