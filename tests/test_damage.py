@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import Site, git
 from test_delivery import commit_file, other_writer, remote_job_ids
-from test_fontsync import FONT_CONFIG
 from test_fonts import build_font
+from test_fontsync import FONT_CONFIG
 
 
 def prepare(site: Site, key: str, path: str, text: str | None = None) -> str:

@@ -222,13 +222,16 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
             pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         except Exception as e:
             failures.add(None, e)
-        _maintain(ctx, failures)
+        _maintain(ctx, failures, sweep=True)
     return _result(done, failures, deliverer.notes, pending=pending)
 
 
-def _maintain(ctx: Context, failures: Failures) -> None:
-    """Housekeeping after delivering: a failure there is reported, never fatal."""
+def _maintain(ctx: Context, failures: Failures, *, sweep: bool = False) -> None:
+    """Housekeeping after delivering (``sweep``: also stale lock files nobody ran into): a
+    failure there is reported, never fatal."""
     try:
+        if sweep:
+            ctx.repo.sweep_stale_locks()
         pack_refs_if_needed(ctx.repo)
     except Exception as e:
         failures.add(None, e)

@@ -30,8 +30,10 @@ from dulwich.objects import ZERO_SHA, Blob, Commit, ObjectID, ShaFile, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
+from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, NotARepositoryError
 from gitpub.core.files import fsync_dir
+from gitpub.git import locks
 from gitpub.git.run import run_git
 
 if TYPE_CHECKING:
@@ -87,24 +89,6 @@ def _s(sha: bytes) -> str:
     return sha.decode("ascii")
 
 
-def _while_locked(action: Callable[[], T], done: Callable[[], bool] | None = None) -> T | None:
-    """Run ``action``, retrying while another process holds the lock it needs (dulwich raises
-    ``FileLocked``), with a short exponential backoff, for at most ten seconds. ``done`` may
-    say that the other process did our work meanwhile (then ``None`` is returned)."""
-    delay = 0.001
-    deadline = time.monotonic() + 10.0
-    while True:
-        try:
-            return action()
-        except FileLocked:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-            if done is not None and done():
-                return None
-
-
 class Repository:
     """A git repository opened for gitpub: objects, refs and configuration."""
 
@@ -115,6 +99,12 @@ class Repository:
         self.common_dir = Path(repo.commondir())
         self.git_dir = Path(repo.controldir())  # differs from common_dir in a linked worktree
         self.work_tree: Path | None = None if repo.bare else Path(repo.path)
+        #: Where a line about healing goes (a stale lock removed): the command's progress.
+        self.notice: Callable[[str], None] = lambda message: None
+        #: How long a write waits for a lock another process holds (see ``git.locks``).
+        self.lock_wait = locks.WAIT
+        self._presence: locks.Presence | None = None
+        self._healer: locks.Healer | None = None
         self._refuse_reftable()
 
     # -- opening ---------------------------------------------------------------------------
@@ -130,6 +120,9 @@ class Repository:
             ) from None
 
     def close(self) -> None:
+        if self._presence is not None:
+            self._presence.close()
+            self._presence = None
         self._repo.close()
 
     def __enter__(self) -> Repository:
@@ -159,8 +152,53 @@ class Repository:
 
     @property
     def pub_dir(self) -> Path:
-        """gitpub's private space inside the git directory (scratch, caches, locks)."""
-        return self.common_dir / "pub"
+        """gitpub's private space inside the git directory (scratch, caches, locks); a
+        ``PubDirError`` if something else stands there."""
+        path = self.common_dir / "pub"
+        if path.exists() and not path.is_dir():
+            locks.ensure_pub_dir(path)  # raises, saying what is wrong
+        return path
+
+    # -- locks -----------------------------------------------------------------------------
+
+    def _while_locked(self, action: Callable[[], T], what: str,
+                      done: Callable[[], bool] | None = None) -> T | None:
+        """Run ``action``, retrying while another process holds the lock it needs (dulwich
+        raises ``FileLocked``), with a short exponential backoff; a stale lock is removed
+        (``git.locks``). ``done`` may say that the other process did our work meanwhile (then
+        ``None`` is returned). After ``lock_wait`` seconds: ``LockedError``."""
+        if self._presence is None:
+            self._presence = locks.Presence(locks.ensure_pub_dir(self.pub_dir))
+        delay = 0.001
+        deadline = time.monotonic() + self.lock_wait
+        while True:
+            try:
+                return action()
+            except FileLocked as e:
+                lock = Path(os.fsdecode(e.lockfilename))
+                if self.healer.heal(lock):
+                    continue
+                if time.monotonic() > deadline:
+                    raise self.healer.locked_error(lock, what) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+                if done is not None and done():
+                    return None
+
+    @property
+    def healer(self) -> locks.Healer:
+        if self._healer is None:
+            self._healer = locks.Healer(self.common_dir, self.common_dir / "pub",
+                                        lambda message: self.notice(message))
+        return self._healer
+
+    def sweep_stale_locks(self) -> int:
+        """Remove the stale lock files nobody ran into yet (see ``git.locks``); how many."""
+        return self.healer.sweep()
+
+    def heal_lock(self, lock: Path) -> bool:
+        """Remove ``lock`` (a C git command's) if it is stale; whether it is gone now."""
+        return self.healer.heal(lock)
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -221,8 +259,8 @@ class Repository:
     def cas_ref(self, name: str, old: str | None, new: str, message: str = "gitpub") -> bool:
         """Move ``name`` from ``old`` (``None``: must not exist) to ``new``; False if it moved."""
         old_b = ZERO_SHA if old is None else _b(old)
-        ok = _while_locked(lambda: self._repo.refs.set_if_equals(
-            _r(name), old_b, _b(new), message=message.encode()))
+        ok = self._while_locked(lambda: self._repo.refs.set_if_equals(
+            _r(name), old_b, _b(new), message=message.encode()), f"ref {name}")
         if ok:
             ref_dir = (self.common_dir / name).parent
             if ref_dir.is_dir():
@@ -230,7 +268,8 @@ class Repository:
         return bool(ok)
 
     def delete_ref(self, name: str, old: str) -> bool:
-        return bool(self._repo.refs.remove_if_equals(_r(name), _b(old)))
+        return bool(self._while_locked(
+            lambda: self._repo.refs.remove_if_equals(_r(name), _b(old)), f"ref {name}"))
 
     def list_refs(self, prefix: str) -> dict[str, str]:
         """Refs under ``prefix`` (which ends with ``/``), keyed by the rest of their name."""
@@ -371,7 +410,8 @@ class Repository:
         """Add one loose object; another process writing the same object holds its lock file
         (``FileLocked``) — wait for it to finish instead of failing."""
         store = self._repo.object_store
-        _while_locked(lambda: store.add_object(obj), done=lambda: obj.id in store)
+        self._while_locked(lambda: store.add_object(obj), f"object {_s(obj.id)}",
+                           done=lambda: obj.id in store)
 
     def write_blob(self, data: bytes) -> str:
         blob = Blob.from_string(data)
@@ -467,6 +507,31 @@ class Repository:
             info = self.commit(sha)
             yield info
             sha = info.parents[0] if info.parents else None
+
+
+def _lock_crash_points() -> None:
+    """Crash points inside dulwich's locked writes (``git.ref-locked``, ``git.object-locked``):
+    its ``.lock`` file is written and not yet renamed. Installed only when the environment asks
+    for a crash point or a trace (tests); nothing changes otherwise."""
+    asked = [os.environ.get(v, "") for v in ("GITPUB_CRASH_AT", "GITPUB_FAIL_AT")]
+    if not any(a.startswith("git.") for a in asked) and not os.environ.get("GITPUB_CRASH_TRACE"):
+        return
+    from dulwich.file import _GitFile
+
+    original = _GitFile.close
+
+    def close(self: _GitFile) -> None:
+        if not self._closed:
+            self._file.flush()
+            lock = os.fsdecode(self._lockfilename)
+            inside_objects = f"{os.sep}objects{os.sep}" in lock
+            crash_point("git.object-locked" if inside_objects else "git.ref-locked")
+        original(self)
+
+    _GitFile.close = close  # type: ignore[method-assign]
+
+
+_lock_crash_points()
 
 
 def _unreadable(sha: str, error: Exception, what: str = "") -> CorruptStateError:
