@@ -9,10 +9,13 @@ traceback is printed without ``--debug``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 from conftest import Site, git
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_delivery import commit_file, other_writer, remote_job_ids
 from test_fonts import build_font
 from test_fontsync import FONT_CONFIG
@@ -154,3 +157,158 @@ def test_a_malformed_record_is_named_and_the_others_go_on(site: Site, mutation: 
     assert sorted(remote_job_ids(site)) == sorted([ids[0], ids[2]])
     assert site.git("rev-parse", ref) == before
     git(site.path, "update-ref", ref, f"{ref}~1")  # repaired: leave the repository clean
+
+
+# -- odd file system states -------------------------------------------------------------------
+
+def test_pub_dir_that_is_a_file_is_a_clear_error(site: Site) -> None:
+    (site.path / ".git/pub").write_text("not a directory\n")
+    for args in (("status",), ("prepare", "--key", "k", "--to", "posts/a.md", "-"), ("push",)):
+        r = site.call(*args, input="# A\n")
+        assert r.code == 1, (args, r.err)
+        assert ".git/pub is not a directory" in r.err and "hint:" in r.err
+        no_traceback(r.out, r.err)
+    (site.path / ".git/pub").unlink()
+
+
+def test_a_path_component_over_255_bytes_is_a_usage_error(site: Site) -> None:
+    site.write_config("gates: [{name: check, run: 'true'}]\n")
+    name = "posts/" + "x" * 256 + ".md"
+    r = site.call("prepare", "--key", "long", "--to", name, "-", input="# Long\n")
+    assert r.code == 2, r.err
+    assert "longer than 255 bytes" in r.err
+    no_traceback(r.out, r.err)
+
+
+# -- the damage matrix: N jobs in mixed states, one damaged, then push / reconcile ------------
+
+KINDS = ("committed", "preparing-dead", "ready-dead", "pushing-dead")
+DAMAGES = ("garbage-tree", "missing-object", "empty-ref", "truncated-object", "stale-lock",
+           "deleted-index", "malformed-field")
+#: Damage that makes the job's own state unreadable: named, its ref left as it is.
+UNREADABLE = frozenset({"garbage-tree", "missing-object", "empty-ref", "truncated-object",
+                        "malformed-field"})
+
+
+def make_job(site: Site, i: int, kind: str) -> str:
+    from gitpub.store.jobs import job_id_for_key
+
+    key, path = f"j{i}", f"posts/j{i}.md"
+    text = f"# Job {i}\n\nText {i}.\n"
+    job_id = job_id_for_key(key)
+    crash = {"preparing-dead": "prepare.base-snapshotted",
+             "ready-dead": "prepare.ready-recorded"}.get(kind)
+    if crash:
+        r = site.run("prepare", "--key", key, "--to", path, "-", input=text,
+                     env={"GITPUB_CRASH_AT": crash})
+        assert r.code == -9, r.out + r.err
+        return job_id
+    prepare(site, key, path, text)
+    if kind == "pushing-dead":  # pushed, then killed before recording it: PUSHING here
+        r = site.run("push", job_id, env={"GITPUB_CRASH_AT": "delivery.pushed"})
+        assert r.code == -9, r.out + r.err
+    return job_id
+
+
+def loose_object(site: Site, sha: str) -> Path:
+    return site.path / ".git/objects" / sha[:2] / sha[2:]
+
+
+def damage(site: Site, job_id: str, how: str) -> Callable[[], None]:
+    """Damage one job; returns the repair that leaves the repository fsck-clean again."""
+    ref = f"refs/pub/jobs/{job_id}"
+    ref_file = site.path / ".git" / ref
+    tip = site.git("rev-parse", ref).strip()
+    if how == "garbage-tree":
+        tree = site.git("hash-object", "-t", "tree", "-w", "--literally", "--stdin",
+                        input=b"garbage, not a tree").strip()
+        commit = site.git("commit-tree", tree, "-p", tip, "-m", "garbage").strip()
+        site.git("update-ref", ref, commit)
+
+        def repair() -> None:
+            site.git("update-ref", ref, tip)
+            for sha in (commit, tree):
+                loose_object(site, sha).unlink()
+            (site.path / ".git/logs" / ref).unlink(missing_ok=True)  # it names the garbage
+        return repair
+    if how in ("missing-object", "truncated-object"):
+        obj = loose_object(site, tip)
+        saved = obj.read_bytes()
+        obj.chmod(0o644)
+        if how == "missing-object":
+            obj.unlink()
+        else:
+            obj.write_bytes(saved[: len(saved) // 2])
+        return lambda: obj.write_bytes(saved)
+    if how == "empty-ref":
+        saved_ref = ref_file.read_bytes()
+        ref_file.write_bytes(b"")
+        return lambda: ref_file.write_bytes(saved_ref)
+    if how == "stale-lock":  # what a process killed inside a ref write leaves
+        for lock in (ref_file.with_name(ref_file.name + ".lock"),
+                     site.path / ".git/refs/pub/active" / f"{job_id}.lock"):
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            lock.write_bytes(b"")
+        return lambda: None
+    if how == "deleted-index":
+        site.git("update-ref", "-d", f"refs/pub/active/{job_id}")
+        return lambda: None
+    assert how == "malformed-field"
+    data = json.loads(site.git("show", f"{ref}:job.json"))
+    del data["node"]
+    replace_job_json(site, ref, json.dumps(data).encode())
+    return lambda: site.git("update-ref", ref, tip)
+
+
+def check_matrix_case(site: Site, kinds: Sequence[str], damaged: int, how: str,
+                      command: str) -> None:
+    ids = [make_job(site, i, kind) for i, kind in enumerate(kinds)]
+    bad = ids[damaged]
+    repair = damage(site, bad, how)
+    ref_file = site.path / ".git/refs/pub/jobs" / bad
+    before = ref_file.read_bytes()
+    first = site.run(command)
+    then = site.run("reconcile")
+    for r in (first, then):
+        no_traceback(r.out, r.err)
+    out = first.out + first.err
+    healthy = [i for i in ids if i != bad or how not in UNREADABLE]
+    published = remote_job_ids(site)
+    if how in UNREADABLE:
+        assert first.code == 1 and then.code == 1, out
+        assert f"job {bad}" in out and f"job {bad}" in then.out + then.err
+        assert ref_file.read_bytes() == before, "the damaged job's ref was changed"
+        assert published.count(bad) == (1 if kinds[damaged] == "pushing-dead" else 0)
+    else:
+        assert then.code == 0, then.out + then.err
+    if how == "stale-lock":
+        assert "removed a stale lock" in out
+    if how == "deleted-index" and command == "reconcile":
+        assert f"job {bad} was missing from the active index" in out
+    for job_id in healthy:
+        assert published.count(job_id) == 1, (job_id, published, out)
+    if command == "push" and how != "deleted-index":  # push alone already did it
+        first_published = [j for j in healthy if j in published]
+        assert first_published == healthy
+    repair()
+
+
+@pytest.mark.parametrize("command", ["push", "reconcile"])
+@pytest.mark.parametrize("how", DAMAGES)
+def test_damage_matrix(site: Site, how: str, command: str) -> None:
+    check_matrix_case(site, KINDS, 1, how, command)
+
+
+@settings(max_examples=4, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(kinds=st.lists(st.sampled_from(KINDS), min_size=2, max_size=4),
+       pick=st.integers(min_value=0, max_value=3), how=st.sampled_from(DAMAGES),
+       command=st.sampled_from(["push", "reconcile"]))
+def test_damage_property(tmp_path_factory: pytest.TempPathFactory, hermetic: dict[str, str],
+                         kinds: list[str], pick: int, how: str, command: str) -> None:
+    from conftest import make_site
+
+    site = make_site(tmp_path_factory.mktemp("damage"), hermetic)
+    check_matrix_case(site, kinds, pick % len(kinds), how, command)
+    for repo in site.repos:
+        git(repo, "fsck", "--strict", "--no-progress")

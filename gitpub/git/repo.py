@@ -271,6 +271,17 @@ class Repository:
         return bool(self._while_locked(
             lambda: self._repo.refs.remove_if_equals(_r(name), _b(old)), f"ref {name}"))
 
+    def ref_names(self, prefix: str) -> list[str]:
+        """The names under ``prefix`` (ending with ``/``) of every ref, *including* damaged
+        loose ones (empty or garbage files), which dulwich's listing silently skips: a damaged
+        ref must be reported, never be taken for no ref."""
+        names = set(self.list_refs(prefix))
+        top = self.common_dir / prefix
+        for dirpath, _dirs, files in os.walk(top):
+            rel = Path(dirpath).relative_to(top)
+            names.update((rel / f).as_posix() for f in files if not f.endswith(".lock"))
+        return sorted(names)
+
     def list_refs(self, prefix: str) -> dict[str, str]:
         """Refs under ``prefix`` (which ends with ``/``), keyed by the rest of their name."""
         found = self._repo.refs.as_dict(_r(prefix.rstrip("/")))

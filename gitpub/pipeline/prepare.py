@@ -253,8 +253,10 @@ def _gates(ctx: Context, job: Job) -> Job:
     for command in ctx.config.gates:
         ctx.progress(f"gate: running {command.name}")
         with _scratch(ctx, job, "gate") as scratch:
-            for path, data in files.items():
-                scratch.put(f"files/{path}", data)
+            unplaced = _place_files(scratch, files)
+            if unplaced:
+                problems.append(f"gate {command.name}: {unplaced}")
+                continue
             env = _phase_env(ctx, job) | {
                 "GITPUB_FILES": "\n".join(f"files/{p}" for p in sorted(files))}
             result = steps.run(command, scratch, env=env)
@@ -288,6 +290,16 @@ def _gates(ctx: Context, job: Job) -> Job:
                                                      for p, d in fonts.items()})
     crash_point("prepare.ready-recorded")
     return job
+
+
+def _place_files(scratch: steps.Scratch, files: dict[str, bytes]) -> str | None:
+    """Put the job's files in a gate's scratch; why one cannot be put there, or None."""
+    for path, data in files.items():
+        try:
+            scratch.put(f"files/{path}", data)
+        except OSError as e:  # a name too long for the file system, say
+            return sanitize(f"cannot give it {path[:80]}: {e.strerror or e}")
+    return None
 
 
 def derive_fonts(ctx: Context, commit: str | None, own: dict[str, bytes]) -> fontstep.Derived:

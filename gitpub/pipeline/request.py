@@ -21,6 +21,9 @@ from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job, job_id_for_key
 
 REQUEST_VERSION = 1
+#: The longest file name (one path component, in bytes) file systems hold: a longer target
+#: could not be checked out, nor given to a gate or a draft in scratch.
+NAME_MAX = 255
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,10 @@ def validate_request(request: Request) -> None:
             check_path(t)
         except ManifestError as e:
             raise UsageError(f"--to {t!r}: {e}") from None
+        long = [part for part in t.split("/") if len(part.encode("utf-8")) > NAME_MAX]
+        if long:
+            raise UsageError(f"--to {t[:80]!r}...: a path component is longer than {NAME_MAX} "
+                             "bytes", hint="no file system can hold that name; shorten it")
     if len(set(request.targets)) != len(request.targets):
         raise UsageError("the same --to path is given twice")
     if not request.drafted and len(request.sources) != len(request.targets):

@@ -126,7 +126,8 @@ class JobStore:
         return Job(record, sha, info.tree)
 
     def job_ids(self) -> list[str]:
-        return sorted(self.repo.list_refs(JOBS_PREFIX))
+        """Every job's id, a job whose ref file is damaged included."""
+        return self.repo.ref_names(JOBS_PREFIX)
 
     def iter_jobs(self, *, finished: bool = True) -> Iterator[Job | CorruptStateError]:
         """Every job (``finished=False``: only those not yet terminal, from the active index);
