@@ -159,6 +159,22 @@ def test_a_malformed_record_is_named_and_the_others_go_on(site: Site, mutation: 
     git(site.path, "update-ref", ref, f"{ref}~1")  # repaired: leave the repository clean
 
 
+# -- every non-terminal state has a way out ----------------------------------------------------
+
+@pytest.mark.parametrize(("expires", "resumed"), [(1.0, True), (4e9, False)])
+def test_a_foreign_lease_is_taken_over_only_once_expired(site: Site, expires: float,
+                                                         resumed: bool) -> None:
+    job = make_job(site, 0, "preparing-dead")
+    ref = f"refs/pub/jobs/{job}"
+    data = json.loads(site.git("show", f"{ref}:job.json"))
+    data["lease"] = {"token": "t", "owner": "another-host:1:2", "expires_at": expires}
+    replace_job_json(site, ref, json.dumps(data).encode())
+    r = site.call("reconcile")
+    no_traceback(r.out, r.err)
+    assert (job in remote_job_ids(site)) == resumed, r.out + r.err
+    assert state_of(site, job)["state"] == ("PUBLISHED" if resumed else "PREPARING")
+
+
 # -- odd file system states -------------------------------------------------------------------
 
 def test_pub_dir_that_is_a_file_is_a_clear_error(site: Site) -> None:
@@ -182,7 +198,8 @@ def test_a_path_component_over_255_bytes_is_a_usage_error(site: Site) -> None:
 
 # -- the damage matrix: N jobs in mixed states, one damaged, then push / reconcile ------------
 
-KINDS = ("committed", "preparing-dead", "ready-dead", "pushing-dead")
+KINDS = ("committed", "preparing-dead", "ready-dead", "pushing-dead", "received-dead",
+         "committing-dead")
 DAMAGES = ("garbage-tree", "missing-object", "empty-ref", "truncated-object", "stale-lock",
            "deleted-index", "malformed-field")
 #: Damage that makes the job's own state unreadable: named, its ref left as it is.
@@ -197,7 +214,9 @@ def make_job(site: Site, i: int, kind: str) -> str:
     text = f"# Job {i}\n\nText {i}.\n"
     job_id = job_id_for_key(key)
     crash = {"preparing-dead": "prepare.base-snapshotted",
-             "ready-dead": "prepare.ready-recorded"}.get(kind)
+             "ready-dead": "prepare.ready-recorded",
+             "received-dead": "prepare.job-created",
+             "committing-dead": "commit.objects-written"}.get(kind)
     if crash:
         r = site.run("prepare", "--key", key, "--to", path, "-", input=text,
                      env={"GITPUB_CRASH_AT": crash})
@@ -302,7 +321,7 @@ def test_damage_matrix(site: Site, how: str, command: str) -> None:
 @settings(max_examples=4, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(kinds=st.lists(st.sampled_from(KINDS), min_size=2, max_size=4),
-       pick=st.integers(min_value=0, max_value=3), how=st.sampled_from(DAMAGES),
+       pick=st.integers(min_value=0, max_value=5), how=st.sampled_from(DAMAGES),
        command=st.sampled_from(["push", "reconcile"]))
 def test_damage_property(tmp_path_factory: pytest.TempPathFactory, hermetic: dict[str, str],
                          kinds: list[str], pick: int, how: str, command: str) -> None:

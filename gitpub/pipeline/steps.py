@@ -219,9 +219,8 @@ def _reaping() -> Iterator[frozenset[int]]:
             _set_subreaper(False)
 
 
-def _children() -> list[int]:
-    """The pids whose parent is this process (from ``/proc``; empty where there is none)."""
-    me = os.getpid()
+def _processes() -> list[tuple[int, int, int, bool]]:
+    """(pid, parent pid, process group, zombie) of every process (from ``/proc``)."""
     found = []
     try:
         entries = os.listdir("/proc")
@@ -235,21 +234,41 @@ def _children() -> list[int]:
                 fields = f.read().rsplit(b")", 1)[-1].split()
         except OSError:
             continue
-        if len(fields) > 1 and int(fields[1]) == me:
-            found.append(int(entry))
+        if len(fields) > 2:
+            found.append((int(entry), int(fields[1]), int(fields[2]), fields[0] == b"Z"))
     return found
+
+
+def _children() -> list[int]:
+    """The pids whose parent is this process."""
+    me = os.getpid()
+    return [pid for pid, parent, _group, _zombie in _processes() if parent == me]
+
+
+def _wait_group_gone(pgid: int, within: float = 2.0) -> None:
+    """Until no live process is left in group ``pgid`` (killed: its members are dying, and
+    the children they leave are handed to us only once they are dead)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(group == pgid and not zombie for _p, _pp, group, zombie in _processes()):
+            return
+        time.sleep(0.01)
 
 
 def _kill_all(proc: subprocess.Popen[bytes], known: frozenset[int]) -> None:
     """Kill the step's process group, then every orphan it left that became our child (and
     their groups), until none is left (bounded: a fork bomb does not keep us here)."""
     _kill_group(proc.pid)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=2)  # dead: its children are ours now (we are their subreaper)
+    _wait_group_gone(proc.pid)
     own_group = os.getpgrp()
     for _ in range(50):
         orphans = [pid for pid in _children() if pid not in known and pid != proc.pid]
         if not orphans:
             return
         for pid in orphans:
+            group = 0
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 group = os.getpgid(pid)
                 if group not in (own_group, 0):
@@ -258,6 +277,8 @@ def _kill_all(proc: subprocess.Popen[bytes], known: frozenset[int]) -> None:
                 os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(pid, 0)
+            if group not in (own_group, 0):
+                _wait_group_gone(group)
 
 
 def _clip(output: bytes) -> bytes:
