@@ -139,7 +139,7 @@ def _template_examples(text: str) -> dict[str, str]:
 
 def test_template_examples_are_valid() -> None:
     examples = _template_examples(default_config_text())
-    assert set(examples) == {"content", "fonts", "node", "draft", "judge", "gates"}
+    assert set(examples) == {"content", "publish", "fonts", "node", "draft", "judge", "gates"}
     parsed = {key: parse_config(example) for key, example in examples.items()}
     assert parsed["node"].node == "build-server-1"
     assert parsed["draft"].draft == Command("draft", ("python3", "tools/draft.py"), 600.0)

@@ -38,9 +38,9 @@ def test_secret_in_source_goes_to_review_and_is_never_written(site: Site, secret
     assert "secret" in logs[0].out
 
 
-def test_secret_in_key_and_in_gate_output_is_redacted(site: Site, tmp_path: Path) -> None:
+def test_secret_in_gate_output_is_redacted(site: Site, tmp_path: Path) -> None:
     site.write_config(f"gates:\n  - name: loud\n    run: 'echo token={GITHUB}; exit 1'\n")
-    r = site.run("prepare", "--key", f"key-with-{AWS}", "--to", "posts/a.md", "-",
+    r = site.run("prepare", "--key", "gate-output", "--to", "posts/a.md", "-",
                  input="# Fine\n\nNothing secret here.\n")
     assert r.code == 4, r.err
     job = r.out.split()[1]
@@ -48,6 +48,16 @@ def test_secret_in_key_and_in_gate_output_is_redacted(site: Site, tmp_path: Path
     status = site.run("status", "--json", job)
     assert not leaks(site, r.out, r.err, logs.out, logs.err, status.out)
     assert "[REDACTED" in status.out
+
+
+def test_secret_in_the_key_is_refused_and_stored_nowhere(site: Site) -> None:
+    refs = site.git("for-each-ref", "refs/pub")
+    r = site.run("prepare", "--key", f"key-with-{AWS}", "--to", "posts/a.md", "-",
+                 input="# Fine\n\nNothing secret here.\n")
+    assert r.code == 2, r.err
+    assert "secret" in r.err and "[REDACTED" in r.err
+    assert site.git("for-each-ref", "refs/pub") == refs == ""
+    assert not leaks(site, r.out, r.err)
 
 
 def test_secret_in_error_message_is_redacted(site: Site) -> None:

@@ -256,6 +256,12 @@ class Parser:
             self.fail(key, "expected at least one glob, got []")
         return tuple(self.glob(item, f"{key}[{index}]") for index, item in enumerate(value))
 
+    def publish(self, value: object, key: str) -> tuple[str, ...] | None:
+        """The write scope: absent or null for the default, else a non-empty list of globs."""
+        if value is None:
+            return None
+        return self.globs(value, key, allow_empty=False)
+
     # -- commands
 
     def argv(self, value: object, key: str) -> tuple[str, ...]:
