@@ -149,6 +149,18 @@ def test_template_examples_are_valid() -> None:
     assert parsed["content"].is_content("static/css/site.css")
 
 
+def test_publish_is_the_write_scope() -> None:
+    assert parse_config("publish:\n").publish is None  # null: the default
+    config = parse_config('publish: ["posts/agent/**", ".github/CODEOWNERS"]\n')
+    assert config.publish == ("posts/agent/**", ".github/CODEOWNERS")
+    assert config.scope_problem("posts/agent/x.md") is None
+    assert config.scope_problem(".github/CODEOWNERS") is None  # named exactly
+    assert config.scope_problem(".github/workflows/x.yml") is not None
+    assert config.scope_problem("posts/x.md") is not None
+    assert Config().publish_globs == Config().articles
+    assert Config(content=("static/**",), node="n").scope_problem("static/a.css") is None
+
+
 # -- a full file ----------------------------------------------------------------------------------
 
 FULL = """
@@ -261,6 +273,12 @@ ERRORS: list[tuple[str, str, str]] = [
     ("content: static/**\n", "content", "expected a list of glob strings"),
     ("content: ['static/']\n", "content[0]", "must not contain empty or '.' components"),
     ("content: [{a: 1}]\n", "content[0]", "expected a glob string"),
+    # the write scope
+    ("publish: []\n", "publish", "expected at least one glob, got []"),
+    ("publish: 'posts/**'\n", "publish", "expected a list of glob strings"),
+    ("publish: ['../x/**']\n", "publish[0]", "'..'"),
+    ("publish: ['.git/hooks/*']\n", "publish[0]", ".git"),
+    ("publish: [5]\n", "publish[0]", "expected a glob string"),
     # fonts
     ("fonts: {source: a.ttf}\n", "fonts", "expected a list of fonts"),
     ("fonts: [a.ttf]\n", "fonts[0]", "expected a mapping with 'source', 'output' and 'text'"),
