@@ -41,7 +41,7 @@ def read_sources(
     if list(sources).count("-") > 1:
         raise UsageError("stdin (-) can be only one SOURCE")
     if drafted:
-        return list(targets), [_read_one(s) for s in sources]
+        return list(targets), [read_source(s) for s in sources]
     if len(targets) != len(sources):
         raise UsageError(f"{len(targets)} --to paths but {len(sources)} sources",
                          hint="give one SOURCE per --to PATH")
@@ -62,7 +62,7 @@ def read_sources(
                 raise UsageError(
                     f"--to {_shown(target)} ends with '/' but {_shown(source)} is not a directory")
             out_targets.append(target)
-            out_sources.append(_read_one(source))
+            out_sources.append(read_source(source))
     return out_targets, out_sources
 
 
@@ -92,7 +92,8 @@ def _stat(path: str) -> os.stat_result:
         raise UsageError(f"cannot read {_shown(path)}: {e.strerror or e}") from None
 
 
-def _read_one(source: str) -> Source:
+def read_source(source: str) -> Source:
+    """One file SOURCE (or ``-``, stdin) under the rules above: a regular file, never waited on."""
     if source == "-":
         return Source("-", _read_stdin())
     mode = _stat(source).st_mode
