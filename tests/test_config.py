@@ -295,6 +295,8 @@ ERRORS: list[tuple[str, str, str]] = [
     ("fonts: [{source: /s.ttf, output: o.woff2, text: ['*']}]\n", "fonts[0].source", "relative"),
     ("fonts: [{source: s.ttf, output: ../o.woff2, text: ['*']}]\n", "fonts[0].output", "'..'"),
     ("fonts: [{source: s.ttf, output: .git/o.ttf, text: ['*']}]\n", "fonts[0].output", ".git"),
+    ("fonts: [{source: s.ttf, output: 'GIT~1/o.ttf', text: ['*']}]\n", "fonts[0].output", ".git"),
+    ("fonts: [{source: s.ttf, output: 'a:b.ttf', text: ['*']}]\n", "fonts[0].output", "Windows"),
     ("fonts: [{source: 's\\\\a.ttf', output: o.ttf, text: ['*']}]\n", "fonts[0].source", "back"),
     ("fonts: [{source: 5, output: o.ttf, text: ['*']}]\n", "fonts[0].source", "a string, got 5"),
     ("fonts: [{source: s.ttf, output: s.ttf, text: ['*']}]\n", "fonts[0].output", "must differ"),

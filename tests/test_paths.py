@@ -127,11 +127,12 @@ def test_dulwich_alone_misses_what_the_core_rules_add() -> None:
     assert paths.symlink_problem(".gitmodules") is not None
 
 
-@pytest.mark.parametrize("name", DOTGIT)
+@pytest.mark.parametrize("name", [".", "..", *DOTGIT])
 def test_prepare_refuses_every_spelling_and_stores_nothing(site: Site, name: str) -> None:
     site.write_config('publish: ["**"]\n')  # the scope would allow anything: the path rule acts
-    r = assert_refused_and_nothing_stored(site, "--to", f"{name}/x.md", "-")
-    assert ".git" in r.json()["error"] or "backslash" in r.json()["error"]
+    for path in (f"{name}/x.md", f"posts/{name}"):  # as a directory, and at the end (t1014)
+        error = assert_refused_and_nothing_stored(site, "--to", path, "-").json()["error"]
+        assert any(w in error for w in (".git", "backslash", "normal form", "space or a dot"))
 
 
 @pytest.mark.parametrize("path", [".git /x", ".git./x", ".git...", "git~1/config", "GIT~1/x",
