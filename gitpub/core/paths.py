@@ -193,8 +193,8 @@ def path_problem(path: str) -> str | None:
         return problem
     deceptive = _DECEPTIVE.search(path)
     if deceptive:
-        return f"contains an invisible or direction-changing character " \
-               f"(U+{ord(deceptive.group()):04X})"
+        return ("contains an invisible or direction-changing character "
+                f"(U+{ord(deceptive.group()):04X})")
     if len(path.encode("utf-8")) > MAX_PATH_BYTES:
         return f"is longer than {MAX_PATH_BYTES} bytes"
     for part in path.split("/"):
