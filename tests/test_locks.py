@@ -150,25 +150,48 @@ def test_prepare_killed_while_holding_a_lock_repeatedly(site: Site, tmp_path: Pa
 
 
 @pytest.mark.parametrize("point", ["git.object-locked", "git.ref-locked"])
-def test_push_killed_while_holding_a_lock_repeatedly(site: Site, tmp_path: Path,
-                                                     point: str) -> None:
-    for key in ("a", "b"):
+def test_prepare_killed_at_every_locked_write(site: Site, tmp_path: Path, point: str) -> None:
+    """One job per write position, killed while that write's lock is held; one reconcile
+    then finishes and delivers all of them, unblocked by what the kills left."""
+    reached = points_reached(site, tmp_path, "prepare", "--key", "probe", "--to",
+                             "posts/probe.md", "-", input="# Probe\n\nText.\n")[point]
+    keys = [f"w{n}" for n in range(1, reached + 1)]
+    for n, key in enumerate(keys, start=1):
+        code, out = prepare(site, key, {"GITPUB_CRASH_AT": f"{point}:{n}"})
+        assert code == -9, f"write {n} of {reached} was not reached: {out}"
+    assert leftover_locks(site) != []
+    r = site.run("reconcile")
+    assert r.code == 0, r.out + r.err
+    assert "Traceback" not in r.err and "FileLocked" not in r.err
+    for key in keys:  # a kill before the job's ref existed accepted nothing: ask again
         code, out = prepare(site, key)
         assert code == 0, out
-    reached = 0
-    for n in (1, 2, 3):
-        r = site.run("push", env={"GITPUB_CRASH_AT": f"{point}:{n}"})
-        if r.code == -9:
-            reached += 1
-        assert r.code in (-9, 0, 5), r.out + r.err
+    r = site.run("push")
+    assert r.code == 0, r.out + r.err
+    published = remote_job_ids(site)
+    ids = {j["job_id"] for j in site.call("status", "--all", "--json").json()["jobs"]}
+    assert len(ids) == reached + 1 and sorted(published) == sorted(ids)  # each exactly once
+    assert leftover_locks(site) == []
+
+
+@pytest.mark.parametrize("point", ["git.object-locked", "git.ref-locked"])
+def test_push_killed_at_every_locked_write(site: Site, tmp_path: Path, point: str) -> None:
+    code, out = prepare(site, "probe")
+    assert code == 0, out
+    reached = points_reached(site, tmp_path, "push")[point]
     assert reached > 0
+    for n in range(1, reached + 1):
+        job = site.call("prepare", "--json", "--key", f"w{n}", "--to", f"posts/w{n}.md", "-",
+                        input=f"# W{n}\n").json()["job_id"]
+        r = site.run("push", job, env={"GITPUB_CRASH_AT": f"{point}:{n}"})
+        assert r.code == -9, f"write {n} of {reached} was not reached: {r.out + r.err}"
     r = site.run("push")  # a lock still in the way would fail it (LockedError)
     assert r.code == 0, r.out + r.err
     assert "Traceback" not in r.err and "FileLocked" not in r.err
     r = site.run("reconcile")
     assert r.code == 0, r.out + r.err
-    assert sorted(remote_job_ids(site)) == sorted(
-        site.call("status", "--all", "--json").json()["jobs"][i]["job_id"] for i in (0, 1))
+    ids = {j["job_id"] for j in site.call("status", "--all", "--json").json()["jobs"]}
+    assert sorted(remote_job_ids(site)) == sorted(ids)  # each exactly once
     assert leftover_locks(site) == []
 
 
@@ -183,27 +206,31 @@ def job_message(i: int) -> str:
             + "ab" * 32 + "\n")
 
 
-@pytest.mark.parametrize(("point", "kind"), [("git.object-locked", "note"),
-                                             ("git.ref-locked", "note"),
-                                             ("git.ref-locked", "outbox")])
-def test_post_commit_killed_while_holding_a_lock(site: Site, point: str, kind: str) -> None:
+def hook_commit(site: Site, i: int, kind: str, env: dict[str, str] | None = None,
+                ) -> subprocess.CompletedProcess[bytes]:
+    (site.path / f"posts/hand{i}.md").write_text(f"# Hand {i}\n")
+    site.git("add", ".")
+    message = job_message(i) if kind == "note" else f"hand {i}"
+    return subprocess.run(["git", "commit", "-q", "-m", message], cwd=site.path,
+                          env={**site.env, **(env or {})}, capture_output=True)
+
+
+@pytest.mark.parametrize(("point", "kind", "writes"), [("git.object-locked", "note", 3),
+                                                       ("git.ref-locked", "note", 1),
+                                                       ("git.ref-locked", "outbox", 1)])
+def test_post_commit_killed_at_every_locked_write(site: Site, point: str, kind: str,
+                                                  writes: int) -> None:
+    """A note is a blob, a tree and a commit, then the notes ref; an outbox entry is a ref."""
     install_hooks(site)
-    env = {**site.env, "GITPUB_CRASH_AT": point}
-    for i in range(2):
-        (site.path / f"posts/hand{i}.md").write_text(f"# Hand {i}\n")
-        site.git("add", ".")
-        message = job_message(i) if kind == "note" else f"hand {i}"
-        proc = subprocess.run(["git", "commit", "-q", "-m", message], cwd=site.path,
-                              env=env, capture_output=True)
-        assert proc.returncode == 0, proc.stderr  # a killed hook never fails the commit
+    for n in range(1, writes + 1):
+        for again in range(2):  # repeated: the next kill meets the last one's leftover
+            proc = hook_commit(site, 10 * n + again, kind, {"GITPUB_CRASH_AT": f"{point}:{n}"})
+            assert proc.returncode == 0, proc.stderr  # a killed hook never fails the commit
+            assert b"Traceback" not in proc.stderr
     assert leftover_locks(site) != [], "the kill should have left a lock"
     time.sleep(locks.GRACE)
-    (site.path / "posts/hand9.md").write_text("# Hand 9\n")
-    site.git("add", ".")
     started = time.monotonic()
-    proc = subprocess.run(["git", "commit", "-q", "-m",
-                           job_message(9) if kind == "note" else "hand 9"], cwd=site.path,
-                          env=site.env, capture_output=True)
+    proc = hook_commit(site, 99, kind)
     took = time.monotonic() - started
     assert proc.returncode == 0 and took < 8, (took, proc.stderr)  # not a 10 s wait
     if (point, kind) == ("git.ref-locked", "note"):  # the one lock the next commit needs
