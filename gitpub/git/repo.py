@@ -176,8 +176,8 @@ class Repository:
                 return action()
             except FileLocked as e:
                 lock = Path(os.fsdecode(e.lockfilename))
-                if self.healer.heal(lock):
-                    continue
+                if self.healer.heal(lock) and time.monotonic() <= deadline:
+                    continue  # it was stale and is gone, or its holder finished: at once
                 if time.monotonic() > deadline:
                     raise self.healer.locked_error(lock, what) from None
                 time.sleep(delay)
