@@ -313,7 +313,7 @@ def check_matrix_case(site: Site, kinds: Sequence[str], damaged: int, how: str,
         assert published.count(job_id) == 1, (job_id, published, out)
         if not (command == "push" and how == "deleted-index" and job_id == bad):
             assert job_id in after_first, f"{command} alone did not publish {job_id}: {out}"
-    log = os.environ.get("GITPUB_DAMAGE_LOG")  # the damage matrix, for the record
+    log = os.environ.get("DAMAGE_LOG")  # the damage matrix, for the record
     if log:
         with open(log, "a", encoding="utf-8") as f:
             f.write(json.dumps({"damage": how, "command": command, "kind": kinds[damaged],
@@ -328,7 +328,7 @@ def test_damage_matrix(site: Site, how: str, command: str) -> None:
     check_matrix_case(site, KINDS, 1, how, command)
 
 
-@settings(max_examples=int(os.environ.get("GITPUB_DAMAGE_EXAMPLES", "4")), deadline=None,
+@settings(max_examples=int(os.environ.get("DAMAGE_EXAMPLES", "4")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(kinds=st.lists(st.sampled_from(KINDS), min_size=2, max_size=4),
        pick=st.integers(min_value=0, max_value=5), how=st.sampled_from(DAMAGES),
