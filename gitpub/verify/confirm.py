@@ -107,8 +107,8 @@ def accept(repo: Repository, remote: Remote, commit: str, reason: str, who: str,
     """A person accepts a BAD verdict: an acceptance line on the commit's note (sanitized),
     the commit closed in the ledger. Refused for a commit without a BAD verdict."""
     notes_tip = remote.fetch_ref(NOTES_REF, REMOTE_NOTES)
-    sha = _rev_parse(repo, commit) if repo.git("rev-parse", "-q", "--verify",
-                                               commit).returncode == 0 else commit.lower()
+    full = len(commit) == 40 and all(c in "0123456789abcdef" for c in commit.lower())
+    sha = commit.lower() if full else _rev_parse(repo, commit)  # a shallow clone may lack it
     lines = read_note(repo, sha, notes_tip)
     ledger = L.read_ledger(repo, notes_tip)
     if not any(ln.startswith("gitpub-confirm: BAD") for ln in lines) \
