@@ -33,7 +33,7 @@ from gitpub.git import trailers
 from gitpub.git.notes import NOTES_REF, add_notes, build_notes_commit, read_note
 from gitpub.git.remote import PushResult, Remote
 from gitpub.git.repo import Repository
-from gitpub.git.walk import Logged, log_range, shallow_commits
+from gitpub.git.walk import LogScan, log_scan, shallow_commits
 from gitpub.verify import ledger as L
 from gitpub.verify.commit import DEFAULT_PREFIX, Verdict, verify_commit
 
@@ -79,17 +79,17 @@ def confirm(repo: Repository, config: Config, remote: Remote, *, rev_range: str 
     if rev_range is not None:
         tip = _rev_parse(repo, rev_range.partition("..")[2] or tip)
         report.tip = tip
-    commits = _walk(repo, remote, tip, points, report, progress)
-    report.checked = len(commits)
     start = next((p for p in points if repo.has_object(p)), None)
     report.start = start
     prefixes = _prefixes(repo, config, start, tip, report)
     report.prefixes = prefixes
+    scan = _walk(repo, remote, tip, points, prefixes, report, progress)
+    report.checked = scan.count
     if start is not None:
         report.config_changes = _config_changes(repo, start, tip, points)
     index: dict[str, str] = {}
-    for logged in reversed(commits):
-        verdict = _judge(repo, logged, prefixes, notes_tip, index, tip)
+    for sha, message in reversed(scan.candidates):
+        verdict = _judge(repo, sha, message, prefixes, notes_tip, index, tip)
         if verdict is not None:
             report.verdicts.append(verdict)
     additions = _additions(report, index, checked=rev_range is None)
@@ -138,8 +138,9 @@ def _points(repo: Repository, ledger: L.Ledger, rev_range: str | None,
 
 
 def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
-          report: ConfirmReport, progress: Progress) -> list[Logged]:
-    """``tip ^points``, newest first, deepening a shallow clone until the walk is whole."""
+          prefixes: Sequence[str], report: ConfirmReport, progress: Progress) -> LogScan:
+    """``tip ^points``, deepening a shallow clone until the walk is whole."""
+    needles = [f"{p}-Job-Id".encode() for p in prefixes]
     depth = FIRST_DEPTH
     while True:
         shallow = shallow_commits(repo)
@@ -150,9 +151,10 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
                     report.remarks.append(f"checked-through point {p} is not in the remote's "
                                           "history any more (rewritten?): not used")
         whole = not shallow or len(present) == len(points)
-        commits = log_range(repo, [tip], present) if whole else []
-        if whole and not any(c.sha in shallow for c in commits):
-            return commits
+        if whole:
+            scan = log_scan(repo, [tip], present, needles)
+            if not any(scan.has(c) for c in shallow):
+                return scan
         progress(f"shallow clone: fetching {depth} more commits of history")
         remote.fetch_ref(f"refs/heads/{remote.branch}", remote.tracking_ref, deepen=depth)
         report.deepened += depth
@@ -209,23 +211,23 @@ def _config_changes(repo: Repository, start: str, tip: str, points: Sequence[str
 
 # -- the verdicts ---------------------------------------------------------------------------
 
-def _judge(repo: Repository, logged: Logged, prefixes: Sequence[str], notes_tip: str | None,
-           index: dict[str, str], tip: str) -> Verdict | None:
+def _judge(repo: Repository, sha: str, message: bytes, prefixes: Sequence[str],
+           notes_tip: str | None, index: dict[str, str], tip: str) -> Verdict | None:
     """The verdict on one walked commit (None: it claims no job). ``index`` collects the first
     publication of each job id found in this run."""
-    if not trailers.mentions_job_id(logged.message, prefixes):
+    if not trailers.mentions_job_id(message, prefixes):
         return None
-    verdict = verify_commit(repo, logged.sha, prefixes)
+    verdict = verify_commit(repo, sha, prefixes)
     if verdict is None or not verdict.ok:
         return verdict
     earlier = index.get(verdict.job_id) or next(iter(
         p for p in L.published_by(read_note(repo, L.job_key(verdict.job_id), notes_tip))
-        if p != logged.sha and _in_history(repo, p, tip)), None)
-    if earlier is not None and earlier != logged.sha:
-        return Verdict(logged.sha, verdict.job_id,
+        if p != sha and _in_history(repo, p, tip)), None)
+    if earlier is not None and earlier != sha:
+        return Verdict(sha, verdict.job_id,
                        (f"job {verdict.job_id} was already published by {earlier}",),
                        verdict.manifest_sha256, verdict.manifest)
-    index[verdict.job_id] = logged.sha
+    index[verdict.job_id] = sha
     return verdict
 
 
