@@ -79,12 +79,12 @@ def confirm(repo: Repository, config: Config, remote: Remote, *, rev_range: str 
     if rev_range is not None:
         tip = _rev_parse(repo, rev_range.partition("..")[2] or tip)
         report.tip = tip
-    start = next((p for p in points if repo.has_object(p)), None)
+    scan = _walk(repo, remote, tip, points, report, progress)
+    report.checked = scan.count
+    start = next((p for p in points if repo.has_object(p)), None)  # after deepening
     report.start = start
     prefixes = _prefixes(repo, config, start, tip, report)
     report.prefixes = prefixes
-    scan = _walk(repo, remote, tip, points, prefixes, report, progress)
-    report.checked = scan.count
     if start is not None:
         report.config_changes = _config_changes(repo, start, tip, points)
     index: dict[str, str] = {}
@@ -138,9 +138,10 @@ def _points(repo: Repository, ledger: L.Ledger, rev_range: str | None,
 
 
 def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
-          prefixes: Sequence[str], report: ConfirmReport, progress: Progress) -> LogScan:
-    """``tip ^points``, deepening a shallow clone until the walk is whole."""
-    needles = [f"{p}-Job-Id".encode() for p in prefixes]
+          report: ConfirmReport, progress: Progress) -> LogScan:
+    """``tip ^points``, deepening a shallow clone until the walk is whole. Candidates are the
+    commits that mention any ``-Job-Id`` (the prefixes are known only once the start is here)."""
+    needles = [b"-job-id"]
     depth = FIRST_DEPTH
     while True:
         shallow = shallow_commits(repo)
