@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gitpub.core.manifest import HEADER, Manifest, ManifestError, content_sha256
+from gitpub.core.paths import is_steering
 from gitpub.git import trailers
 from gitpub.git.repo import CommitInfo, Repository
 
@@ -28,10 +29,11 @@ DEFAULT_PREFIX = "Blog"
 
 
 def steers(path: str) -> bool:
-    """A path that steers git, CI or gitpub itself: any component that starts with ``.git``
-    (``.gitpub.yaml``, ``.github/``, ``.gitlab-ci.yml``, ``.gitmodules``, ``.gitattributes``,
-    ``.githooks/``, ``.gitignore``, …), compared case-insensitively. No job may write one."""
-    return any(part.lower().startswith(".git") for part in path.split("/"))
+    """A path that steers git, CI or gitpub itself (``core.paths.is_steering``: any ``.git…``
+    component in any spelling, other CI services' files at the root). A job commit that
+    touches one is BAD here even when the configuration lets a job write it: a person looks
+    and accepts it (``confirm --accept``)."""
+    return is_steering(path)
 
 
 @dataclass(frozen=True)
