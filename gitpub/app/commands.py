@@ -23,7 +23,6 @@ from gitpub.core.errors import (
     EXIT_UNCONFIRMED,
     CorruptStateError,
     GitpubError,
-    UsageError,
 )
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import LOCAL, TERMINAL, State, exit_code_for
