@@ -100,3 +100,14 @@ def test_concurrent_note_writers_lose_nothing(site: Site) -> None:
     with Repository.discover(site.path) as repo:
         assert add_notes(repo, {head: ["writer 0 line 0"]}, "again") == site.git(
             "rev-parse", "refs/notes/pub").strip(), "an existing line is not added twice"
+
+
+def test_deepened_counts_the_commits_actually_fetched(site: Site, tmp_path: Path) -> None:
+    """A 4-commit history in a depth-1 clone: 3 commits fetched, though 64 were asked for."""
+    publish(site, 3)
+    total = int(git(site.remote, "rev-list", "--count", "main").strip())
+    ci = ci_clone(site, tmp_path, "ci")
+    r = ci.run("confirm", "--json")
+    assert r.code == 0, r.out + r.err
+    assert r.json()["deepened"] == total - 1 == 3
+    assert int(git(ci.path, "rev-list", "--count", "origin/main").strip()) == total

@@ -87,8 +87,9 @@ def _commits_to_check(repo: Repository, remote: Remote, tip: str, notes_tip: str
         if not hit_boundary or not _is_shallow(repo):
             return commits
         progress(f"shallow clone: fetching {depth} more commits of history")
+        before = _commit_count(repo, tip)
         remote.fetch_ref(f"refs/heads/{remote.branch}", remote.tracking_ref, deepen=depth)
-        report.deepened += depth
+        report.deepened += _commit_count(repo, tip) - before  # fewer than asked near the root
         depth *= 4
 
 
@@ -109,6 +110,12 @@ def _walk(repo: Repository, tip: str, stop: set[str],
         order.append(sha)
         stack.extend(reversed(repo.commit(sha).parents))  # a shallow root's are missing
     return order, boundary
+
+
+def _commit_count(repo: Repository, tip: str) -> int:
+    """How many commits of ``tip``'s history this (shallow) clone has."""
+    proc = repo.git("rev-list", "--count", tip)
+    return int(proc.stdout.decode().strip() or 0) if proc.returncode == 0 else 0
 
 
 def _is_shallow(repo: Repository) -> bool:
