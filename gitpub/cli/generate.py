@@ -35,8 +35,9 @@ class Command:
 
     @property
     def options(self) -> list[click.Option]:
-        return [p for p in self.command.get_params(_context(self)) if isinstance(p, click.Option)
-                and not p.hidden and p.opts[0] not in COMMON]
+        # ``params``, not ``get_params``: click caches the help option on a command once it ran
+        return [p for p in self.command.params if isinstance(p, click.Option)
+                and not p.hidden and not set(p.opts) & set(COMMON)]
 
     @property
     def arguments(self) -> list[click.Argument]:
@@ -77,7 +78,7 @@ def _walk(command: click.Command | None, path: tuple[str, ...]) -> Iterator[Comm
 def top_options() -> list[click.Option]:
     from gitpub.cli.main import cli
 
-    return [p for p in cli.params if isinstance(p, click.Option) and p.opts[0] != "--help"]
+    return [p for p in cli.params if isinstance(p, click.Option) and "--help" not in p.opts]
 
 
 def option_names(option: click.Option) -> list[str]:
