@@ -15,21 +15,18 @@ from pathlib import Path
 from typing import Literal
 
 from gitpub.app.contain import Failures, one_line
-from gitpub.app.session import find_job, load_repo_config, open_session
+from gitpub.app.session import find_job, open_session
 from gitpub.app.sources import read_sources
-from gitpub.config.load import default_config_text
-from gitpub.config.model import CONFIG_FILE
 from gitpub.core.errors import (
     EXIT_ERROR,
+    EXIT_KEY_REUSED,
     EXIT_NEEDS_PERSON,
     EXIT_OK,
     EXIT_UNCONFIRMED,
     CorruptStateError,
-    GitpubError,
     UsageError,
 )
 from gitpub.core.states import LOCAL, TERMINAL, State, exit_code_for
-from gitpub.git.repo import Repository
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import prepare as run_prepare
 from gitpub.pipeline.request import Request
@@ -38,6 +35,7 @@ from gitpub.store.maintenance import pack_refs_if_needed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from gitpub.app.initialize import Initialized
     from gitpub.delivery.deliver import Deliverer
     from gitpub.delivery.sync import Pending
     from gitpub.hooks.install import HookState
@@ -46,11 +44,14 @@ if TYPE_CHECKING:
 Progress = Callable[[str], None]
 
 
-def aggregate_exit(states: Sequence[State]) -> int:
-    """4 if any job needs a person, else 5 if any is not confirmed yet, else 0."""
-    codes = [exit_code_for(s) for s in states]
-    return (EXIT_NEEDS_PERSON if EXIT_NEEDS_PERSON in codes
-            else EXIT_UNCONFIRMED if EXIT_UNCONFIRMED in codes else EXIT_OK)
+def aggregate_exit(jobs: Sequence[Job]) -> int:
+    """3 if any job's key was used elsewhere for other content, else 4 if any job needs a
+    person, else 5 if any is not confirmed yet, else 0."""
+    codes = [exit_code_for(j.state, j.record.failure_code) for j in jobs]
+    for code in (EXIT_KEY_REUSED, EXIT_NEEDS_PERSON, EXIT_UNCONFIRMED):
+        if code in codes:
+            return code
+    return EXIT_OK
 
 
 # -- results -------------------------------------------------------------------------------
@@ -63,7 +64,7 @@ class Prepared:
 
     @property
     def exit_code(self) -> int:
-        return exit_code_for(self.job.state)
+        return exit_code_for(self.job.state, self.job.record.failure_code)
 
 
 @dataclass(frozen=True)
@@ -80,21 +81,13 @@ class Jobs:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_ERROR if self.errors else aggregate_exit([j.state for j in self.jobs])
+        return EXIT_ERROR if self.errors else aggregate_exit(self.jobs)
 
 
 @dataclass(frozen=True)
 class History:
     job: Job
     events: tuple[Event, ...]
-
-
-@dataclass(frozen=True)
-class Initialized:
-    config: Path
-    created: bool
-    hooks: tuple[str, ...]
-    hooks_error: GitpubError | None
 
 
 # -- preparing and looking -----------------------------------------------------------------
@@ -107,13 +100,23 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
         paths, srcs = read_sources(targets, sources, drafted)
         job, created = run_prepare(ctx, Request(tuple(paths), tuple(srcs), drafted, key))
         if not push:
-            return Prepared(job, created)
+            return Prepared(job, created, _no_base_note(ctx, job))
         # Deliver it now, in this process: one interpreter start instead of two.
         from gitpub.delivery.deliver import Deliverer
 
         deliverer = Deliverer(ctx, ctx.remote(), now_please=True)
         job = deliverer.deliver(job)
         return Prepared(job, created, deliverer.notes.get(job.job_id))
+
+
+def _no_base_note(ctx: Context, job: Job) -> str | None:
+    """A job committed on no base at all: its branch exists neither fetched nor locally."""
+    if job.state != State.LOCAL_COMMITTED or job.record.base_commit is not None:
+        return None
+    config = ctx.config
+    return (f"no base: neither refs/remotes/{config.remote}/{config.branch} nor "
+            f"refs/heads/{config.branch} exists (fetch, or check `branch:` in .gitpub.yaml); "
+            "`git pub push` creates no branch unless given --create-branch")
 
 
 def status(where: Path, progress: Progress, job_ref: str | None,
@@ -139,23 +142,11 @@ def log(where: Path, progress: Progress, job_ref: str) -> History:
         return History(job, tuple(ctx.store.history(job)))
 
 
-def init(where: Path) -> Initialized:
-    with Repository.discover(where) as repo:
-        if repo.work_tree is None:
-            raise UsageError("git pub init needs a repository with a working tree")
-        path = repo.work_tree / CONFIG_FILE
-        created = not path.exists()
-        if created:
-            path.write_text(default_config_text(), encoding="utf-8")
-        load_repo_config(repo)  # validate what is there
-        work_tree = repo.work_tree
-    from gitpub.hooks.install import install
+def init(where: Path, remote: str | None = None, branch: str | None = None) -> Initialized:
+    """Write ``.gitpub.yaml`` for this repository if absent; install the hooks."""
+    from gitpub.app.initialize import init as run_init
 
-    try:
-        hooks = tuple(state.path for state in install(work_tree))
-    except UsageError as e:  # e.g. core.hooksPath points elsewhere: config is still written
-        return Initialized(path, created, (), e)
-    return Initialized(path, created, hooks, None)
+    return run_init(where, remote, branch)
 
 
 # -- delivering ----------------------------------------------------------------------------
@@ -176,11 +167,20 @@ def _unfinished(ctx: Context, failures: Failures, states: frozenset[State], *,
     return sorted(jobs, key=lambda j: j.record.created_at)
 
 
+def _deliver_one(ctx: Context, job: Job, deliverer: Deliverer, failures: Failures) -> Job:
+    """The job delivered as far as it goes; a failure is the job's (see ``contain``), except
+    a missing remote branch: the configuration is wrong for every job, so the command stops
+    (exit 2) and changes nothing."""
+    from gitpub.delivery.deliver import BranchMissingError
+
+    return failures.contain(ctx, job, deliverer.deliver, stop=(BranchMissingError,))
+
+
 def _deliver_all(ctx: Context, jobs: Sequence[Job], deliverer: Deliverer,
                  failures: Failures) -> list[Job]:
     """Each job delivered as far as it goes; a job that fails is reported and left as it
     stands (or in REVIEW, see ``contain``), and the others go on."""
-    return [failures.contain(ctx, job, deliverer.deliver) for job in jobs]
+    return [_deliver_one(ctx, job, deliverer, failures) for job in jobs]
 
 
 def _result(jobs: Sequence[Job], failures: Failures, notes: Mapping[str, str], *,
@@ -189,11 +189,13 @@ def _result(jobs: Sequence[Job], failures: Failures, notes: Mapping[str, str], *
                 remark=remark, tracebacks=tuple(failures.tracebacks))
 
 
-def push(where: Path, progress: Progress, job_refs: Sequence[str]) -> Jobs:
+def push(where: Path, progress: Progress, job_refs: Sequence[str],
+         create_branch: bool = False) -> Jobs:
     from gitpub.delivery.deliver import DELIVERABLE, Deliverer
 
     with open_session(where, progress) as ctx:
-        deliverer = Deliverer(ctx, ctx.remote(), now_please=bool(job_refs))
+        deliverer = Deliverer(ctx, ctx.remote(), now_please=bool(job_refs),
+                              create_branch=create_branch)
         failures = Failures()
         if job_refs:
             jobs = [find_job(ctx.store, ref) for ref in job_refs]
@@ -251,7 +253,7 @@ def resolve(where: Path, progress: Progress, job_ref: str,
             if job.state == State.RECEIVED:
                 with contextlib.suppress(RemoteError):
                     deliverer.remote.fetch()  # re-snapshot against the current remote
-            job = failures.contain(ctx, job, deliverer.deliver)
+            job = _deliver_one(ctx, job, deliverer, failures)
     return _result((job,), failures, deliverer.notes)
 
 
@@ -276,7 +278,7 @@ def sync(where: Path, progress: Progress) -> Jobs:
         job = result.job
         if job is not None:
             if job.state not in TERMINAL:
-                job = failures.contain(ctx, job, deliverer.deliver)
+                job = _deliver_one(ctx, job, deliverer, failures)
                 notes.update(deliverer.notes)
             done = [j for j in done if j.job_id != job.job_id] + [job]
             if job.state == State.PUBLISHED and job.record.remote_commit and result.local:
@@ -297,10 +299,20 @@ def sync(where: Path, progress: Progress) -> Jobs:
 # -- CI and hooks --------------------------------------------------------------------------
 
 def confirm(where: Path, progress: Progress, rev_range: str | None,
-            push_notes: bool) -> ConfirmReport:
+            push_notes: bool, accept: str | None = None,
+            reason: str | None = None) -> ConfirmReport:
+    """Verify the remote branch (CI); with ``accept``, record a person's acceptance of the BAD
+    verdict on that commit instead."""
+    from gitpub.verify.confirm import accept as accept_bad
     from gitpub.verify.confirm import confirm as run_confirm
 
+    if (accept is None) != (reason is None):
+        raise UsageError("--accept SHA and --reason TEXT go together")
     with open_session(where, progress) as ctx:
+        if accept is not None and reason is not None:
+            who = ctx.repo.user_identity()
+            return accept_bad(ctx.repo, ctx.remote(), accept, reason,
+                              f"{who.name} <{who.email}>", push_notes=push_notes)
         return run_confirm(ctx.repo, ctx.config, ctx.remote(), rev_range=rev_range,
                            push_notes=push_notes, progress=progress)
 

@@ -59,10 +59,14 @@ class Failures:
             self.tracebacks.append(sanitize("".join(traceback.format_exception(error))))
         return cause
 
-    def contain(self, ctx: Context, job: Job, action: Callable[[Job], Job]) -> Job:
-        """``action(job)``; on any failure, the failure recorded and the job as it now stands."""
+    def contain(self, ctx: Context, job: Job, action: Callable[[Job], Job], *,
+                stop: tuple[type[Exception], ...] = ()) -> Job:
+        """``action(job)``; on any failure, the failure recorded and the job as it now stands.
+        An error in ``stop`` is not the job's but the command's: it propagates."""
         try:
             return action(job)
+        except stop:
+            raise
         except CorruptStateError as e:
             self.add(job.job_id, e)
             return job

@@ -58,22 +58,22 @@ def cli(ctx: click.Context, paths: tuple[str, ...]) -> None:
 
 
 @cli.command()
+@click.option("--remote", metavar="NAME",
+              help="The remote to publish to (default: origin, or the only remote).")
+@click.option("--branch", metavar="NAME",
+              help="The branch to publish to (default: the remote's default branch).")
 @common_options
 @click.pass_context
-def init(ctx: click.Context) -> None:
-    """Write a commented .gitpub.yaml if absent (idempotent)."""
-    result = commands.init(where())
-    lines = [f"{'wrote' if result.created else 'kept existing'} {result.config}"]
+def init(ctx: click.Context, remote: str | None, branch: str | None) -> None:
+    """Write a .gitpub.yaml for this repository if absent (idempotent); install the hooks."""
+    result = commands.init(where(), remote, branch)
     error = result.hooks_error
-    if error is None:
-        lines.append("hooks installed: " + ", ".join(result.hooks))
-    else:
-        lines.append(f"hooks not installed: {error.message}"
-                     + (f"\nhint: {error.hint}" if error.hint else ""))
     out_for(ctx).emit({"config": str(result.config), "created": result.created,
-                       "hooks": list(result.hooks),
-                       "hooks_error": None if error is None else error.message},
-                      "\n".join(lines))
+                       "remote": result.remote, "branch": result.branch,
+                       "articles": list(result.articles), "hooks": list(result.hooks),
+                       "hooks_error": None if error is None else error.message,
+                       "next_steps": render.init_next_steps(result)},
+                      render.init_text(result))
     ctx.exit(EXIT_OK)
 
 
@@ -147,13 +147,17 @@ def _debug_tracebacks(ctx: click.Context, result: commands.Jobs) -> None:
 
 @cli.command()
 @click.argument("jobs", nargs=-1, metavar="[JOB]...")
+@click.option("--create-branch", is_flag=True,
+              help="Create the configured branch on the remote if it does not exist there "
+                   "(without it, a missing branch stops the push: exit 2).")
 @common_options
 @click.pass_context
-def push(ctx: click.Context, jobs: tuple[str, ...]) -> None:
+def push(ctx: click.Context, jobs: tuple[str, ...], create_branch: bool) -> None:
     """Deliver the given jobs, or every deliverable job: fetch, re-check, rebase, push,
     confirm."""
     out = out_for(ctx)
-    _jobs(ctx, out, commands.push(where(), out.progress, jobs), "nothing to deliver")
+    _jobs(ctx, out, commands.push(where(), out.progress, jobs, create_branch),
+          "nothing to deliver")
 
 
 @cli.command()
@@ -202,23 +206,19 @@ def resolve(ctx: click.Context, job: str, action: str | None) -> None:
 @click.option("--range", "rev_range", metavar="A..B",
               help="Verify these commits instead of those since the last confirmed point.")
 @click.option("--no-push-notes", is_flag=True, help="Write the notes locally only.")
+@click.option("--accept", "accept", metavar="SHA",
+              help="Accept the BAD verdict on this commit (with --reason).")
+@click.option("--reason", metavar="TEXT", help="Why the BAD verdict is accepted.")
 @common_options
 @click.pass_context
-def confirm(ctx: click.Context, rev_range: str | None, no_push_notes: bool) -> None:
+def confirm(ctx: click.Context, rev_range: str | None, no_push_notes: bool,
+            accept: str | None, reason: str | None) -> None:
     """For CI: verify the trailers and manifests of commits on the remote branch."""
     out = out_for(ctx)
-    report = commands.confirm(where(), out.progress, rev_range, not no_push_notes)
-    rows = [{"commit": v.commit, "job_id": v.job_id, "ok": v.ok, "problems": list(v.problems)}
-            for v in report.verdicts]
-    human = [f"checked {report.checked} commit(s) up to {report.tip}: "
-             f"{len(report.verdicts)} job commit(s), {len(report.bad)} bad"]
-    human += [f"BAD {v.commit} (job {v.job_id}): {'; '.join(v.problems)}" for v in report.bad]
-    if report.deepened:
-        human.append(f"(shallow clone deepened by {report.deepened} commits)")
-    out.emit({"tip": report.tip, "checked": report.checked, "commits": rows,
-              "bad": [v.commit for v in report.bad], "notes_pushed": report.notes_pushed,
-              "deepened": report.deepened}, "\n".join(human))
-    ctx.exit(EXIT_ERROR if report.bad else EXIT_OK)
+    report = commands.confirm(where(), out.progress, rev_range, not no_push_notes, accept,
+                              reason)
+    out.emit(render.confirm_json(report), render.confirm_text(report, accepting=accept))
+    ctx.exit(EXIT_ERROR if report.failed else EXIT_OK)
 
 
 @cli.command()

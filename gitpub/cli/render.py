@@ -9,8 +9,14 @@ import time
 from typing import Any
 
 from gitpub.app.commands import History, Jobs
+from gitpub.config.model import CONFIG_FILE
 from gitpub.core.states import TERMINAL, State
 from gitpub.store.jobs import Job
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gitpub.app.initialize import Initialized
+    from gitpub.verify.confirm import ConfirmReport
 
 
 def ago(ts: float | None) -> str:
@@ -79,3 +85,73 @@ def history_json(history: History) -> dict[str, Any]:
 def history_text(history: History) -> str:
     return "\n".join(f"{ago(e.time)}  {(e.from_state or '-'):>18} -> {e.to_state:<18} "
                      f"[{e.phase}] {e.reason}" for e in history.events)
+
+
+def confirm_json(report: ConfirmReport) -> dict[str, Any]:
+    rows = [{"commit": v.commit, "job_id": v.job_id, "ok": v.ok, "problems": list(v.problems)}
+            for v in report.verdicts]
+    return {"tip": report.tip, "checked": report.checked, "commits": rows,
+            "bad": [v.commit for v in report.bad],
+            "open_bad": [{"commit": c, "verdict": line} for c, line in report.open_bad],
+            "accepted": [{"commit": c, "acceptance": line} for c, line in report.accepted],
+            "start": report.start, "prefixes": list(report.prefixes),
+            "config_changes": report.config_changes, "remarks": report.remarks,
+            "notes_pushed": report.notes_pushed, "deepened": report.deepened}
+
+
+def confirm_text(report: ConfirmReport, accepting: str | None = None) -> str:
+    if accepting is not None:
+        human = [f"accepted the BAD verdict on {report.tip}"]
+    else:
+        human = [f"checked {report.checked} commit(s) up to {report.tip}: "
+                 f"{len(report.verdicts)} job commit(s), {len(report.bad)} bad"]
+        human += [f"BAD {v.commit} (job {v.job_id}): {'; '.join(v.problems)}"
+                  for v in report.bad]
+    new = {v.commit for v in report.bad}
+    human += [f"still BAD {c} (not accepted): {line}" for c, line in report.open_bad
+              if c not in new]
+    human += [f"accepted {c}: {line}" for c, line in report.accepted]
+    human += [f"{'.gitpub.yaml'} changed in {c}: it applies from the next run"
+              for c in report.config_changes]
+    human += [f"note: {r}" for r in report.remarks]
+    if report.deepened:
+        human.append(f"(shallow clone deepened by {report.deepened} commits)")
+    if report.open_bad:
+        human.append("hint: a person who has looked at a BAD commit accepts it with "
+                      "`git pub confirm --accept SHA --reason TEXT`")
+    return "\n".join(human)
+
+
+def init_next_steps(result: Initialized) -> list[str]:
+    """What a person does after ``init`` wrote a new configuration: commit it, publish, confirm."""
+    if not result.created or result.branch is None:
+        return []
+    first = result.articles[0] if result.articles else "posts/**/*.md"
+    folder = "/".join(part for part in first.split("/")[:-1] if not set(part) & set("*?["))
+    example = f"{folder}/hello.md" if folder else "hello.md"
+    return [
+        f"check {CONFIG_FILE}: articles (where your articles are), fonts (optional subsets)",
+        f"commit and push it, so every writer and CI use it: git add {CONFIG_FILE} && "
+        f"git commit -m 'Configure gitpub' && git push {result.remote} {result.branch}",
+        f"publish an article: git pub prepare --to {example} hello.md && git pub push",
+        "in CI, confirm what reached the remote: git pub confirm (see the README)",
+    ]
+
+
+def init_text(result: Initialized) -> str:
+    if result.created:
+        lines = [f"wrote {result.config}: remote {result.remote}, branch {result.branch}, "
+                 f"articles {', '.join(result.articles)}"]
+    else:
+        lines = [f"kept existing {result.config}"]
+    error = result.hooks_error
+    if error is None:
+        lines.append("hooks installed: " + ", ".join(result.hooks))
+    else:
+        lines.append(f"hooks not installed: {error.message}"
+                     + (f"\nhint: {error.hint}" if error.hint else ""))
+    steps = init_next_steps(result)
+    if steps:
+        lines.append("next steps:")
+        lines += [f"  {n}. {step}" for n, step in enumerate(steps, 1)]
+    return "\n".join(lines)
