@@ -43,6 +43,15 @@ def describe_job(job: Job) -> str:
     return "\n".join(lines)
 
 
+def with_hint(text: str, hint: str | None, indent: str = "") -> str:
+    return text if not hint else f"{text}\n{indent}hint: {hint}"
+
+
+def job_json(job: Job, note: str | None = None, hint: str | None = None) -> dict[str, Any]:
+    """A job's ``--json`` object: the record's public fields, the note and the hint."""
+    return job.record.public() | ({"note": note} if note else {}) | {"hint": hint}
+
+
 def job_line(job: Job, note: str | None = None) -> str:
     line = f"{job.job_id[:13]}  {job.state.value:<18} {', '.join(job.record.target_paths)}"
     code = job.record.failure_code
@@ -56,17 +65,21 @@ def job_line(job: Job, note: str | None = None) -> str:
 
 
 def jobs_json(result: Jobs) -> dict[str, Any]:
-    rows = [j.record.public() | ({"note": result.notes[j.job_id]}
-                                 if j.job_id in result.notes else {})
+    rows = [job_json(j, result.notes.get(j.job_id), result.hints.get(j.job_id))
             for j in result.jobs]
-    return {"jobs": rows, "errors": list(result.errors)}
+    return {"jobs": rows, "errors": list(result.errors), "unconfirmed": list(result.unconfirmed)}
 
 
 def jobs_text(result: Jobs, empty: str) -> str:
-    human = [job_line(j, result.notes.get(j.job_id)) for j in result.jobs]
+    single = len(result.jobs) == 1
+    human = [with_hint(job_line(j, result.notes.get(j.job_id)), result.hints.get(j.job_id),
+                       "" if single else "    ")
+             for j in result.jobs]
     if not human and empty:
         human = [empty]
     human += [f"error: {e}" for e in result.errors]
+    human += [f"not confirmed: {u}\nhint: the next `git pub sync` tries again"
+              for u in result.unconfirmed]
     return "\n".join(human)
 
 
