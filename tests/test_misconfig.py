@@ -60,7 +60,7 @@ def test_named_push_and_resolve_too(site: Site) -> None:
 
 
 class _Refuse401(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (the http.server protocol)
+    def do_GET(self) -> None:
         self.send_response(401)
         self.send_header("WWW-Authenticate", 'Basic realm="git"')
         self.send_header("Content-Length", "0")
