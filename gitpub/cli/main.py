@@ -152,27 +152,59 @@ def _jobs(ctx: click.Context, out: Output, result: commands.Jobs, empty: str) ->
     ctx.exit(result.exit_code)
 
 
+_DRY_RUN = click.option("--dry-run", is_flag=True,
+                        help="Show what would be pushed; fetch, push and write nothing.")
+
+
 @cli.command()
 @click.argument("jobs", nargs=-1, metavar="[JOB]...")
+@_DRY_RUN
 @common_options
 @click.pass_context
-def push(ctx: click.Context, jobs: tuple[str, ...]) -> None:
+def push(ctx: click.Context, jobs: tuple[str, ...], dry_run: bool) -> None:
     """Deliver the given jobs, or every deliverable job: fetch, re-check, rebase, push,
     confirm."""
     out = out_for(ctx)
+    if dry_run:
+        _plan(ctx, out, jobs, hand_edits=False)
     _jobs(ctx, out, commands.push(where(), out.progress, jobs), "nothing to deliver")
 
 
 @cli.command()
+@_DRY_RUN
 @common_options
 @click.pass_context
-def sync(ctx: click.Context) -> None:
+def sync(ctx: click.Context, dry_run: bool) -> None:
     """Deliver every pending job and every content change that belongs to no job."""
     out = out_for(ctx)
+    if dry_run:
+        _plan(ctx, out, (), hand_edits=True)
     result = commands.sync(where(), out.progress)
     if result.remark:
         out.progress(result.remark)
     _jobs(ctx, out, result, "nothing to sync")
+
+
+def _plan(ctx: click.Context, out: Output, jobs: tuple[str, ...], hand_edits: bool) -> None:
+    from gitpub.app.dryrun import plan
+
+    result = plan(where(), out.progress, jobs, hand_edits)
+    out.emit(render.plan_json(result), render.plan_text(result))
+    ctx.exit(EXIT_OK)
+
+
+@cli.command()
+@click.option("--fix", is_flag=True, help="Apply the safe fixes (hooks, notes refspec, stale "
+                                          "locks, active index).")
+@common_options
+@click.pass_context
+def doctor(ctx: click.Context, fix: bool) -> None:
+    """Check configuration, remote access, hooks, notes refspec, locks and job refs."""
+    from gitpub.app.doctor import doctor as run_doctor
+
+    report = run_doctor(where(), fix)
+    out_for(ctx).emit(render.doctor_json(report), render.doctor_text(report, fix))
+    ctx.exit(report.exit_code)
 
 
 @cli.command()

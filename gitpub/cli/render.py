@@ -12,6 +12,11 @@ from gitpub.app.commands import History, Jobs
 from gitpub.core.states import TERMINAL, State
 from gitpub.store.jobs import Job
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gitpub.app.doctor import Report
+    from gitpub.app.dryrun import Plan
+
 
 def ago(ts: float | None) -> str:
     if ts is None:
@@ -92,3 +97,58 @@ def history_json(history: History) -> dict[str, Any]:
 def history_text(history: History) -> str:
     return "\n".join(f"{ago(e.time)}  {(e.from_state or '-'):>18} -> {e.to_state:<18} "
                      f"[{e.phase}] {e.reason}" for e in history.events)
+
+
+def plan_json(plan: Plan) -> dict[str, Any]:
+    pending = plan.hand_edits
+    edits = None if pending is None else {
+        "uncommitted": list(pending.uncommitted), "unpushed": list(pending.unpushed),
+        "left_alone": sorted(pending.foreign)}
+    return {"dry_run": True, "remote_tip": plan.remote_tip, "fetched_tip": plan.fetched_tip,
+            "jobs": [{"job_id": s.job.job_id, "state": s.job.state.value,
+                      "target_paths": list(s.job.record.target_paths), "action": s.action,
+                      "detail": s.detail} for s in plan.steps],
+            "hand_edits": edits, "errors": list(plan.errors)}
+
+
+def plan_text(plan: Plan) -> str:
+    lines = ["dry run: nothing is fetched, pushed or written",
+             f"remote tip: {plan.remote_tip or '(unknown or no branch)'}; last fetched: "
+             f"{plan.fetched_tip or '(nothing)'}"]
+    for s in plan.steps:
+        lines.append(f"{s.job.job_id[:13]}  {s.job.state.value:<18} "
+                     f"{', '.join(s.job.record.target_paths)}\n    {s.detail}")
+    pending = plan.hand_edits
+    if pending is not None:
+        if pending.uncommitted:
+            lines.append(f"hand edits: would commit {len(pending.uncommitted)} content path(s): "
+                         + ", ".join(pending.uncommitted[:5]))
+        deliverable = [c for c in pending.unpushed if c not in pending.foreign]
+        if deliverable and not pending.foreign:
+            lines.append(f"hand edits: would deliver {len(deliverable)} unpushed commit(s) as "
+                         "one sync job")
+        for commit, paths in pending.foreign.items():
+            lines.append(f"hand edits: would leave {commit[:12]} alone (changes non-content "
+                         f"paths: {', '.join(paths[:3])})")
+    if not plan.steps and (pending is None or pending.empty):
+        lines.append("nothing would be pushed")
+    lines += [f"error: {e}" for e in plan.errors]
+    return "\n".join(lines)
+
+
+def doctor_json(report: Report) -> dict[str, Any]:
+    return {"ok": report.ok, "checks": [
+        {"name": c.name, "status": c.status, "message": c.message, "fix": c.fix,
+         "safe_fix": c.safe_fix, "fixed": c.fixed} for c in report.checks]}
+
+
+def doctor_text(report: Report, fixing: bool) -> str:
+    lines = []
+    for c in report.checks:
+        mark = "fixed" if c.fixed else c.status.upper() if c.status != "ok" else "ok"
+        lines.append(f"{mark:<7} {c.name}: {c.message}")
+        if c.fix and not c.fixed and c.status in ("warn", "fail"):
+            safe = " (safe: `git pub doctor --fix` applies it)" if c.safe_fix and not fixing \
+                else ""
+            lines.append(f"        fix: {c.fix}{safe}")
+    return "\n".join(lines)

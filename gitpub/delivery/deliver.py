@@ -107,7 +107,7 @@ class Deliverer:
     # -- the rounds --------------------------------------------------------------------------
 
     def _rounds(self, job: Job) -> Job:
-        due = self._due(job)
+        due = self.due(job)
         for _ in range(MAX_REBASE_ROUNDS):
             try:
                 tip = self.remote.fetch()
@@ -120,7 +120,7 @@ class Deliverer:
             found = self._probe(job, tip)
             if found is not None:
                 return self.published(job, found)
-            if not self._due(job):
+            if not self.due(job):
                 return job
             if job.state == S.FAILED:
                 return self.ctx.store.transition(
@@ -150,7 +150,8 @@ class Deliverer:
             return None
         return find_job_commit(self.ctx.repo, [tip], job.record, self.ctx.config.trailer_prefix)
 
-    def _due(self, job: Job) -> bool:
+    def due(self, job: Job) -> bool:
+        """Whether a delivery attempt of ``job`` is due now (see the module docstring)."""
         if job.state not in (S.RETRY_WAIT, S.FAILED) or self.now_please:
             return True
         failed_against = job.record.retry_remote
