@@ -63,6 +63,8 @@ def state_of(site: Site, job_id: str) -> str:
 @pytest.fixture
 def conflict(site: Site, tmp_path: Path) -> tuple[str, Path]:
     """Writer B published an edit to docs/issue-2.md; writer A's job on it is CONFLICT."""
+    site.write_config('content: ["docs/**/*.md"]\n')  # docs/ in the write scope
+    site.git("add", ".gitpub.yaml")  # committed with the article below
     commit_file(site.path, ISSUE, ORIGINAL, "add issue 2")
     site.git("fetch", "-q", "origin")
     other = other_writer(tmp_path, site)
