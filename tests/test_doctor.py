@@ -180,3 +180,18 @@ def test_dry_run_sees_a_conflict_and_a_publication(site: Site, tmp_path: Path) -
                    input="# New\n")
     assert site.call("push", r2.json()["job_id"]).code == 0
     assert site.call("push", "--dry-run").out.count("would") == 1
+
+
+def test_dry_run_of_a_named_job_that_needs_a_person(site: Site, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(site.remote), str(other))
+    site.repos.append(other)
+    r = site.call("prepare", "--json", "--key", "k", "--to", "posts/welcome.md", "-",
+                  input="# Welcome\n\nMine.\n")
+    job_id = r.json()["job_id"]
+    (other / "posts" / "welcome.md").write_text("# Welcome\n\nTheirs.\n")
+    git(other, "commit", "-qam", "theirs")
+    git(other, "push", "-q", "origin", "HEAD:main")
+    assert site.call("push").code == 4
+    r = site.call("push", "--dry-run", "--json", job_id)
+    assert r.json()["jobs"][0]["action"] == "nothing"

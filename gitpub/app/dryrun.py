@@ -75,7 +75,10 @@ def plan(where: Path, progress: Callable[[str], None], job_refs: Sequence[str],
                     jobs.append(item)
             jobs.sort(key=lambda j: j.record.created_at)
         known = tip if tip is not None and ctx.repo.has_object(tip) else fetched
-        steps = tuple(_step(ctx, deliverer, job, tip, known, bool(errors)) for job in jobs)
+        steps = tuple(_step(ctx, deliverer, job, tip, known, bool(errors))
+                      if job.state in DELIVERABLE | LOCAL else
+                      Step(job, "nothing", f"{job.state.value}: a push leaves it as it is")
+                      for job in jobs)
         pending = discover(ctx, known) if hand_edits else None
         return Plan(tip, fetched, steps, pending, tuple(errors))
 
