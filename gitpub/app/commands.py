@@ -8,13 +8,13 @@ error is part of the result, and the exit code aggregates.
 
 from __future__ import annotations
 
-import contextlib
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from gitpub.app.contain import Failures, one_line
+from gitpub.app.advice import next_step
+from gitpub.app.contain import Failures
 from gitpub.app.session import find_job, open_session
 from gitpub.app.sources import read_sources
 from gitpub.core.errors import (
@@ -37,6 +37,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gitpub.app.initialize import Initialized
     from gitpub.delivery.deliver import Deliverer
+    from gitpub.delivery.resolve import Action
     from gitpub.delivery.sync import Pending
     from gitpub.hooks.install import HookState
     from gitpub.verify.confirm import ConfirmReport
@@ -61,10 +62,19 @@ class Prepared:
     job: Job
     created: bool
     note: str | None = None  # what happened to the local checkout (with --push)
+    hint: str | None = None  # what to do next
 
     @property
     def exit_code(self) -> int:
         return exit_code_for(self.job.state, self.job.record.failure_code)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One job, and what to do next with it."""
+
+    job: Job
+    hint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,11 +87,22 @@ class Jobs:
     notes: Mapping[str, str] = field(default_factory=dict)  # job id -> local checkout
     pending: Pending | None = None  # reconcile: hand edits waiting for `git pub sync`
     remark: str | None = None  # sync: what happened to hand edits that made no job
+    hints: Mapping[str, str] = field(default_factory=dict)  # job id -> what to do next
+    #: Work that is not confirmed yet and needs another run (sync: hand edits not delivered
+    #: because the remote did not answer): exit 5, as a job in RETRY_WAIT.
+    unconfirmed: tuple[str, ...] = ()
     tracebacks: tuple[str, ...] = ()  # of the unexpected errors among ``errors`` (--debug)
 
     @property
     def exit_code(self) -> int:
-        return EXIT_ERROR if self.errors else aggregate_exit(self.jobs)
+        if self.errors:
+            return EXIT_ERROR
+        code = aggregate_exit(self.jobs)
+        return EXIT_UNCONFIRMED if code == EXIT_OK and self.unconfirmed else code
+
+
+def _hints(ctx: Context, jobs: Sequence[Job]) -> dict[str, str]:
+    return {j.job_id: hint for j in jobs if (hint := next_step(ctx, j)) is not None}
 
 
 @dataclass(frozen=True)
@@ -100,13 +121,13 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
         paths, srcs = read_sources(targets, sources, drafted)
         job, created = run_prepare(ctx, Request(tuple(paths), tuple(srcs), drafted, key))
         if not push:
-            return Prepared(job, created, _no_base_note(ctx, job))
+            return Prepared(job, created, _no_base_note(ctx, job), next_step(ctx, job))
         # Deliver it now, in this process: one interpreter start instead of two.
         from gitpub.delivery.deliver import Deliverer
 
         deliverer = Deliverer(ctx, ctx.remote(), now_please=True)
         job = deliverer.deliver(job)
-        return Prepared(job, created, deliverer.notes.get(job.job_id))
+        return Prepared(job, created, deliverer.notes.get(job.job_id), next_step(ctx, job))
 
 
 def _no_base_note(ctx: Context, job: Job) -> str | None:
@@ -120,11 +141,12 @@ def _no_base_note(ctx: Context, job: Job) -> str | None:
 
 
 def status(where: Path, progress: Progress, job_ref: str | None,
-           show_all: bool) -> Job | Jobs:
+           show_all: bool) -> Shown | Jobs:
     """One job, or the unfinished ones (``show_all``: every job)."""
     with open_session(where, progress) as ctx:
         if job_ref is not None:
-            return find_job(ctx.store, job_ref)
+            job = find_job(ctx.store, job_ref)
+            return Shown(job, next_step(ctx, job))
         jobs: list[Job] = []
         failures = Failures()
         for item in ctx.store.iter_jobs(finished=show_all):
@@ -132,8 +154,8 @@ def status(where: Path, progress: Progress, job_ref: str | None,
                 failures.add(None, item)
             elif show_all or item.state not in TERMINAL:
                 jobs.append(item)
-    jobs.sort(key=lambda j: j.record.created_at)
-    return _result(jobs, failures, {})
+        jobs.sort(key=lambda j: j.record.created_at)
+        return _result(jobs, failures, {}, hints=_hints(ctx, jobs))
 
 
 def log(where: Path, progress: Progress, job_ref: str) -> History:
@@ -168,25 +190,43 @@ def _unfinished(ctx: Context, failures: Failures, states: frozenset[State], *,
 
 
 def _deliver_one(ctx: Context, job: Job, deliverer: Deliverer, failures: Failures) -> Job:
-    """The job delivered as far as it goes; a failure is the job's (see ``contain``), except
-    a missing remote branch: the configuration is wrong for every job, so the command stops
+    """The job delivered as far as it goes; a failure is the job's (see ``contain``). A
+    misconfigured remote or a missing branch is not the job's error: it stops the command
     (exit 2) and changes nothing."""
     from gitpub.delivery.deliver import BranchMissingError
+    from gitpub.git.remote import RemoteConfigError
 
-    return failures.contain(ctx, job, deliverer.deliver, stop=(BranchMissingError,))
+    return failures.contain(ctx, job, deliverer.deliver,
+                            stop=(BranchMissingError, RemoteConfigError))
 
 
 def _deliver_all(ctx: Context, jobs: Sequence[Job], deliverer: Deliverer,
                  failures: Failures) -> list[Job]:
     """Each job delivered as far as it goes; a job that fails is reported and left as it
     stands (or in REVIEW, see ``contain``), and the others go on."""
+    if jobs:
+        deliverer.remote.check()  # no such remote, not a repository: exit 2, nothing changed
     return [_deliver_one(ctx, job, deliverer, failures) for job in jobs]
 
 
 def _result(jobs: Sequence[Job], failures: Failures, notes: Mapping[str, str], *,
-            pending: Pending | None = None, remark: str | None = None) -> Jobs:
+            pending: Pending | None = None, remark: str | None = None,
+            hints: Mapping[str, str] | None = None,
+            unconfirmed: tuple[str, ...] = ()) -> Jobs:
     return Jobs(tuple(jobs), tuple(failures.errors), dict(notes), pending=pending,
-                remark=remark, tracebacks=tuple(failures.tracebacks))
+                remark=remark, hints=dict(hints or {}), unconfirmed=unconfirmed,
+                tracebacks=tuple(failures.tracebacks))
+
+
+def _maintain(ctx: Context, failures: Failures, *, sweep: bool = False) -> None:
+    """Housekeeping after delivering (``sweep``: also stale lock files nobody ran into): a
+    failure there is reported, never fatal."""
+    try:
+        if sweep:
+            ctx.repo.sweep_stale_locks()
+        pack_refs_if_needed(ctx.repo)
+    except Exception as e:
+        failures.add(None, e)
 
 
 def push(where: Path, progress: Progress, job_refs: Sequence[str],
@@ -203,58 +243,62 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
             jobs = _unfinished(ctx, failures, DELIVERABLE | LOCAL)
         done = _deliver_all(ctx, jobs, deliverer, failures)
         _maintain(ctx, failures)
-    return _result(done, failures, deliverer.notes)
+        return _result(done, failures, deliverer.notes, hints=_hints(ctx, done))
 
 
 def reconcile(where: Path, progress: Progress) -> Jobs:
     """Recover every unfinished job: local phases, unknown push outcomes, expired leases,
     due retries, probes of FAILED jobs. Scans every job ref (the active index is derived data,
-    rebuilt here, never trusted) and goes on past a bad job."""
+    rebuilt here, never trusted) and goes on past a bad job. With a misconfigured remote, the
+    local phases are still recovered, then the configuration error is reported."""
     from gitpub.delivery.deliver import Deliverer
     from gitpub.delivery.sync import settle_outbox
+    from gitpub.git.remote import RemoteConfigError
+    from gitpub.pipeline.prepare import drive
 
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
         failures = Failures()
         everything = frozenset(State) - TERMINAL
         jobs = _unfinished(ctx, failures, everything, scan=True)
-        done = _deliver_all(ctx, jobs, deliverer, failures)
+        try:
+            done = _deliver_all(ctx, jobs, deliverer, failures)
+        except RemoteConfigError:
+            for job in jobs:
+                if job.state in LOCAL:
+                    failures.contain(ctx, job, lambda j: drive(ctx, j))
+            raise
         pending = None
         try:
             pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         except Exception as e:
             failures.add(None, e)
         _maintain(ctx, failures, sweep=True)
-    return _result(done, failures, deliverer.notes, pending=pending)
+        return _result(done, failures, deliverer.notes, pending=pending,
+                       hints=_hints(ctx, done))
 
 
-def _maintain(ctx: Context, failures: Failures, *, sweep: bool = False) -> None:
-    """Housekeeping after delivering (``sweep``: also stale lock files nobody ran into): a
-    failure there is reported, never fatal."""
-    try:
-        if sweep:
-            ctx.repo.sweep_stale_locks()
-        pack_refs_if_needed(ctx.repo)
-    except Exception as e:
-        failures.add(None, e)
-
-
-def resolve(where: Path, progress: Progress, job_ref: str,
-            action: Literal["retry", "abandon"]) -> Jobs:
-    from gitpub.delivery.deliver import Deliverer
+def resolve(where: Path, progress: Progress, job_ref: str, action: Action,
+            from_file: str | None = None, push: bool = False) -> Jobs:
+    """A person's way out of REVIEW, CONFLICT or FAILED, or abandoning a job (see
+    ``delivery.resolve``); the merged content of ``--from`` is read from ``from_file``."""
+    from gitpub.delivery.resolve import Resolution
     from gitpub.delivery.resolve import resolve as resolve_job
-    from gitpub.git.remote import RemoteError
 
+    merged = None if from_file is None else _read_merged(from_file)
     with open_session(where, progress) as ctx:
-        job = resolve_job(ctx.store, find_job(ctx.store, job_ref), action)
-        deliverer = Deliverer(ctx, ctx.remote(), now_please=True)
-        failures = Failures()
-        if action == "retry":
-            if job.state == State.RECEIVED:
-                with contextlib.suppress(RemoteError):
-                    deliverer.remote.fetch()  # re-snapshot against the current remote
-            job = _deliver_one(ctx, job, deliverer, failures)
-    return _result((job,), failures, deliverer.notes)
+        job = find_job(ctx.store, job_ref)
+        result = resolve_job(ctx, job, Resolution(action, merged, from_file, push))
+        notes = {} if result.note is None else {result.job.job_id: result.note}
+        return Jobs((result.job,), (), notes, hints=_hints(ctx, [result.job]))
+
+
+def _read_merged(path: str) -> bytes:
+    try:
+        return sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as e:
+        raise UsageError(f"--from {path}: {e.strerror}",
+                         hint="give the file holding the merged content") from None
 
 
 def sync(where: Path, progress: Progress) -> Jobs:
@@ -265,14 +309,15 @@ def sync(where: Path, progress: Progress) -> Jobs:
 
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
+        deliverer.remote.check()  # no such remote, not a repository: exit 2, nothing changed
         failures = Failures()
         done = _deliver_all(ctx, _unfinished(ctx, failures, DELIVERABLE | LOCAL), deliverer,
                             failures)
         try:
             tip = deliverer.remote.fetch()
-        except RemoteError as e:
-            failures.errors.append(f"hand edits not synced: {one_line(e.message)}")
-            return _result(done, failures, deliverer.notes)
+        except RemoteError as e:  # a transient: as a job in RETRY_WAIT, run again later
+            return _result(done, failures, deliverer.notes, hints=_hints(ctx, done),
+                           unconfirmed=(f"hand edits not synced: {e.message}",))
         result = sync_changes(ctx, tip)
         notes = dict(deliverer.notes)
         job = result.job
@@ -288,12 +333,13 @@ def sync(where: Path, progress: Progress) -> Jobs:
             settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         except Exception as e:
             failures.add(None, e)
+        hints = _hints(ctx, done)
     remark = None
     if result.notes and job is not None:
         notes[job.job_id] = "; ".join(result.notes)
     elif result.notes:
         remark = "; ".join(result.notes)
-    return _result(done, failures, notes, remark=remark)
+    return _result(done, failures, notes, remark=remark, hints=hints)
 
 
 # -- CI and hooks --------------------------------------------------------------------------

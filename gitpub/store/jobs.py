@@ -129,9 +129,11 @@ class JobStore:
         """Every job's id, a job whose ref file is damaged included."""
         return self.repo.ref_names(JOBS_PREFIX)
 
-    def iter_jobs(self, *, finished: bool = True) -> Iterator[Job | CorruptStateError]:
+    def iter_jobs(self, *, finished: bool = True,
+                  tidy: bool = True) -> Iterator[Job | CorruptStateError]:
         """Every job (``finished=False``: only those not yet terminal, from the active index);
-        an unreadable one is yielded as its error so callers can go on."""
+        an unreadable one is yielded as its error so callers can go on. ``tidy=False`` writes
+        nothing (a dry run): stale index entries are skipped but not removed."""
         active = self.repo.list_refs(ACTIVE_PREFIX) if not finished else {}
         for job_id in self.job_ids() if finished else sorted(active):
             try:
@@ -146,8 +148,9 @@ class JobStore:
             if job is None:
                 continue  # being created right now, or a creator died before the job ref
             if not finished and job.state in TERMINAL:
-                with contextlib.suppress(GitpubError):  # a stale entry: cleaned up lazily
-                    self.repo.delete_ref(ACTIVE_PREFIX + job_id, active[job_id])
+                if tidy:
+                    with contextlib.suppress(GitpubError):  # a stale entry: cleaned up lazily
+                        self.repo.delete_ref(ACTIVE_PREFIX + job_id, active[job_id])
                 continue
             yield job
 
