@@ -56,8 +56,10 @@ def test_an_unexpected_error_stops_only_its_job(site: Site) -> None:
     job = state_of(site, bad)
     assert job["state"] == "REVIEW" and job["failure_code"] == "internal_error"
     assert "InjectedFault" in str(job["failure_detail"])
-    # the way out: a person retries it
+    # the way out: a person retries it, then it is delivered as any job
     r = site.call("resolve", "--retry", bad)
+    assert r.code == 0, r.out + r.err
+    r = site.call("push")
     assert r.code == 0, r.out + r.err
     assert sorted(remote_job_ids(site)) == sorted(ids)
 
