@@ -38,6 +38,8 @@ from gitpub.store.maintenance import pack_refs_if_needed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from gitpub.channels.drive import Driver, Report
+    from gitpub.channels.resolve import Decision
     from gitpub.delivery.deliver import Deliverer
     from gitpub.delivery.sync import Pending
     from gitpub.hooks.install import HookState
@@ -46,9 +48,10 @@ if TYPE_CHECKING:
 Progress = Callable[[str], None]
 
 
-def aggregate_exit(states: Sequence[State]) -> int:
-    """4 if any job needs a person, else 5 if any is not confirmed yet, else 0."""
-    codes = [exit_code_for(s) for s in states]
+def aggregate_exit(states: Sequence[State], extra: Sequence[int] = ()) -> int:
+    """4 if any job (or channel: ``extra``) needs a person, else 5 if any is not confirmed yet,
+    else 0."""
+    codes = [exit_code_for(s) for s in states] + list(extra)
     return (EXIT_NEEDS_PERSON if EXIT_NEEDS_PERSON in codes
             else EXIT_UNCONFIRMED if EXIT_UNCONFIRMED in codes else EXIT_OK)
 
@@ -60,10 +63,12 @@ class Prepared:
     job: Job
     created: bool
     note: str | None = None  # what happened to the local checkout (with --push)
+    channels: Report | None = None  # with --push: the published job's channels
 
     @property
     def exit_code(self) -> int:
-        return exit_code_for(self.job.state)
+        return aggregate_exit([self.job.state],
+                              [] if self.channels is None else [self.channels.exit_code])
 
 
 @dataclass(frozen=True)
@@ -76,10 +81,14 @@ class Jobs:
     notes: Mapping[str, str] = field(default_factory=dict)  # job id -> local checkout
     pending: Pending | None = None  # reconcile: hand edits waiting for `git pub sync`
     remark: str | None = None  # sync: what happened to hand edits that made no job
+    channels: Mapping[str, Report] = field(default_factory=dict)  # job id -> its channels
 
     @property
     def exit_code(self) -> int:
-        return EXIT_ERROR if self.errors else aggregate_exit([j.state for j in self.jobs])
+        if self.errors or any(r.errors for r in self.channels.values()):
+            return EXIT_ERROR
+        return aggregate_exit([j.state for j in self.jobs],
+                              [r.exit_code for r in self.channels.values()])
 
 
 @dataclass(frozen=True)
@@ -111,16 +120,25 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
         from gitpub.delivery.deliver import Deliverer
 
         deliverer = Deliverer(ctx, ctx.remote(), now_please=True)
+        driver = _driver(ctx)
+        driver.expect([job])
         job = deliverer.deliver(job)
-        return Prepared(job, created, deliverer.notes.get(job.job_id))
+        reports, _ = driver.drive_all([job], only_named=True)
+        job = ctx.store.load(job.job_id) or job
+        return Prepared(job, created, deliverer.notes.get(job.job_id),
+                        reports[0] if reports else None)
 
 
 def status(where: Path, progress: Progress, job_ref: str | None,
-           show_all: bool) -> Job | Jobs:
-    """One job, or the unfinished ones (``show_all``: every job)."""
+           show_all: bool) -> Jobs:
+    """One job, or the unfinished ones (``show_all``: every job); a published job whose
+    channels are not settled yet is unfinished too. Channel records are shown as they are."""
+    from gitpub.channels.drive import channel_reports, unsettled
+
     with open_session(where, progress) as ctx:
         if job_ref is not None:
-            return find_job(ctx.store, job_ref)
+            job = find_job(ctx.store, job_ref)
+            return Jobs((job,), channels=channel_reports(ctx, [job], strict=True))
         jobs: list[Job] = []
         errors: list[str] = []
         for item in ctx.store.iter_jobs(finished=show_all):
@@ -128,8 +146,11 @@ def status(where: Path, progress: Progress, job_ref: str | None,
                 errors.append(item.message)
             elif show_all or item.state not in TERMINAL:
                 jobs.append(item)
+        if not show_all:
+            jobs += unsettled(ctx, {j.job_id for j in jobs}, errors)
+        channels = channel_reports(ctx, jobs, errors=errors)
     jobs.sort(key=lambda j: j.record.created_at)
-    return Jobs(tuple(jobs), tuple(errors))
+    return Jobs(tuple(jobs), tuple(errors), channels=channels)
 
 
 def log(where: Path, progress: Progress, job_ref: str) -> History:
@@ -183,6 +204,28 @@ def _deliver_all(jobs: Sequence[Job], deliverer: Deliverer, errors: list[str]) -
     return [_deliver_one(job, deliverer, errors) for job in jobs]
 
 
+def _driver(ctx: Context) -> Driver:
+    from gitpub.channels.drive import Driver
+
+    return Driver(ctx)
+
+
+def _distribute(ctx: Context, driver: Driver, done: Sequence[Job], errors: list[str], *,
+                only_named: bool = False) -> tuple[list[Job], dict[str, Report]]:
+    """After delivery: drive the channels of the published jobs (``done``, and unless
+    ``only_named`` every job whose distribution is unsettled). Returns the jobs to show (as
+    they are now) and their channel reports."""
+    reports, failed = driver.drive_all(done, only_named=only_named)
+    errors += failed
+    by_id = {r.job_id: r for r in reports}
+    shown = {j.job_id: j for j in done}
+    for job_id in by_id:
+        fresh = ctx.store.load(job_id)
+        if fresh is not None:
+            shown[job_id] = fresh
+    return list(shown.values()), by_id
+
+
 def push(where: Path, progress: Progress, job_refs: Sequence[str]) -> Jobs:
     from gitpub.delivery.deliver import DELIVERABLE, Deliverer
 
@@ -193,9 +236,12 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str]) -> Jobs:
             jobs = [find_job(ctx.store, ref) for ref in job_refs]
         else:
             jobs = _unfinished(ctx, errors, DELIVERABLE | LOCAL)
+        driver = _driver(ctx)
+        driver.expect(jobs)
         done = _deliver_all(jobs, deliverer, errors)
+        done, channels = _distribute(ctx, driver, done, errors, only_named=bool(job_refs))
         pack_refs_if_needed(ctx.repo)
-    return Jobs(tuple(done), tuple(errors), dict(deliverer.notes))
+    return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), channels=channels)
 
 
 def reconcile(where: Path, progress: Progress) -> Jobs:
@@ -208,10 +254,15 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
         deliverer = Deliverer(ctx, ctx.remote())
         errors: list[str] = []
         everything = frozenset(State) - TERMINAL
-        done = _deliver_all(_unfinished(ctx, errors, everything), deliverer, errors)
+        jobs = _unfinished(ctx, errors, everything)
+        driver = _driver(ctx)
+        driver.expect(jobs)
+        done = _deliver_all(jobs, deliverer, errors)
+        done, channels = _distribute(ctx, driver, done, errors)
         pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         pack_refs_if_needed(ctx.repo)
-    return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), pending=pending)
+    return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), pending=pending,
+                channels=channels)
 
 
 def resolve(where: Path, progress: Progress, job_ref: str,
@@ -232,6 +283,26 @@ def resolve(where: Path, progress: Progress, job_ref: str,
     return Jobs((job,), tuple(errors), dict(deliverer.notes))
 
 
+def resolve_channel(where: Path, progress: Progress, job_ref: str, channel: str,
+                    decision: Decision, url: str | None) -> Jobs:
+    """A person's decision on one channel, recorded; then the job's channels are driven."""
+    from gitpub.channels.resolve import resolve_channel as resolve_one
+
+    with open_session(where, progress) as ctx:
+        job = resolve_one(ctx.store, find_job(ctx.store, job_ref), channel, decision, url)
+        errors: list[str] = []
+        done, channels = _distribute(ctx, _driver(ctx), [job], errors, only_named=True)
+    return Jobs(tuple(done), tuple(errors), channels=channels)
+
+
+def metrics(where: Path, progress: Progress) -> str:
+    """The Prometheus text of ``git pub metrics``."""
+    from gitpub.channels.metrics import gather, render
+
+    with open_session(where, progress) as ctx:
+        return render(gather(ctx.store))
+
+
 def sync(where: Path, progress: Progress) -> Jobs:
     """Deliver every deliverable job, then the content changes that belong to no job."""
     from gitpub.delivery.deliver import DELIVERABLE, Deliverer
@@ -241,12 +312,16 @@ def sync(where: Path, progress: Progress) -> Jobs:
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
         errors: list[str] = []
-        done = _deliver_all(_unfinished(ctx, errors, DELIVERABLE | LOCAL), deliverer, errors)
+        jobs = _unfinished(ctx, errors, DELIVERABLE | LOCAL)
+        driver = _driver(ctx)
+        driver.expect(jobs)
+        done = _deliver_all(jobs, deliverer, errors)
+        done, channels = _distribute(ctx, driver, done, errors)
         try:
             tip = deliverer.remote.fetch()
         except RemoteError as e:
             errors.append(f"hand edits not synced: {e.message}")
-            return Jobs(tuple(done), tuple(errors), dict(deliverer.notes))
+            return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), channels=channels)
         result = sync_changes(ctx, tip)
         notes = dict(deliverer.notes)
         job = result.job
@@ -264,7 +339,7 @@ def sync(where: Path, progress: Progress) -> Jobs:
         notes[job.job_id] = "; ".join(result.notes)
     elif result.notes:
         remark = "; ".join(result.notes)
-    return Jobs(tuple(done), tuple(errors), notes, remark=remark)
+    return Jobs(tuple(done), tuple(errors), notes, remark=remark, channels=channels)
 
 
 # -- CI and hooks --------------------------------------------------------------------------

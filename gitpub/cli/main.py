@@ -13,6 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Literal
 
 import click
 
@@ -111,8 +112,11 @@ def status(ctx: click.Context, job: str | None, show_all: bool) -> None:
     """Show one job, or every job not yet finished."""
     out = out_for(ctx)
     result = commands.status(where(), out.progress, job, show_all)
-    if not isinstance(result, commands.Jobs):
-        out.emit(result.record.public(), render.describe_job(result))
+    if job is not None:
+        one = result.jobs[0]
+        report = result.channels.get(one.job_id)
+        out.emit(one.record.public() | render.channels_json(report),
+                 "\n".join([render.describe_job(one), *render.channels_text(report, "  ")]))
         ctx.exit(EXIT_OK)
     out.emit(render.jobs_json(result),
              render.jobs_text(result, "no jobs" if show_all else "no unfinished jobs"))
@@ -177,16 +181,55 @@ def reconcile(ctx: click.Context) -> None:
 @click.argument("job")
 @click.option("--retry", "action", flag_value="retry", help="Run the job again.")
 @click.option("--abandon", "action", flag_value="abandon", help="Give the job up.")
+@click.option("--channel", metavar="NAME",
+              help="Resolve this channel of a published job (with one of the three below).")
+@click.option("--confirmed", "confirmed_url", metavar="URL",
+              help="With --channel: the post exists at URL (a person's evidence).")
+@click.option("--not-sent", "channel_action", flag_value="not_sent",
+              help="With --channel: nothing went out; send it again (same intent key).")
+@click.option("--skip", "channel_action", flag_value="skip",
+              help="With --channel: do not send this channel.")
 @common_options
 @click.pass_context
-def resolve(ctx: click.Context, job: str, action: str | None) -> None:
-    """The way out of REVIEW, CONFLICT and FAILED."""
-    if action not in ("retry", "abandon"):
-        raise click.UsageError("give --retry or --abandon")
+def resolve(ctx: click.Context, job: str, action: str | None, channel: str | None,
+            confirmed_url: str | None, channel_action: str | None) -> None:
+    """The way out of REVIEW, CONFLICT and FAILED, and of a channel that needs a person."""
     out = out_for(ctx)
+    if channel is not None or confirmed_url is not None or channel_action is not None:
+        _resolve_channel(ctx, out, job, channel, confirmed_url, channel_action, action)
+    if action not in ("retry", "abandon"):
+        raise click.UsageError("give --retry or --abandon (or --channel NAME with "
+                               "--confirmed URL, --not-sent or --skip)")
     result = commands.resolve(where(), out.progress, job,
                               "retry" if action == "retry" else "abandon")
     _jobs(ctx, out, result, "")
+
+
+def _resolve_channel(ctx: click.Context, out: Output, job: str, channel: str | None,
+                     confirmed_url: str | None, channel_action: str | None,
+                     action: str | None) -> None:
+    given = [x for x in (confirmed_url, channel_action) if x is not None]
+    if channel is None or len(given) != 1 or action is not None:
+        raise click.UsageError("give --channel NAME with exactly one of --confirmed URL, "
+                               "--not-sent, --skip")
+    decision: Literal["confirmed", "not_sent", "skip"] = (
+        "confirmed" if confirmed_url is not None
+        else "not_sent" if channel_action == "not_sent" else "skip")
+    result = commands.resolve_channel(where(), out.progress, job, channel, decision,
+                                      confirmed_url)
+    _jobs(ctx, out, result, "")
+
+
+@cli.command()
+@common_options
+@click.pass_context
+def metrics(ctx: click.Context) -> None:
+    """Prometheus text: oldest pending, unknown outcomes, backlog needing a person, key
+    reuse, per-channel attempts and confirmations."""
+    out = out_for(ctx)
+    text = commands.metrics(where(), out.progress)
+    out.emit({"metrics": text}, text)
+    ctx.exit(EXIT_OK)
 
 
 @cli.command()

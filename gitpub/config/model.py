@@ -115,7 +115,7 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class Rate:
-    """At most ``count`` sends per ``per`` seconds (for one channel's account); YAML ``"10/hour"``."""
+    """At most ``count`` sends per ``per`` seconds for one channel's account (``"10/hour"``)."""
 
     count: int
     per: float

@@ -129,6 +129,10 @@ class Stage(StrEnum):
     PROBE = "probe"
     RETRY = "retry"
     RESOLVE = "resolve"
+    CHANNELS = "channels"  # the payload frozen and the channels recorded pending
+    SEND = "send"  # a channel send: SENDING recorded before it, the outcome after
+    RECONCILE = "reconcile"  # an unknown channel outcome looked for (probe, same-key resend)
+    LIVE = "live"  # the live check of the published page
 
 
 class Answer(StrEnum):
