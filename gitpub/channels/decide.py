@@ -109,11 +109,17 @@ def after_send(record: ChannelRecord, outcome: Outcome, spec: ChannelSpec,
         return record.evolve(status=S.NOT_SENT, holder=None, code=outcome.code,
                              retryable=outcome.retryable, updated_at=now, detail=detail,
                              next_attempt_at=now + wait if again else None)
-    wait = backoff(1, spec.retry)
+    # Without a way to look (a command without a probe) a person decides at once.
+    wait = backoff(1, spec.retry) if can_look(spec) else 0.0
     return record.evolve(status=S.UNKNOWN, holder=None, code=outcome.code, updated_at=now,
                          unknown_since=record.unknown_since or now, next_attempt_at=now + wait,
                          detail=f"outcome unknown ({outcome.code}): to be reconciled, "
                                 "never re-sent blindly")
+
+
+def can_look(spec: ChannelSpec) -> bool:
+    """Whether an unknown outcome can be reconciled without a person."""
+    return spec.kind == "webhook" or spec.probe is not None
 
 
 def after_reconcile(record: ChannelRecord, outcome: Outcome | None, spec: ChannelSpec,

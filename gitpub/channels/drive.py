@@ -211,22 +211,22 @@ class Driver:
         if lease is None:
             notes.append(f"{name}: another worker holds the {spec.account} lease")
             return job
+        held = _Held(lease)
         try:
-            return self._steps(job, spec, lease, notes)
+            return self._steps(job, spec, held, notes)
         except LeaseLost:
             notes.append(f"{name}: lease lost (expired): stopped; reconciliation decides")
             return self._reload(job)
         finally:
-            self.leases.release(lease)
+            self.leases.release(held.lease)
 
-    def _steps(self, job: Job, spec: ChannelSpec, lease: AccountLease,
-               notes: list[str]) -> Job:
+    def _steps(self, job: Job, spec: ChannelSpec, held: _Held, notes: list[str]) -> Job:
         for _ in range(MAX_STEPS):
             dist = self.state.load(job)
             assert dist is not None
             record = dist.channels[spec.name]
             now = time.time()
-            action = decide.next_action(record, lease.holder, now, dist.is_live)
+            action = decide.next_action(record, held.lease.holder, now, dist.is_live)
             if action is None:
                 return job
             if action == Action.EXPIRE:
@@ -234,9 +234,9 @@ class Driver:
                     job, record, decide.expired(record, now), Stage.RECONCILE,
                     f"{spec.name}: {record.status.value} under a lost lease: outcome unknown")
             elif action == Action.SEND:
-                step, lease = self._send(job, spec, lease, dist, record, notes)
+                step, held.lease = self._send(job, spec, held.lease, dist, record, notes)
             else:
-                step, lease = self._reconcile(job, spec, lease, dist, record, notes)
+                step, held.lease = self._reconcile(job, spec, held.lease, dist, record, notes)
             if step is None:
                 return self._reload(job)
             job = step
@@ -293,7 +293,7 @@ class Driver:
     def _reconcile(self, job: Job, spec: ChannelSpec, lease: AccountLease, dist: Distribution,
                    record: ChannelRecord, notes: list[str]) -> tuple[Job | None, AccountLease]:
         now = time.time()
-        if spec.kind == "command" and spec.probe is None:
+        if not decide.can_look(spec):
             after = decide.after_reconcile(record, None, spec, now)
             return self.state.update_channel(job, record, after, Stage.RECONCILE,
                                              f"{spec.name}: {after.detail}"), lease
@@ -327,6 +327,13 @@ class Driver:
         fresh = self.ctx.store.load(job.job_id)
         assert fresh is not None
         return fresh
+
+
+@dataclass
+class _Held:
+    """The lease as it is now (each counted send moves the lease ref)."""
+
+    lease: AccountLease
 
 
 def adapter_for(spec: ChannelSpec, scratch_root: Path) -> Adapter:
