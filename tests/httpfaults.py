@@ -59,8 +59,14 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class _Server(ThreadingHTTPServer):
+class _Quiet(ThreadingHTTPServer):
     daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that gave up (timeout) leaves a broken pipe: expected here, not news."""
+
+
+class _Server(_Quiet):
     state: _State
 
 
@@ -179,8 +185,7 @@ class _SiteHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class _SiteServer(ThreadingHTTPServer):
-    daemon_threads = True
+class _SiteServer(_Quiet):
     site: LiveSite
 
 

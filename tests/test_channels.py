@@ -310,6 +310,7 @@ def test_sigstopped_before_the_send_sends_nothing_when_resumed(site: Site,
     finally:
         os.kill(a.pid, signal.SIGCONT)
     out, _ = a.communicate(timeout=60)
+    assert b"not sent: the lease would run out during the send" in out
     assert posts(platform) == [], "the resumed worker saw its lease gone and sent nothing"
     assert channel(site, job_id) == after_b
     assert site.call("reconcile").code == 4

@@ -272,6 +272,7 @@ class Driver:
         crash_point("channels.sending-recorded")
         if not self._covers(spec, lease):
             # Our lease would run out during the send: send nothing, say so if still ours.
+            notes.append(f"{spec.name}: not sent: the lease would run out during the send")
             after = decide.after_send(start, _lease_expiring(), spec, time.time())
             return self.state.update_channel(job, start, after, Stage.SEND,
                                              f"{spec.name}: not sent: lease expiring"), lease
