@@ -15,7 +15,7 @@ PAGE = "<html><head><title>Post k1</title></head><body><h1>Post k1</h1></body></
 
 def test_not_live_yet_then_live_then_the_channel_goes(site: Site, tmp_path: Path) -> None:
     platform = tmp_path / "platform.jsonl"
-    with LiveSite(delay=2.0) as web:
+    with LiveSite(delay=None) as web:  # the build is still running: starts serving below
         web.pages["/hello/"] = PAGE
         configure(site, command_channel(platform, extra="    after: live\n"),
                   site_url=web.url, live="{timeout: 0.5, interval: 0.1}")
@@ -28,7 +28,9 @@ def test_not_live_yet_then_live_then_the_channel_goes(site: Site, tmp_path: Path
         assert data["live"]["url"] == f"{web.url}/hello/"
         assert channel(site, job_id)["status"] == "pending", "after: live waits"
         assert posts(platform) == []
-        while time.time() < (web.ready_at or 0):
+        web.ready_at = time.time() + 3.0  # the site's build finishes in a few seconds
+        assert site.call("reconcile").code == 5, "not yet"
+        while time.time() < web.ready_at:
             time.sleep(0.1)
         r = site.call("reconcile")
         assert r.code == 0, r.out
