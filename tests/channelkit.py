@@ -21,12 +21,13 @@ def article(n: int | str) -> str:
 
 def command_channel(platform: Path, *, name: str = "social", required: bool = True,
                     probe: bool = True, timeout: float = 5, lease: float | None = None,
-                    retry: str = FAST_RETRY, extra: str = "") -> str:
+                    retry: str = FAST_RETRY, extra: str = "",
+                    send: list[str] | None = None) -> str:
     tool = [sys.executable, str(TOOL)]
     lines = [f"  - name: {name}", "    kind: command", "    account: news",
              f"    required: {json.dumps(required)}", f"    timeout: {timeout}",
              f"    retry: {retry}",
-             f"    send: {json.dumps([*tool, 'send', str(platform)])}"]
+             f"    send: {json.dumps(send or [*tool, 'send', str(platform)])}"]
     if probe:
         lines.append(f"    probe: {json.dumps([*tool, 'probe', str(platform)])}")
     if lease is not None:

@@ -454,3 +454,48 @@ def test_rate_limit_per_account(site: Site, tmp_path: Path) -> None:
     states = sorted(channel(site, j)["status"] for j in (first, second))
     assert states == ["confirmed", "pending"]
     assert len(posts(platform)) == 1
+
+
+# -- secrets, other entry points -------------------------------------------------------------
+
+def test_no_secret_reaches_channel_state(site: Site, tmp_path: Path) -> None:
+    token = "ghp_" + "a1B2" * 9
+    platform = tmp_path / "platform.jsonl"
+    leaky = tmp_path / "leaky.sh"
+    leaky.write_text("#!/bin/sh\ncat >/dev/null\n"
+                     "echo '{\"outcome\":\"not_sent\",\"retryable\":false,"
+                     f"\"code\":\"denied for {token}\"}}'\n")
+    leaky.chmod(0o755)
+    with Platform(default="400") as hook:
+        hook_spec = webhook_channel(hook.url, extra="    headers: {Authorization: "
+                                                    "\"Bearer ${HOOK_TOKEN}\"}\n")
+        configure(site, command_channel(platform, send=[str(leaky)]), hook_spec)
+        job_id = prepare(site)
+        r = site.run("push", env={"HOOK_TOKEN": token})
+        assert r.code == 4, r.err
+        assert hook.requests[0].headers["Authorization"] == f"Bearer {token}"
+    assert channel(site, job_id)["code"] == "denied for [REDACTED:github-token]"
+    assert token.encode() not in site.all_objects_text()
+    assert token not in r.out + r.err
+
+
+def test_prepare_push_announces_in_the_same_process(site: Site, tmp_path: Path) -> None:
+    platform = tmp_path / "platform.jsonl"
+    configure(site, command_channel(platform))
+    r = site.call("prepare", "--push", "--json", "--key", "k1", "--to", "posts/hello.md", "-",
+                  input="# Hello\n\nText.\n")
+    assert r.code == 0, r.err
+    data = r.json()
+    assert data["state"] == "PUBLISHED" and data["channels"][0]["status"] == "confirmed"
+    assert len(posts(platform)) == 1
+
+
+def test_hand_edits_get_no_channels(site: Site, tmp_path: Path) -> None:
+    platform = tmp_path / "platform.jsonl"
+    configure(site, command_channel(platform))
+    (site.path / "posts" / "welcome.md").write_text("# Welcome\n\nFixed a typo.\n")
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.err
+    (job,) = r.json()["jobs"]
+    assert job["state"] == "PUBLISHED" and "channels" not in job
+    assert posts(platform) == []

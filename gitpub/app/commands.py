@@ -67,6 +67,8 @@ class Prepared:
 
     @property
     def exit_code(self) -> int:
+        if self.channels is not None and self.channels.errors:
+            return EXIT_ERROR
         return aggregate_exit([self.job.state],
                               [] if self.channels is None else [self.channels.exit_code])
 
@@ -123,10 +125,14 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
         driver = _driver(ctx)
         driver.expect([job])
         job = deliverer.deliver(job)
-        reports, _ = driver.drive_all([job], only_named=True)
+        reports, failed = driver.drive_all([job], only_named=True)
         job = ctx.store.load(job.job_id) or job
-        return Prepared(job, created, deliverer.notes.get(job.job_id),
-                        reports[0] if reports else None)
+        report = reports[0] if reports else None
+        if failed:
+            from gitpub.channels.drive import Report
+
+            report = Report(job.job_id, None, errors=tuple(failed))
+        return Prepared(job, created, deliverer.notes.get(job.job_id), report)
 
 
 def status(where: Path, progress: Progress, job_ref: str | None,
@@ -275,12 +281,16 @@ def resolve(where: Path, progress: Progress, job_ref: str,
         job = resolve_job(ctx.store, find_job(ctx.store, job_ref), action)
         deliverer = Deliverer(ctx, ctx.remote(), now_please=True)
         errors: list[str] = []
+        channels: dict[str, Report] = {}
         if action == "retry":
             if job.state == State.RECEIVED:
                 with contextlib.suppress(RemoteError):
                     deliverer.remote.fetch()  # re-snapshot against the current remote
+            driver = _driver(ctx)
+            driver.expect([job])
             job = _deliver_one(job, deliverer, errors)
-    return Jobs((job,), tuple(errors), dict(deliverer.notes))
+            (job,), channels = _distribute(ctx, driver, [job], errors, only_named=True)
+    return Jobs((job,), tuple(errors), dict(deliverer.notes), channels=channels)
 
 
 def resolve_channel(where: Path, progress: Progress, job_ref: str, channel: str,

@@ -95,10 +95,11 @@ def prepare(ctx: click.Context, key: str | None, targets: tuple[str, ...], push_
     result = commands.prepare(where(), out.progress, key, targets, sources, push_now)
     job, note = result.job, result.note
     data = job.record.public() | {"created": result.created} | (
-        {"note": note} if note else {})
-    human = (render.describe_job(job) + ("" if result.created
-                                         else "\n  (existing job for this key)")
-             + (f"\n  {note}" if note else ""))
+        {"note": note} if note else {}) | render.channels_json(result.channels)
+    human = "\n".join([render.describe_job(job) + ("" if result.created
+                                                   else "\n  (existing job for this key)")
+                       + (f"\n  {note}" if note else ""),
+                       *render.channels_text(result.channels, "  ")])
     out.emit(data, human)
     ctx.exit(result.exit_code)
 

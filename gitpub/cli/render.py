@@ -62,7 +62,7 @@ def job_line(job: Job, note: str | None = None) -> str:
 def channels_json(report: Report | None) -> dict[str, Any]:
     """The ``channels`` (and ``live``) of a job's ``--json`` view; empty without any."""
     if report is None or report.distribution is None:
-        return {}
+        return {"channel_errors": list(report.errors)} if report and report.errors else {}
     dist = report.distribution
     data: dict[str, Any] = {
         "channels": [r.public() for r in dist.channels.values()],
@@ -76,7 +76,7 @@ def channels_json(report: Report | None) -> dict[str, Any]:
 def channels_text(report: Report | None, indent: str = "    ") -> list[str]:
     """One line per channel: name, status, evidence or what it waits for."""
     if report is None or report.distribution is None:
-        return []
+        return [f"{indent}error: {e}" for e in (report.errors if report else ())]
     dist = report.distribution
     lines = []
     if dist.live is not None:
