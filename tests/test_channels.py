@@ -28,6 +28,7 @@ from channelkit import (
 from conftest import Site, git
 from httpfaults import Platform
 
+from gitpub.channels.lease import lease_ref
 from gitpub.core.crashpoints import CRASH_POINTS
 from gitpub.git.repo import MODE_FILE, Entry, Repository
 
@@ -499,3 +500,18 @@ def test_hand_edits_get_no_channels(site: Site, tmp_path: Path) -> None:
     (job,) = r.json()["jobs"]
     assert job["state"] == "PUBLISHED" and "channels" not in job
     assert posts(platform) == []
+
+
+def test_corrupt_account_lease_stops_that_channel_only(site: Site, tmp_path: Path) -> None:
+    platform = tmp_path / "platform.jsonl"
+    configure(site, command_channel(platform), command_channel(platform, name="weibo"))
+    job_id = published_pending(site)
+    assert git(site.path, "for-each-ref", "refs/pub/channel-leases/") == ""  # none taken yet
+    bad = git(site.path, "hash-object", "-w", "--stdin", input=b"garbage").strip()
+    git(site.path, "update-ref", lease_ref("social", "news"), bad)
+    r = site.call("reconcile")
+    assert r.code == 1
+    assert f"channel lease {lease_ref('social', 'news')} (social) is unreadable" in r.out
+    assert channel(site, job_id)["status"] == "pending"
+    assert channel(site, job_id, "weibo")["status"] == "confirmed"
+    assert [p["channel"] for p in posts(platform)] == ["weibo"]

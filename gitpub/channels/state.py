@@ -70,8 +70,11 @@ class Distribution:
 
     @property
     def settled(self) -> bool:
-        """Nothing left for automation or a person: every channel final, the page checked."""
-        return self.is_live and all(r.final for r in self.channels.values())
+        """Nothing left to drive: every channel final, and the page found live (or given up
+        on: then the channels waiting for it needed a person, who resolved them)."""
+        checked = self.live is None or self.live.status in (LiveStatus.LIVE,
+                                                             LiveStatus.GAVE_UP)
+        return checked and all(r.final for r in self.channels.values())
 
 
 class ChannelState:
