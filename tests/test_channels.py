@@ -515,3 +515,19 @@ def test_corrupt_account_lease_stops_that_channel_only(site: Site, tmp_path: Pat
     assert channel(site, job_id)["status"] == "pending"
     assert channel(site, job_id, "weibo")["status"] == "confirmed"
     assert [p["channel"] for p in posts(platform)] == ["weibo"]
+
+
+def test_resolve_channel_usage(site: Site, tmp_path: Path) -> None:
+    platform = tmp_path / "platform.jsonl"
+    configure(site, command_channel(platform))
+    job_id = published_pending(site)
+    for args in (["--channel", "social"], ["--not-sent"], ["--channel", "social", "--skip",
+                                                           "--not-sent"],
+                 ["--channel", "social", "--retry", "--skip"]):
+        assert site.call("resolve", job_id, *args).code == 2, args
+    r = site.call("resolve", job_id, "--channel", "social", "--confirmed", "not-a-url")
+    assert r.code == 2 and "http(s) URL" in r.err
+    r = site.call("resolve", job_id, "--channel", "nope", "--skip")
+    assert r.code == 2 and "channels: social" in r.err
+    assert site.call("resolve", job_id, "--channel", "social", "--skip").code == 0
+    assert channel(site, job_id)["status"] == "skipped" and posts(platform) == []

@@ -23,6 +23,10 @@ from gitpub.core.sanitize import sanitize
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import httpx
+
 #: The longest single request of the live check.
 REQUEST_TIMEOUT = 10.0
 
@@ -41,12 +45,13 @@ def needles(payload: bytes, match: str) -> list[str]:
     return list(dict.fromkeys([title, html.escape(title, quote=False), html.escape(title)]))
 
 
-def fetch(url: str, wanted: list[str], timeout: float) -> tuple[bool, str]:
+def fetch(client: httpx.Client, url: str, wanted: list[str],
+          timeout: float) -> tuple[bool, str]:
     """One GET of ``url``: whether it shows the article, and what it answered."""
     import httpx
 
     try:
-        response = httpx.get(url, timeout=timeout, follow_redirects=True)
+        response = client.get(url, timeout=timeout)
     except httpx.HTTPError as e:
         return False, sanitize(f"{type(e).__name__}")
     if response.status_code != 200:
@@ -61,16 +66,19 @@ def wait_live(url: str, wanted: list[str], spec: LiveCheck,
               sleep: Callable[[float], None] = time.sleep) -> tuple[bool, str, int]:
     """Ask until the page shows the article or ``spec.timeout`` passed: (live, last answer,
     number of requests)."""
+    import httpx
+
     deadline = time.monotonic() + spec.timeout
     checks = 0
-    while True:
-        remaining = deadline - time.monotonic()
-        ok, detail = fetch(url, wanted, max(0.1, min(REQUEST_TIMEOUT, remaining)))
-        checks += 1
-        remaining = deadline - time.monotonic()
-        if ok or remaining <= 0:
-            return ok, detail, checks
-        sleep(min(spec.interval, remaining))
+    with httpx.Client(follow_redirects=True) as client:  # one client (one CA load) a run
+        while True:
+            remaining = deadline - time.monotonic()
+            ok, detail = fetch(client, url, wanted, max(0.1, min(REQUEST_TIMEOUT, remaining)))
+            checks += 1
+            remaining = deadline - time.monotonic()
+            if ok or remaining <= 0:
+                return ok, detail, checks
+            sleep(min(spec.interval, remaining))
 
 
 def check_live(ctx: Context, state: ChannelState, job: Job,
