@@ -28,7 +28,7 @@ from gitpub.channels.adapters import Adapter, CommandAdapter, Intent
 from gitpub.channels.decide import Action
 from gitpub.channels.lease import AccountLease, LeaseLost, Leases, rate_wait
 from gitpub.channels.live import check_live, new_live_record
-from gitpub.channels.model import OPERATION_CREATE, ChannelRecord, NotSent, Status
+from gitpub.channels.model import OPERATION_CREATE, ChannelRecord, Holder, NotSent, Status
 from gitpub.channels.payload import article_path, build_payload, payload_sha256
 from gitpub.channels.state import ChannelState, Distribution
 from gitpub.config.model import ChannelSpec
@@ -207,7 +207,9 @@ class Driver:
         if not decide.due(record, time.time()) and record.status not in (Status.SENDING,
                                                                           Status.RECONCILING):
             return job
-        lease = self.leases.acquire(spec)
+        # Count the send when taking the lease if the record says one is due (saves a write).
+        sends = decide.next_action(record, _NOBODY, time.time(), dist.is_live) == Action.SEND
+        lease = self.leases.acquire(spec, count_send=sends)
         if lease is None:
             notes.append(f"{name}: another worker holds the {spec.account} lease")
             return job
@@ -243,6 +245,8 @@ class Driver:
         return job
 
     def _rate_limited(self, spec: ChannelSpec, lease: AccountLease, notes: list[str]) -> bool:
+        if lease.counted:
+            return False  # counted when the lease was taken: the rate allowed it
         wait = rate_wait(lease.ledger, spec.rate, time.time())
         if wait > 0:
             notes.append(f"{spec.name}: rate limit {spec.rate}: next send in {wait:.0f}s")
@@ -328,6 +332,10 @@ class Driver:
         fresh = self.ctx.store.load(job.job_id)
         assert fresh is not None
         return fresh
+
+
+#: A holder that is nobody's: what the next action would be before we hold the lease.
+_NOBODY = Holder("", "", 0.0)
 
 
 @dataclass

@@ -81,6 +81,7 @@ class AccountLease:
     ref: str
     sha: str
     ledger: Ledger
+    counted: bool = False  # a send is already counted in the rate window, not used yet
 
     @property
     def holder(self) -> Holder:
@@ -122,8 +123,10 @@ class Leases:
                 hint=f"no channel {spec.name!r} sends until it is repaired; inspect "
                      f"`git cat-file -p {ref}` and delete the ref if no send is running") from None
 
-    def acquire(self, spec: ChannelSpec) -> AccountLease | None:
-        """The lease for ``spec``'s account, or None while another live worker holds it."""
+    def acquire(self, spec: ChannelSpec, *, count_send: bool = False) -> AccountLease | None:
+        """The lease for ``spec``'s account, or None while another live worker holds it.
+        ``count_send``: the caller means to send at once — count it now, in the same write,
+        if the rate allows (one ref write less per send)."""
         for _ in range(CAS_ROUNDS):
             sha, ledger = self.read(spec)
             now = time.time()
@@ -133,14 +136,19 @@ class Leases:
             window = spec.rate.per if spec.rate is not None else 0.0
             new = replace(ledger, holder=holder,
                           sends=tuple(t for t in ledger.sends if t > now - window))
+            counted = count_send and rate_wait(new, spec.rate, now) == 0
+            if counted:
+                new = replace(new, sends=(*new.sends, now))
             taken = self._swap(lease_ref(spec.name, spec.account), sha, new)
             if taken is not None:
-                return taken
+                return replace(taken, counted=counted)
         return None
 
     def note_send(self, lease: AccountLease) -> AccountLease:
         """Count a send against the account's rate (before it starts); ``LeaseLost`` if the
-        lease is no longer ours."""
+        lease is no longer ours. A send counted when the lease was taken is used up here."""
+        if lease.counted:
+            return replace(lease, counted=False)
         ledger = replace(lease.ledger, sends=(*lease.ledger.sends, time.time()))
         swapped = self._swap(lease.ref, lease.sha, ledger)
         if swapped is None:
@@ -156,7 +164,10 @@ class Leases:
         return current == lease.sha and lease.holder.expires_at > time.time() + needed
 
     def release(self, lease: AccountLease) -> None:
-        """Give the lease back (keeping the rate window); a no-op if it was taken over."""
+        """Give the lease back (keeping the rate window, minus a send counted but not made);
+        a no-op if it was taken over."""
+        if lease.counted:
+            lease = replace(lease, ledger=replace(lease.ledger, sends=lease.ledger.sends[:-1]))
         self._swap(lease.ref, lease.sha, replace(lease.ledger, holder=None))
 
     def _swap(self, ref: str, old: str | None, ledger: Ledger) -> AccountLease | None:
