@@ -160,7 +160,7 @@ def _row(scenario: str, ours: list[float], theirs: list[float],
             "gitpub": "`Driver.drive`: lease, SENDING, send, outcome (in process)",
             "baseline": baseline,
             "notes": f"gitpub adds {1000 * (median(ours) - median(theirs)):.0f} ms per send: "
-                     "2 job-state commits + 3 lease-ref writes"}
+                     "2 job-state commits + 2 lease-ref writes"}
 
 
 def run(runs: int = 9) -> list[dict[str, object]]:
