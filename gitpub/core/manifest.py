@@ -18,6 +18,8 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gitpub.core.paths import structural_problem, symlink_problem
+
 HEADER = b"gitpub-manifest v1\n"
 _MODES = (0o100644, 0o100755, 0o120000)
 
@@ -37,14 +39,11 @@ class ManifestEntry:
 
 
 def check_path(path: str) -> str:
-    """A repository path the manifest can hold: relative, normalised, printable, no ``.git``."""
-    if not path or path.startswith("/") or path.endswith("/") or "\\" in path:
-        raise ManifestError(f"invalid repository path: {path!r}")
-    if any(ch in path for ch in "\n\r\0"):
-        raise ManifestError(f"invalid character in repository path: {path!r}")
-    parts = path.split("/")
-    if any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):
-        raise ManifestError(f"invalid repository path: {path!r}")
+    """A repository path the manifest can hold (``core.paths.structural_problem``): relative,
+    normalised, UTF-8, no control character or backslash, no spelling of ``.git``."""
+    problem = structural_problem(path)
+    if problem is not None:
+        raise ManifestError(f"invalid repository path {path!r}: {problem}")
     return path
 
 
@@ -68,6 +67,9 @@ class Manifest:
         for e in ordered:
             if e.mode not in _MODES:
                 raise ManifestError(f"unsupported file mode {e.mode:o} for {e.path}")
+            problem = symlink_problem(e.path) if e.mode == 0o120000 else None
+            if problem is not None:
+                raise ManifestError(f"{e.path}: {problem}")
             if e.path in seen:
                 raise ManifestError(f"duplicate path in manifest: {e.path}")
             seen.add(e.path)
