@@ -531,3 +531,17 @@ def test_resolve_channel_usage(site: Site, tmp_path: Path) -> None:
     assert r.code == 2 and "channels: social" in r.err
     assert site.call("resolve", job_id, "--channel", "social", "--skip").code == 0
     assert channel(site, job_id)["status"] == "skipped" and posts(platform) == []
+
+
+def test_jobs_published_before_channels_are_never_announced(site: Site, tmp_path: Path) -> None:
+    platform = tmp_path / "platform.jsonl"
+    job_id = prepare(site)
+    assert site.call("push").code == 0
+    configure(site, command_channel(platform))
+    for args in (["push", job_id], ["reconcile"], ["sync"], ["push"]):
+        assert site.call(*args).code == 0, args
+    assert "channels" not in status(site, job_id)
+    assert posts(platform) == []
+    later = prepare(site, "k2", "posts/later.md")
+    assert site.call("push").code == 0
+    assert [p["job"] for p in posts(platform)] == [later]

@@ -41,7 +41,7 @@ from gitpub.core.errors import (
     GitpubError,
 )
 from gitpub.core.sanitize import sanitize
-from gitpub.core.states import Kind, Stage, State
+from gitpub.core.states import TERMINAL, Kind, Stage, State
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job
 
@@ -94,11 +94,12 @@ class Driver:
 
     def expect(self, jobs: Sequence[Job]) -> None:
         """Index the jobs about to be delivered that will have a distribution (before the
-        delivery, so a crash right after "published" is rediscovered)."""
+        delivery, so a crash right after "published" is rediscovered). A job published before
+        channels were configured is never announced after the fact."""
         if not self.enabled:
             return
         for job in jobs:
-            if job.record.kind == Kind.PUBLISH and job.state != State.SKIPPED and \
+            if job.record.kind == Kind.PUBLISH and job.state not in TERMINAL and \
                     article_path(self.ctx.config, job.record) is not None:
                 self.state.expect(job)
 
@@ -131,7 +132,7 @@ class Driver:
             return None  # not yet: it stays indexed
         dist = self.state.load(job)
         if dist is None:
-            if not self.enabled:
+            if not self.enabled or not self.state.is_indexed(job.job_id):
                 return None
             job = self._initialize(job)
             dist = self.state.load(job)

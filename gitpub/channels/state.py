@@ -191,6 +191,9 @@ class ChannelState:
         if self.repo.read_ref(ref) is None:
             self.repo.cas_ref(ref, None, job.commit, "gitpub: distribution expected")
 
+    def is_indexed(self, job_id: str) -> bool:
+        return self.repo.read_ref(INDEX_PREFIX + job_id) is not None
+
     def indexed(self) -> list[str]:
         return sorted(self.repo.list_refs(INDEX_PREFIX))
 
