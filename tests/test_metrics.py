@@ -62,3 +62,21 @@ def test_unknown_and_needs_person_backlog(site: Site, tmp_path: Path) -> None:
     assert m["gitpub_needs_person", (("kind", "channel"), ("state", "needs_manual"))] == 1
     r = site.call("metrics", "--json")
     assert "gitpub_unknown_outcomes" in r.json()["metrics"]
+
+
+def test_key_reuse_refusals_are_counted(site: Site) -> None:
+    from gitpub.core.record import JobRecord
+    from gitpub.core.states import FailureCode, State
+    from gitpub.git.repo import Repository
+    from gitpub.store.jobs import JobStore
+
+    with Repository.discover(site.path) as repo:
+        store = JobStore(repo)
+        for n in range(2):
+            store.create(JobRecord(job_id=f"reused-{n}", idempotency_key=f"k{n}",
+                                   request_hash="h" * 64, state=State.REVIEW, node="n",
+                                   created_at=1.0, updated_at=1.0,
+                                   failure_code=FailureCode.KEY_REUSED), {}, "a test")
+    m = samples(site.call("metrics").out)
+    assert m["gitpub_key_reuse_refusals_total", ()] == 2
+    assert m["gitpub_needs_person", (("kind", "job"), ("state", "REVIEW"))] == 2

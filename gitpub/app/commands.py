@@ -20,6 +20,7 @@ from gitpub.config.load import default_config_text
 from gitpub.config.model import CONFIG_FILE
 from gitpub.core.errors import (
     EXIT_ERROR,
+    EXIT_KEY_REUSED,
     EXIT_NEEDS_PERSON,
     EXIT_OK,
     EXIT_UNCONFIRMED,
@@ -48,12 +49,14 @@ if TYPE_CHECKING:
 Progress = Callable[[str], None]
 
 
-def aggregate_exit(states: Sequence[State], extra: Sequence[int] = ()) -> int:
-    """4 if any job (or channel: ``extra``) needs a person, else 5 if any is not confirmed yet,
-    else 0."""
-    codes = [exit_code_for(s) for s in states] + list(extra)
-    return (EXIT_NEEDS_PERSON if EXIT_NEEDS_PERSON in codes
-            else EXIT_UNCONFIRMED if EXIT_UNCONFIRMED in codes else EXIT_OK)
+def aggregate_exit(jobs: Sequence[Job], extra: Sequence[int] = ()) -> int:
+    """3 if any job's key was used elsewhere for other content, else 4 if any job (or channel:
+    ``extra``) needs a person, else 5 if any is not confirmed yet, else 0."""
+    codes = [exit_code_for(j.state, j.record.failure_code) for j in jobs] + list(extra)
+    for code in (EXIT_KEY_REUSED, EXIT_NEEDS_PERSON, EXIT_UNCONFIRMED):
+        if code in codes:
+            return code
+    return EXIT_OK
 
 
 # -- results -------------------------------------------------------------------------------
@@ -69,7 +72,7 @@ class Prepared:
     def exit_code(self) -> int:
         if self.channels is not None and self.channels.errors:
             return EXIT_ERROR
-        return aggregate_exit([self.job.state],
+        return aggregate_exit([self.job],
                               [] if self.channels is None else [self.channels.exit_code])
 
 
@@ -89,8 +92,7 @@ class Jobs:
     def exit_code(self) -> int:
         if self.errors or any(r.errors for r in self.channels.values()):
             return EXIT_ERROR
-        return aggregate_exit([j.state for j in self.jobs],
-                              [r.exit_code for r in self.channels.values()])
+        return aggregate_exit(self.jobs, [r.exit_code for r in self.channels.values()])
 
 
 @dataclass(frozen=True)
@@ -355,10 +357,20 @@ def sync(where: Path, progress: Progress) -> Jobs:
 # -- CI and hooks --------------------------------------------------------------------------
 
 def confirm(where: Path, progress: Progress, rev_range: str | None,
-            push_notes: bool) -> ConfirmReport:
+            push_notes: bool, accept: str | None = None,
+            reason: str | None = None) -> ConfirmReport:
+    """Verify the remote branch (CI); with ``accept``, record a person's acceptance of the BAD
+    verdict on that commit instead."""
+    from gitpub.verify.confirm import accept as accept_bad
     from gitpub.verify.confirm import confirm as run_confirm
 
+    if (accept is None) != (reason is None):
+        raise UsageError("--accept SHA and --reason TEXT go together")
     with open_session(where, progress) as ctx:
+        if accept is not None and reason is not None:
+            who = ctx.repo.user_identity()
+            return accept_bad(ctx.repo, ctx.remote(), accept, reason,
+                              f"{who.name} <{who.email}>", push_notes=push_notes)
         return run_confirm(ctx.repo, ctx.config, ctx.remote(), rev_range=rev_range,
                            push_notes=push_notes, progress=progress)
 

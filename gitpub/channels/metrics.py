@@ -18,10 +18,8 @@ from dataclasses import dataclass, field
 from gitpub.channels.model import IN_FLIGHT, LiveStatus, Status
 from gitpub.channels.state import ChannelState, Distribution
 from gitpub.core.errors import CorruptStateError
-from gitpub.core.states import NEEDS_PERSON, SETTLED, State
+from gitpub.core.states import NEEDS_PERSON, SETTLED, FailureCode, State
 from gitpub.store.jobs import Job, JobStore
-
-KEY_REUSED = "key_reused"  # the failure code of a refused key reuse (kept as a string)
 
 
 @dataclass
@@ -48,7 +46,7 @@ class Snapshot:
             self.unknown["push"].append(max(0.0, self.now - record.updated_at))
         if job.state in NEEDS_PERSON or job.state == State.FAILED:
             self.needs_person["job", job.state.value] += 1
-        if str(record.failure_code) == KEY_REUSED:
+        if record.failure_code == FailureCode.KEY_REUSED:
             self.key_reused += 1
 
     def add_distribution(self, dist: Distribution) -> None:
