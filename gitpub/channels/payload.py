@@ -26,7 +26,8 @@ from gitpub.channels.model import FORMAT_VERSION, OPERATION_CREATE
 from gitpub.config.model import Config, SiteSpec
 from gitpub.core.record import JobRecord
 from gitpub.core.sanitize import sanitize
-from gitpub.pipeline.gates import front_matter, title_of
+from gitpub.pipeline import frontmatter
+from gitpub.pipeline.gates import title_of
 
 SUMMARY_LIMIT = 280
 _IMAGE_RE = re.compile(r"!\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)"
@@ -39,16 +40,12 @@ def article_path(config: Config, record: JobRecord) -> str | None:
 
 
 def _meta(text: str) -> dict[str, Any]:
-    block = front_matter(text)
-    if not block:
+    """The front matter's mapping (YAML, TOML or JSON), empty when there is none."""
+    fm = frontmatter.split(text)
+    if fm is None:
         return {}
-    import yaml
-
-    try:
-        data = yaml.safe_load(block)
-    except yaml.YAMLError:
-        return {}
-    return data if isinstance(data, dict) else {}
+    data, _problem = frontmatter.parse(fm)
+    return dict(data) if data else {}
 
 
 def canonical_url(site: SiteSpec, path: str, meta: dict[str, Any]) -> str:
@@ -66,13 +63,8 @@ def canonical_url(site: SiteSpec, path: str, meta: dict[str, Any]) -> str:
 
 def _body(text: str) -> str:
     """The Markdown text after its front matter."""
-    if front_matter(text) is None:
-        return text
-    lines = text.removeprefix("\ufeff").splitlines(keepends=True)
-    for i in range(1, len(lines)):
-        if lines[i].rstrip("\r\n") in ("---", "..."):
-            return "".join(lines[i + 1:])
-    return ""
+    fm = frontmatter.split(text)
+    return text if fm is None else fm.body
 
 
 def summary_of(text: str, meta: dict[str, Any]) -> str:
