@@ -8,12 +8,12 @@ error is part of the result, and the exit code aggregates.
 
 from __future__ import annotations
 
-import contextlib
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
+from gitpub.app.advice import next_step
 from gitpub.app.session import find_job, open_session
 from gitpub.app.sources import read_sources
 from gitpub.core.errors import (
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from gitpub.channels.drive import Driver, Report
     from gitpub.channels.resolve import Decision
     from gitpub.delivery.deliver import Deliverer
+    from gitpub.delivery.resolve import Action
     from gitpub.delivery.sync import Pending
     from gitpub.hooks.install import HookState
     from gitpub.verify.confirm import ConfirmReport
@@ -64,6 +65,7 @@ class Prepared:
     job: Job
     created: bool
     note: str | None = None  # what happened to the local checkout (with --push)
+    hint: str | None = None  # what to do next
     channels: Report | None = None  # with --push: the published job's channels
 
     @property
@@ -72,6 +74,15 @@ class Prepared:
             return EXIT_ERROR
         return aggregate_exit([self.job],
                               [] if self.channels is None else [self.channels.exit_code])
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One job, and what to do next with it."""
+
+    job: Job
+    hint: str | None = None
+    channels: Report | None = None  # a published job's channels, as recorded
 
 
 @dataclass(frozen=True)
@@ -84,13 +95,22 @@ class Jobs:
     notes: Mapping[str, str] = field(default_factory=dict)  # job id -> local checkout
     pending: Pending | None = None  # reconcile: hand edits waiting for `git pub sync`
     remark: str | None = None  # sync: what happened to hand edits that made no job
+    hints: Mapping[str, str] = field(default_factory=dict)  # job id -> what to do next
+    #: Work that is not confirmed yet and needs another run (sync: hand edits not delivered
+    #: because the remote did not answer): exit 5, as a job in RETRY_WAIT.
+    unconfirmed: tuple[str, ...] = ()
     channels: Mapping[str, Report] = field(default_factory=dict)  # job id -> its channels
 
     @property
     def exit_code(self) -> int:
         if self.errors or any(r.errors for r in self.channels.values()):
             return EXIT_ERROR
-        return aggregate_exit(self.jobs, [r.exit_code for r in self.channels.values()])
+        code = aggregate_exit(self.jobs, [r.exit_code for r in self.channels.values()])
+        return EXIT_UNCONFIRMED if code == EXIT_OK and self.unconfirmed else code
+
+
+def _hints(ctx: Context, jobs: Sequence[Job]) -> dict[str, str]:
+    return {j.job_id: hint for j in jobs if (hint := next_step(ctx, j)) is not None}
 
 
 @dataclass(frozen=True)
@@ -109,7 +129,7 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
         paths, srcs = read_sources(targets, sources, drafted)
         job, created = run_prepare(ctx, Request(tuple(paths), tuple(srcs), drafted, key))
         if not push:
-            return Prepared(job, created, _no_base_note(ctx, job))
+            return Prepared(job, created, _no_base_note(ctx, job), next_step(ctx, job))
         # Deliver it now, in this process: one interpreter start instead of two.
         from gitpub.delivery.deliver import Deliverer
 
@@ -124,7 +144,8 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
             from gitpub.channels.drive import Report
 
             report = Report(job.job_id, None, errors=tuple(failed))
-        return Prepared(job, created, deliverer.notes.get(job.job_id), report)
+        return Prepared(job, created, deliverer.notes.get(job.job_id), next_step(ctx, job),
+                        report)
 
 
 def _no_base_note(ctx: Context, job: Job) -> str | None:
@@ -138,7 +159,7 @@ def _no_base_note(ctx: Context, job: Job) -> str | None:
 
 
 def status(where: Path, progress: Progress, job_ref: str | None,
-           show_all: bool) -> Jobs:
+           show_all: bool) -> Shown | Jobs:
     """One job, or the unfinished ones (``show_all``: every job); a published job whose
     channels are not settled yet is unfinished too. Channel records are shown as they are."""
     from gitpub.channels.drive import channel_reports, unsettled
@@ -146,7 +167,8 @@ def status(where: Path, progress: Progress, job_ref: str | None,
     with open_session(where, progress) as ctx:
         if job_ref is not None:
             job = find_job(ctx.store, job_ref)
-            return Jobs((job,), channels=channel_reports(ctx, [job], strict=True))
+            return Shown(job, next_step(ctx, job),
+                         channel_reports(ctx, [job], strict=True).get(job.job_id))
         jobs: list[Job] = []
         errors: list[str] = []
         for item in ctx.store.iter_jobs(finished=show_all):
@@ -157,8 +179,8 @@ def status(where: Path, progress: Progress, job_ref: str | None,
         if not show_all:
             jobs += unsettled(ctx, {j.job_id for j in jobs}, errors)
         channels = channel_reports(ctx, jobs, errors=errors)
-    jobs.sort(key=lambda j: j.record.created_at)
-    return Jobs(tuple(jobs), tuple(errors), channels=channels)
+        jobs.sort(key=lambda j: j.record.created_at)
+        return Jobs(tuple(jobs), tuple(errors), hints=_hints(ctx, jobs), channels=channels)
 
 
 def log(where: Path, progress: Progress, job_ref: str) -> History:
@@ -188,19 +210,24 @@ def _unfinished(ctx: Context, errors: list[str], states: frozenset[State]) -> li
 
 
 def _deliver_one(job: Job, deliverer: Deliverer, errors: list[str]) -> Job:
-    """The job delivered as far as it goes; on an error, the job as it was (error recorded)."""
+    """The job delivered as far as it goes; on an error, the job as it was (error recorded).
+    A misconfigured remote or a missing branch is not the job's error: it stops the command
+    (exit 2) and changes nothing."""
     from gitpub.delivery.deliver import BranchMissingError
+    from gitpub.git.remote import RemoteConfigError
 
     try:
         return deliverer.deliver(job)
-    except BranchMissingError:
-        raise  # the configuration is wrong for every job: stop (exit 2), change nothing
+    except (BranchMissingError, RemoteConfigError):
+        raise
     except GitpubError as e:  # one bad job must not stop the others
         errors.append(f"job {job.job_id}: {sanitize(e.message)}")
         return job
 
 
 def _deliver_all(jobs: Sequence[Job], deliverer: Deliverer, errors: list[str]) -> list[Job]:
+    if jobs:
+        deliverer.remote.check()  # no such remote, not a repository: exit 2, nothing changed
     return [_deliver_one(job, deliverer, errors) for job in jobs]
 
 
@@ -243,14 +270,18 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
         done = _deliver_all(jobs, deliverer, errors)
         done, channels = _distribute(ctx, driver, done, errors, only_named=bool(job_refs))
         pack_refs_if_needed(ctx.repo)
-    return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), channels=channels)
+        return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), hints=_hints(ctx, done),
+                    channels=channels)
 
 
 def reconcile(where: Path, progress: Progress) -> Jobs:
     """Recover every unfinished job: local phases, unknown push outcomes, expired leases,
-    due retries, probes of FAILED jobs. Goes on past a bad job."""
+    due retries, probes of FAILED jobs. Goes on past a bad job. With a misconfigured remote,
+    the local phases are still recovered, then the configuration error is reported."""
     from gitpub.delivery.deliver import Deliverer
     from gitpub.delivery.sync import settle_outbox
+    from gitpub.git.remote import RemoteConfigError
+    from gitpub.pipeline.prepare import drive
 
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
@@ -259,34 +290,38 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
         jobs = _unfinished(ctx, errors, everything)
         driver = _driver(ctx)
         driver.expect(jobs)
-        done = _deliver_all(jobs, deliverer, errors)
+        try:
+            done = _deliver_all(jobs, deliverer, errors)
+        except RemoteConfigError:
+            for job in jobs:
+                if job.state in LOCAL:
+                    drive(ctx, job)
+            raise
         done, channels = _distribute(ctx, driver, done, errors)
         pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         pack_refs_if_needed(ctx.repo)
-    return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), pending=pending,
-                channels=channels)
+        return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), pending=pending,
+                    hints=_hints(ctx, done), channels=channels)
 
 
-def resolve(where: Path, progress: Progress, job_ref: str,
-            action: Literal["retry", "abandon"]) -> Jobs:
-    from gitpub.delivery.deliver import Deliverer
+def resolve(where: Path, progress: Progress, job_ref: str, action: Action,
+            from_file: str | None = None, push: bool = False) -> Jobs:
+    """A person's way out of REVIEW, CONFLICT or FAILED, or abandoning a job (see
+    ``delivery.resolve``); the merged content of ``--from`` is read from ``from_file``."""
+    from gitpub.delivery.resolve import Resolution
     from gitpub.delivery.resolve import resolve as resolve_job
-    from gitpub.git.remote import RemoteError
 
+    merged = None if from_file is None else _read_merged(from_file)
     with open_session(where, progress) as ctx:
-        job = resolve_job(ctx.store, find_job(ctx.store, job_ref), action)
-        deliverer = Deliverer(ctx, ctx.remote(), now_please=True)
+        job = find_job(ctx.store, job_ref)
+        driver = _driver(ctx)
+        driver.expect([job])  # a retry may publish it: its channels follow
+        result = resolve_job(ctx, job, Resolution(action, merged, from_file, push))
+        notes = {} if result.note is None else {result.job.job_id: result.note}
         errors: list[str] = []
-        channels: dict[str, Report] = {}
-        if action == "retry":
-            if job.state == State.RECEIVED:
-                with contextlib.suppress(RemoteError):
-                    deliverer.remote.fetch()  # re-snapshot against the current remote
-            driver = _driver(ctx)
-            driver.expect([job])
-            job = _deliver_one(job, deliverer, errors)
-            (job,), channels = _distribute(ctx, driver, [job], errors, only_named=True)
-    return Jobs((job,), tuple(errors), dict(deliverer.notes), channels=channels)
+        (shown,), channels = _distribute(ctx, driver, [result.job], errors, only_named=True)
+        return Jobs((shown,), tuple(errors), notes, hints=_hints(ctx, [shown]),
+                    channels=channels)
 
 
 def resolve_channel(where: Path, progress: Progress, job_ref: str, channel: str,
@@ -298,7 +333,7 @@ def resolve_channel(where: Path, progress: Progress, job_ref: str, channel: str,
         job = resolve_one(ctx.store, find_job(ctx.store, job_ref), channel, decision, url)
         errors: list[str] = []
         done, channels = _distribute(ctx, _driver(ctx), [job], errors, only_named=True)
-    return Jobs(tuple(done), tuple(errors), channels=channels)
+        return Jobs(tuple(done), tuple(errors), hints=_hints(ctx, done), channels=channels)
 
 
 def metrics(where: Path, progress: Progress) -> str:
@@ -309,6 +344,14 @@ def metrics(where: Path, progress: Progress) -> str:
         return render(gather(ctx.store))
 
 
+def _read_merged(path: str) -> bytes:
+    try:
+        return sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as e:
+        raise UsageError(f"--from {path}: {e.strerror}",
+                         hint="give the file holding the merged content") from None
+
+
 def sync(where: Path, progress: Progress) -> Jobs:
     """Deliver every deliverable job, then the content changes that belong to no job."""
     from gitpub.delivery.deliver import DELIVERABLE, Deliverer
@@ -317,6 +360,7 @@ def sync(where: Path, progress: Progress) -> Jobs:
 
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
+        deliverer.remote.check()  # no such remote, not a repository: exit 2, nothing changed
         errors: list[str] = []
         jobs = _unfinished(ctx, errors, DELIVERABLE | LOCAL)
         driver = _driver(ctx)
@@ -325,9 +369,11 @@ def sync(where: Path, progress: Progress) -> Jobs:
         done, channels = _distribute(ctx, driver, done, errors)
         try:
             tip = deliverer.remote.fetch()
-        except RemoteError as e:
-            errors.append(f"hand edits not synced: {e.message}")
-            return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), channels=channels)
+        except RemoteError as e:  # a transient: as a job in RETRY_WAIT, run again later
+            return Jobs(tuple(done), tuple(errors), dict(deliverer.notes),
+                        hints=_hints(ctx, done),
+                        unconfirmed=(f"hand edits not synced: {e.message}",),
+                        channels=channels)
         result = sync_changes(ctx, tip)
         notes = dict(deliverer.notes)
         job = result.job
@@ -340,12 +386,14 @@ def sync(where: Path, progress: Progress) -> Jobs:
                 result.notes.append(reset_to_published(ctx, result.local,
                                                        job.record.remote_commit))
         settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
+        hints = _hints(ctx, done)
     remark = None
     if result.notes and job is not None:
         notes[job.job_id] = "; ".join(result.notes)
     elif result.notes:
         remark = "; ".join(result.notes)
-    return Jobs(tuple(done), tuple(errors), notes, remark=remark, channels=channels)
+    return Jobs(tuple(done), tuple(errors), notes, remark=remark, hints=hints,
+                channels=channels)
 
 
 # -- CI and hooks --------------------------------------------------------------------------
