@@ -19,11 +19,15 @@ from gitpub.config import model as config_model
 from gitpub.config.load import default_config_text, load_config, parse_config
 from gitpub.config.model import (
     CONFIG_FILE,
+    ChannelSpec,
     Command,
     Config,
     ConfigError,
     FontSpec,
+    LiveCheck,
+    Rate,
     RetryPolicy,
+    SiteSpec,
     default_node,
 )
 from gitpub.config.schema import yaml_keys
@@ -114,7 +118,8 @@ def test_template_parses_to_the_defaults() -> None:
 
 def test_template_mentions_every_key_and_protocol() -> None:
     text = default_config_text()
-    for key in (*yaml_keys(Config), *yaml_keys(RetryPolicy)):
+    for key in (*yaml_keys(Config), *yaml_keys(RetryPolicy), *yaml_keys(ChannelSpec),
+                *yaml_keys(SiteSpec), *yaml_keys(LiveCheck)):
         assert re.search(rf"^(# )?\s*{key}:", text, re.MULTILINE), key
     for word in ("GITPUB_SOURCE", "GITPUB_OUTPUT", "GITPUB_TARGETS", "GITPUB_FILES"):
         assert word in text
@@ -140,14 +145,22 @@ def _template_examples(text: str) -> dict[str, str]:
 
 def test_template_examples_are_valid() -> None:
     examples = _template_examples(default_config_text())
-    assert set(examples) == {"content", "publish", "fonts", "node", "draft", "judge", "gates"}
-    parsed = {key: parse_config(example) for key, example in examples.items()}
+    assert set(examples) == {"content", "publish", "fonts", "node", "draft", "judge", "gates",
+                             "site", "channels"}
+    parsed = {key: parse_config(example) for key, example in examples.items()
+              if key != "channels"}  # channels need site.url: parsed together below
     assert parsed["node"].node == "build-server-1"
     assert parsed["draft"].draft == Command("draft", ("python3", "tools/draft.py"), 600.0)
     assert parsed["judge"].judge == Command("judge", ("sh", "-c", "tools/judge.sh"), 120.0)
     assert [gate.name for gate in parsed["gates"].gates] == ["front-matter", "spelling"]
     assert parsed["fonts"].fonts[0].output == "static/fonts/serif.woff2"
     assert parsed["content"].is_content("static/css/site.css")
+    assert parsed["site"].site.live is not None
+    site = examples["site"]
+    channels = parse_config(site + examples["channels"]).channels
+    assert [(c.name, c.kind, c.required) for c in channels] == [
+        ("mastodon", "command", True), ("cdn-purge", "webhook", False)]
+    assert channels[0].rate == Rate(10, 3600.0)
 
 
 def test_publish_is_the_write_scope() -> None:

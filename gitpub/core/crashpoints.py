@@ -4,6 +4,9 @@ Setting ``GITPUB_CRASH_AT=<name>`` makes the process SIGKILL itself when it reac
 (``<name>:<n>`` waits for the n-th time). This is how the tests prove that every promise holds
 whatever step the process dies at. ``GITPUB_CRASH_TRACE=<file>`` appends the name of every point
 reached, so a test can check that each registered point is really on a code path.
+``GITPUB_PAUSE_AT=<name>`` makes the process SIGSTOP itself there instead (a test resumes it
+with SIGCONT): a worker frozen at an exact point, as a long GC pause or a suspended laptop
+would freeze it.
 ``GITPUB_FAIL_AT=<name>[:<n>]`` raises ``InjectedFault`` there instead: an unexpected exception
 (a bug) at a known place, to prove that one job's failure is contained to that job.
 
@@ -36,6 +39,11 @@ CRASH_POINTS: tuple[str, ...] = (
     "delivery.pushed",
     "delivery.published-recorded",
     "delivery.retry-recorded",
+    "channels.initialized",
+    "channels.sending-recorded",
+    "channels.sent",
+    "channels.outcome-recorded",
+    "channels.reconciling-recorded",
     "git.ref-locked",
     "git.object-locked",
 )
@@ -67,7 +75,17 @@ def crash_point(name: str) -> None:
     if trace:
         with open(trace, "a", encoding="utf-8") as f:
             f.write(name + "\n")
-    if _due("GITPUB_CRASH_AT", name, _counts):
-        os.kill(os.getpid(), signal.SIGKILL)
+    for variable, sig in (("GITPUB_CRASH_AT", signal.SIGKILL),
+                          ("GITPUB_PAUSE_AT", signal.SIGSTOP)):
+        wanted = os.environ.get(variable)
+        if not wanted:
+            continue
+        point, _, nth = wanted.partition(":")
+        if point != name:
+            continue
+        _counts[variable + name] = _counts.get(variable + name, 0) + 1
+        if _counts[variable + name] == int(nth or "1") or (
+                sig == signal.SIGKILL and _counts[variable + name] > int(nth or "1")):
+            os.kill(os.getpid(), sig)
     if _due("GITPUB_FAIL_AT", name, _fail_counts):
         raise InjectedFault(f"injected fault at {name}")

@@ -146,6 +146,10 @@ class Stage(StrEnum):
     PROBE = "probe"
     RETRY = "retry"
     RESOLVE = "resolve"
+    CHANNELS = "channels"  # the payload frozen and the channels recorded pending
+    SEND = "send"  # a channel send: SENDING recorded before it, the outcome after
+    RECONCILE = "reconcile"  # an unknown channel outcome looked for (probe, same-key resend)
+    LIVE = "live"  # the live check of the published page
     INTERNAL = "internal"  # an unexpected error while handling the job (a bug, or the disk)
 
 
