@@ -223,7 +223,8 @@ def test_update_of_an_existing_path_records_the_base_hash(site: Site) -> None:
     data = ok(prepare(site, "--key", "upd", "--to", "posts/welcome.md", "-", input=new_text))
     record = job_record(site, data["job_id"])
     assert record["targets"] == [
-        {"path": "posts/welcome.md", "op": "update", "base_sha256": sha256(WELCOME)}]
+        {"path": "posts/welcome.md", "op": "update", "base_sha256": sha256(WELCOME),
+         "base_mode": None}]
     assert record["base_commit"] == site.git("rev-parse", "origin/main").strip()
     commit = data["local_commit"]
     assert site.git("show", f"{commit}:posts/welcome.md") == new_text

@@ -39,6 +39,7 @@ from gitpub.store.maintenance import pack_refs_if_needed
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gitpub.delivery.deliver import Deliverer
+    from gitpub.delivery.handplan import Outcome
     from gitpub.delivery.sync import Pending
     from gitpub.hooks.install import HookState
     from gitpub.verify.confirm import ConfirmReport
@@ -76,10 +77,19 @@ class Jobs:
     notes: Mapping[str, str] = field(default_factory=dict)  # job id -> local checkout
     pending: Pending | None = None  # reconcile: hand edits waiting for `git pub sync`
     remark: str | None = None  # sync: what happened to hand edits that made no job
+    commits: tuple[Outcome, ...] = ()  # sync: what became of each unpushed commit
+    local: str | None = None  # sync: what happened to the local branch
 
     @property
     def exit_code(self) -> int:
-        return EXIT_ERROR if self.errors else aggregate_exit([j.state for j in self.jobs])
+        if self.errors:
+            return EXIT_ERROR
+        jobs = aggregate_exit([j.state for j in self.jobs])
+        if jobs == EXIT_NEEDS_PERSON or any(c.status.needs_person for c in self.commits):
+            return EXIT_NEEDS_PERSON
+        if jobs == EXIT_UNCONFIRMED or any(c.status == "pending" for c in self.commits):
+            return EXIT_UNCONFIRMED
+        return jobs
 
 
 @dataclass(frozen=True)
@@ -233,38 +243,32 @@ def resolve(where: Path, progress: Progress, job_ref: str,
 
 
 def sync(where: Path, progress: Progress) -> Jobs:
-    """Deliver every deliverable job, then the content changes that belong to no job."""
+    """Deliver every deliverable job, then the local branch's hand commits and uncommitted
+    content changes (``delivery.sync``): whole, or not at all."""
     from gitpub.delivery.deliver import DELIVERABLE, Deliverer
-    from gitpub.delivery.sync import reset_to_published, settle_outbox, sync_changes
+    from gitpub.delivery.sync import settle_outbox, supersede, sync_changes
     from gitpub.git.remote import RemoteError
 
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
         errors: list[str] = []
-        done = _deliver_all(_unfinished(ctx, errors, DELIVERABLE | LOCAL), deliverer, errors)
         try:
-            tip = deliverer.remote.fetch()
+            tip: str | None = deliverer.remote.fetch()
+            unreachable = None
         except RemoteError as e:
-            errors.append(f"hand edits not synced: {e.message}")
+            tip, unreachable = None, e.message
+        stale = supersede(ctx, tip) if unreachable is None else []
+        done = _deliver_all(_unfinished(ctx, errors, DELIVERABLE | LOCAL), deliverer, errors)
+        if unreachable is not None:
+            errors.append(f"hand edits not synced: {unreachable}")
             return Jobs(tuple(done), tuple(errors), dict(deliverer.notes))
-        result = sync_changes(ctx, tip)
-        notes = dict(deliverer.notes)
-        job = result.job
-        if job is not None:
-            if job.state not in TERMINAL:
-                job = _deliver_one(job, deliverer, errors)
-                notes.update(deliverer.notes)
-            done = [j for j in done if j.job_id != job.job_id] + [job]
-            if job.state == State.PUBLISHED and job.record.remote_commit and result.local:
-                result.notes.append(reset_to_published(ctx, result.local,
-                                                       job.record.remote_commit))
+        tip = ctx.repo.read_ref(deliverer.remote.tracking_ref)
+        report = sync_changes(ctx, tip, lambda job: _deliver_one(job, deliverer, errors))
         settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
-    remark = None
-    if result.notes and job is not None:
-        notes[job.job_id] = "; ".join(result.notes)
-    elif result.notes:
-        remark = "; ".join(result.notes)
-    return Jobs(tuple(done), tuple(errors), notes, remark=remark)
+    touched = {j.job_id: j for j in [*stale, *done, *report.jobs]}
+    return Jobs(tuple(touched.values()), tuple(errors), dict(deliverer.notes),
+                remark="; ".join(report.notes) or None, commits=tuple(report.outcomes),
+                local=report.local)
 
 
 # -- CI and hooks --------------------------------------------------------------------------

@@ -156,7 +156,8 @@ def sync(ctx: click.Context) -> None:
     result = commands.sync(where(), out.progress)
     if result.remark:
         out.progress(result.remark)
-    _jobs(ctx, out, result, "nothing to sync")
+    out.emit(render.sync_json(result), render.sync_text(result))
+    ctx.exit(result.exit_code)
 
 
 @cli.command()

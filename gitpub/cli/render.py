@@ -79,3 +79,27 @@ def history_json(history: History) -> dict[str, Any]:
 def history_text(history: History) -> str:
     return "\n".join(f"{ago(e.time)}  {(e.from_state or '-'):>18} -> {e.to_state:<18} "
                      f"[{e.phase}] {e.reason}" for e in history.events)
+
+
+def sync_json(result: Jobs) -> dict[str, Any]:
+    """``sync --json``: the jobs, plus a ``commits`` entry per unpushed commit (``status``:
+    published, pending, held, refused, conflict, review or blocked; ``reason``) and ``local``,
+    what happened to the local branch."""
+    return jobs_json(result) | {"commits": [c.public() for c in result.commits],
+                                "local": result.local, "remark": result.remark}
+
+
+def sync_text(result: Jobs) -> str:
+    lines = [f"{(c.commit or '')[:12]}  {c.status.value:<9} {c.subject}"
+             + (" (uncommitted changes)" if c.uncommitted else "")
+             + (f"\n    {c.reason}" if c.reason else "") for c in result.commits]
+    shown = {c.job_id for c in result.commits}
+    others = [j for j in result.jobs if j.job_id not in shown]
+    lines += [job_line(j, result.notes.get(j.job_id)) for j in others]
+    if result.local:
+        lines.append(result.local)
+    if not lines:
+        lines = ["nothing to sync"]
+    lines += [f"error: {e}" for e in result.errors]
+    return "\n".join(lines)
+

@@ -30,6 +30,9 @@ CRASH_POINTS: tuple[str, ...] = (
     "delivery.pushed",
     "delivery.published-recorded",
     "delivery.retry-recorded",
+    "sync.uncommitted-adopted",
+    "sync.local-rebuilt",
+    "checkout.worktree-updated",
 )
 
 _counts: dict[str, int] = {}

@@ -15,7 +15,7 @@ from gitpub.core.states import FailureCode, Kind, Phase, State
 
 FORMAT_VERSION = 1
 
-Op = Literal["new", "update"]
+Op = Literal["new", "update", "delete"]
 
 
 class RecordError(ValueError):
@@ -28,12 +28,16 @@ class Target:
 
     ``op`` is ``update`` when the path existed in the base snapshot; ``base_sha256`` is then the
     SHA-256 of its content there — the compare-and-swap condition checked at commit time and after
-    every rebase. For ``new`` targets the condition is "the path still does not exist".
+    every rebase. For ``new`` targets the condition is "the path still does not exist". ``delete``
+    (hand commits delivered by ``sync`` only) removes the file; its condition is the same as an
+    update's. ``base_mode``, when set (sync), is part of the condition: a file whose mode changed
+    (made executable, turned into a symlink) has changed.
     """
 
     path: str
     op: Op
     base_sha256: str | None = None
+    base_mode: int | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,10 @@ class JobRecord:
     drafted: bool = False  # whether a draft command turns the source into the articles
     kind: Kind = Kind.PUBLISH  # SYNC: content changes made outside gitpub (no draft, no judge)
     requested_base: str | None = None  # snapshot this commit, not the tracking branch (sync)
+    sync_commit: str | None = None  # sync: the person's commit this job delivers (kept alive by
+    # the job's first state commit; its author, message and changes are the job's)
+    sync_after: str | None = None  # sync: the job of the commit before it, which must be
+    # PUBLISHED before this one is delivered (the commits land in their order)
     base_ref: str | None = None
     base_commit: str | None = None
     first_base: str | None = None  # the first snapshot's base: probes search from here, even
@@ -123,6 +131,8 @@ _SIMPLE: dict[str, tuple[type, ...]] = {
     "source_sha256": (str, type(None)),
     "drafted": (bool,),
     "requested_base": (str, type(None)),
+    "sync_commit": (str, type(None)),
+    "sync_after": (str, type(None)),
     "base_ref": (str, type(None)),
     "base_commit": (str, type(None)),
     "first_base": (str, type(None)),
@@ -177,10 +187,15 @@ def parse_record(raw: bytes) -> JobRecord:
     _check(isinstance(targets, list), "field targets is not a list")
     parsed_targets = []
     for t in targets:
-        _check(isinstance(t, dict) and set(t) == {"path", "op", "base_sha256"}, "bad target")
-        _check(isinstance(t["path"], str) and t["op"] in ("new", "update"), "bad target")
+        _check(isinstance(t, dict) and {"path", "op", "base_sha256"} <= set(t)
+               <= {"path", "op", "base_sha256", "base_mode"}, "bad target")
+        _check(isinstance(t["path"], str) and t["op"] in ("new", "update", "delete"),
+               "bad target")
         _check(isinstance(t["base_sha256"], (str, type(None))), "bad target")
-        parsed_targets.append(Target(t["path"], t["op"], t["base_sha256"]))
+        mode = t.get("base_mode")
+        _check(mode is None or (isinstance(mode, int) and not isinstance(mode, bool)),
+               "bad target")
+        parsed_targets.append(Target(t["path"], t["op"], t["base_sha256"], mode))
     phases = data.get("phases", {})
     _check(
         isinstance(phases, dict) and all(isinstance(v, str) for v in phases.values())

@@ -157,3 +157,4 @@ class FailureCode(StrEnum):
     DELIVERY_UNCONFIRMED = "delivery_unconfirmed"  # RETRY_WAIT: a transient failure
     DELIVERY_EXHAUSTED = "delivery_exhausted"  # FAILED: the attempt budget is spent
     ABANDONED = "abandoned"  # SKIPPED: a person gave the job up
+    SUPERSEDED = "superseded"  # SKIPPED: sync: the hand commit left the local branch, unsent

@@ -42,7 +42,13 @@ from gitpub.delivery.checkout import fast_forward_local
 from gitpub.fonts.step import font_outputs
 from gitpub.git.remote import PushResult, Remote, RemoteError
 from gitpub.git.repo import MODE_FILE, Entry, Repository
-from gitpub.pipeline.commit import Artifacts, build_commit, read_artifacts, target_problems
+from gitpub.pipeline.commit import (
+    Artifacts,
+    build_commit,
+    change_problems,
+    read_artifacts,
+    target_problems,
+)
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import derive_fonts, drive, reload, run_judge, to_review
 from gitpub.store.jobs import Job
@@ -88,13 +94,22 @@ class Deliverer:
         """Take one job as far as it can go now. Never raises for a lost race."""
         if job.state in LOCAL:
             job = drive(self.ctx, job)
-        if job.state not in DELIVERABLE:
+        if job.state not in DELIVERABLE or self.waits(job):
             return job
         try:
             with delivery_lock(self.ctx.repo):
                 return self._rounds(job)
         except LostRace:
             return reload(self.ctx.store, job)
+
+    def waits(self, job: Job) -> bool:
+        """A sync job waits while the job of the hand commit before it may still land: the
+        commits reach the remote in the order they were made."""
+        after = job.record.sync_after
+        if after is None:
+            return False
+        before = self.ctx.store.load(after)
+        return before is not None and (before.state in LOCAL or before.state in DELIVERABLE)
 
     # -- the rounds --------------------------------------------------------------------------
 
@@ -144,7 +159,8 @@ class Deliverer:
         """Rebase, record, push. Returns the job and whether to go another round."""
         store, repo, record = self.ctx.store, self.ctx.repo, job.record
         tip_tree = None if tip is None else repo.commit(tip).tree
-        fonts = font_outputs(self.ctx.config) & set(record.target_paths)
+        hand = record.kind == Kind.SYNC  # a hand commit: delivered exactly, fonts included
+        fonts = frozenset() if hand else font_outputs(self.ctx.config) & set(record.target_paths)
         problems = target_problems(repo, tip_tree,
                                    [t for t in record.targets if t.path not in fonts])
         if problems:
@@ -168,7 +184,19 @@ class Deliverer:
             if files:
                 note = "; font-only resolution: regenerated " + ", ".join(
                     sorted(p for p in files if p != "manifest"))
-        commit = build_commit(repo, record, artifacts, tip, self.ctx.config.trailer_prefix)
+        try:
+            commit = build_commit(repo, record, artifacts, tip, self.ctx.config.trailer_prefix)
+        except ManifestError as e:
+            return to_review(self.ctx, job, Stage.REBASE, FailureCode.ARTIFACTS_UNSAFE,
+                             [str(e)]), False
+        inexact = change_problems(repo, tip_tree, repo.commit(commit).tree,
+                                  artifacts.manifest) if hand else []
+        if inexact:
+            detail = "; ".join(inexact)
+            return store.transition(
+                job, record.evolve(state=S.CONFLICT, failure_code=FailureCode.TARGET_BLOCKED,
+                                   failure_detail=detail),
+                phase=Stage.REBASE, reason=f"cannot rebase onto {tip}: {detail}"), False
         job = store.transition(
             job, record.evolve(state=S.PUSHING, local_commit=commit),
             phase=Stage.PUSH, reason=f"pushing {commit} onto {tip or '(new branch)'}{note}",

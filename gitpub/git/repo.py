@@ -32,6 +32,7 @@ from dulwich.repo import Repo
 
 from gitpub.core.errors import CorruptStateError, NotARepositoryError
 from gitpub.core.files import fsync_dir
+from gitpub.git.locate import Location, locate
 from gitpub.git.run import run_git
 
 if TYPE_CHECKING:
@@ -43,6 +44,9 @@ MODE_FILE = 0o100644
 MODE_EXEC = 0o100755
 MODE_LINK = 0o120000
 MODE_TREE = 0o040000
+MODE_GITLINK = 0o160000
+#: The modes of entries whose object is a blob (a file, an executable, a symlink).
+BLOB_MODES = frozenset({MODE_FILE, MODE_EXEC, MODE_LINK})
 
 
 class Entry(NamedTuple):
@@ -61,6 +65,15 @@ class CommitInfo:
     parents: tuple[str, ...]
     message: bytes
     commit_time: int
+
+
+@dataclass(frozen=True)
+class Change:
+    """One file that differs between two trees: its entry before and after (None: absent)."""
+
+    path: str
+    old: Entry | None
+    new: Entry | None
 
 
 @dataclass(frozen=True)
@@ -108,26 +121,38 @@ def _while_locked(action: Callable[[], T], done: Callable[[], bool] | None = Non
 class Repository:
     """A git repository opened for gitpub: objects, refs and configuration."""
 
-    def __init__(self, repo: Repo) -> None:
+    def __init__(self, repo: Repo, location: Location | None = None) -> None:
         self._repo = repo
         self._repo.object_store.fsync_object_files = True
         self._batch_dirs: set[str] | None = None
         self.common_dir = Path(repo.commondir())
         self.git_dir = Path(repo.controldir())  # differs from common_dir in a linked worktree
         self.work_tree: Path | None = None if repo.bare else Path(repo.path)
+        #: Where the command runs, relative to the top of the working tree ("" at the top or
+        #: outside it): what ``git rev-parse --show-prefix`` says.
+        self.prefix = ""
+        if location is not None:
+            self.work_tree, self.prefix = location.work_tree, location.prefix
         self._refuse_reftable()
 
     # -- opening ---------------------------------------------------------------------------
 
     @classmethod
     def discover(cls, start: Path) -> Repository:
+        """The repository git would use in ``start``: ``git.locate`` asks git itself, with the
+        ``GIT_DIR``/``GIT_WORK_TREE``/``GIT_COMMON_DIR`` of the environment, then this opens
+        exactly that git directory, common directory and working tree."""
+        location = locate(start)
         try:
-            return cls(Repo.discover(str(start)))
-        except NotGitRepository:
+            repo = Repo(controldir=str(location.git_dir), commondir=str(location.common_dir),
+                        worktree=None if location.work_tree is None else str(location.work_tree),
+                        bare=location.work_tree is None)
+        except (NotGitRepository, OSError) as e:
             raise NotARepositoryError(
-                f"not a git repository: {start}",
-                hint="run inside a git repository, or pass -C PATH",
+                f"cannot open the repository at {location.git_dir}: {e}",
+                hint="check the GIT_DIR and GIT_WORK_TREE you set, or pass -C PATH",
             ) from None
+        return cls(repo, location)
 
     def close(self) -> None:
         self._repo.close()
@@ -150,12 +175,13 @@ class Repository:
                 hint="convert with `git refs migrate --ref-format=files`",
             )
 
-    def git(self, *args: str, timeout: float = 300,
-            input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    def git(self, *args: str, timeout: float = 300, input: bytes | None = None,
+            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
         """Run C git in this repository and no other (see ``git.run``): for what dulwich lacks
-        or does slowly — the network, merge-base, read-tree, reset, pack-refs, rev-list."""
+        or does slowly — the network, merge-base, read-tree, reset, pack-refs, rev-list.
+        ``env`` adds variables (a temporary ``GIT_INDEX_FILE``, say) after the hardening."""
         return run_git(args, cwd=self.work_tree or self.git_dir, git_dir=self.git_dir,
-                       work_tree=self.work_tree, timeout=timeout, input=input)
+                       work_tree=self.work_tree, timeout=timeout, input=input, env=env)
 
     @property
     def pub_dir(self) -> Path:
@@ -307,6 +333,30 @@ class Repository:
             commit_time=int(obj.commit_time),
         )
 
+    def file_at(self, commit: str, path: str) -> bytes | None:
+        """The content of the file (blob) at ``path`` in ``commit``, or None."""
+        entry = self.lookup(self.commit(commit).tree, path)
+        if entry is None or entry.mode == MODE_TREE or entry.mode == MODE_GITLINK:
+            return None
+        return self.blob(entry.sha)
+
+    def diff_entries(self, old_tree: str | None, new_tree: str) -> list[Change]:
+        """Every file (blob, symlink or submodule entry) that differs between two trees, with
+        its entry on each side, sorted by path. A rename is a deletion and an addition; a type
+        change (file to symlink) is one change of mode."""
+        from dulwich.diff_tree import tree_changes
+
+        old: dict[str, Entry] = {}
+        new: dict[str, Entry] = {}
+        for change in tree_changes(self._repo.object_store,
+                                   None if old_tree is None else _b(old_tree), _b(new_tree)):
+            for side, found in ((old, change.old), (new, change.new)):
+                if found is not None and found.path is not None and found.sha is not None:
+                    side[found.path.decode("utf-8", "surrogateescape")] = Entry(
+                        int(found.mode or 0), _s(found.sha))
+        return [Change(p, old.get(p), new.get(p)) for p in sorted(old.keys() | new.keys())
+                if old.get(p) != new.get(p)]
+
     def changed_paths(self, old_tree: str | None, new_tree: str) -> list[tuple[str, str | None]]:
         """(path, new blob id or None if deleted) for every file that differs between two
         trees. Identical subtrees are skipped by id, so the cost follows the change."""
@@ -403,23 +453,30 @@ class Repository:
             for item in tree.iteritems():
                 result.add(item.path, item.mode, item.sha)
         nested: dict[bytes, dict[tuple[bytes, ...], Entry | None]] = {}
+        direct: dict[bytes, Entry | None] = {}
         for parts, entry in changes.items():
             if len(parts) > 1:
                 nested.setdefault(parts[0], {})[parts[1:]] = entry
-            elif entry is None:
-                if parts[0] in result:
-                    del result[parts[0]]
             else:
-                result.add(parts[0], entry.mode, _b(entry.sha))
+                direct[parts[0]] = entry
+        for name, entry in direct.items():
+            if entry is None:
+                if name in result:
+                    del result[name]
+            elif any(e is not None for e in nested.get(name, {}).values()):
+                raise ValueError(f"{name!r} is set both as a file and as a directory")
+            else:
+                result.add(name, entry.mode, _b(entry.sha))
         for name, sub in nested.items():
+            if direct.get(name) is not None:
+                continue  # a file replaces the directory (its files are all deleted)
             old = result[name] if name in result else None  # noqa: SIM401 (Tree has no .get)
             old_tree = self._get_tree(_s(old[1])) if old and old[0] == MODE_TREE else None
             subtree = self._apply(old_tree, sub, new_objects)
-            if subtree is None:
-                if name in result:
-                    del result[name]
-            else:
+            if subtree is not None:
                 result.add(name, MODE_TREE, subtree.id)
+            elif old_tree is not None:
+                del result[name]  # the directory's last file is gone (a file there stays)
         if len(result) == 0:
             return None
         new_objects.append(result)
@@ -448,6 +505,37 @@ class Repository:
         c.message = message
         self.store([c])
         return _s(c.id)
+
+    def rewrite_commit(self, original: str, *, tree: str, parents: Sequence[str],
+                       message: bytes, committer: Identity, when: int) -> str:
+        """``original`` with a new tree, parents and message, committed by ``committer`` at
+        ``when``: what ``git rebase`` makes of a commit. Its author (name, e-mail, date and time
+        zone, byte for byte) and its encoding are kept; a signature is dropped (it would no
+        longer verify). Written durably; nothing points at it yet."""
+        old = self._get(original)
+        if not isinstance(old, Commit):
+            raise CorruptStateError(f"object {original} is not a commit")
+        c = Commit()
+        c.tree = _b(tree)
+        c.parents = [_b(p) for p in parents]
+        c.author = old.author
+        c.author_time = old.author_time
+        c.author_timezone = old.author_timezone
+        c._author_timezone_neg_utc = old._author_timezone_neg_utc
+        c.committer = committer.as_bytes()
+        c.commit_time = when
+        c.commit_timezone = 0
+        c.encoding = old.encoding
+        c.message = message
+        self.store([c])
+        return _s(c.id)
+
+    def author_of(self, sha: str) -> str:
+        """A commit's author as git shows it (``Name <email>``)."""
+        obj = self._get(sha)
+        if not isinstance(obj, Commit):
+            raise CorruptStateError(f"object {sha} is not a commit")
+        return bytes(obj.author).decode("utf-8", "replace")
 
     # -- history ---------------------------------------------------------------------------
 

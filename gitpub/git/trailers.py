@@ -69,8 +69,8 @@ def _no_divider(line: str) -> str:
     return "\u2014" + stripped.lstrip("-") if stripped.startswith("---") else line
 
 
-def format_message(subject: str, body: bytes, trailers: PubTrailers, prefix: str) -> bytes:
-    """A commit message: subject, optional body paragraph(s), then the trailer block."""
+def proof_pairs(trailers: PubTrailers, prefix: str) -> list[tuple[str, str]]:
+    """The proof trailers as (key, value), in the order they are written; values checked."""
     names = TrailerNames.for_prefix(prefix)
     pairs = [(names.job_id, trailers.job_id), (names.manifest, trailers.manifest_sha256)]
     if trailers.base_commit:
@@ -82,6 +82,12 @@ def format_message(subject: str, body: bytes, trailers: PubTrailers, prefix: str
     for key, value in pairs:
         if not _VALUE_OK.match(value):
             raise ValueError(f"trailer value not in canonical form: {key}: {value!r}")
+    return pairs
+
+
+def format_message(subject: str, body: bytes, trailers: PubTrailers, prefix: str) -> bytes:
+    """A commit message: subject, optional body paragraph(s), then the trailer block."""
+    pairs = proof_pairs(trailers, prefix)
     printable = "".join(ch for ch in subject if ch.isprintable() or ch.isspace())
     subject_line = _no_divider(" ".join(printable.split()) or "Publish")
     parts = [subject_line.encode("utf-8") + b"\n"]

@@ -2,7 +2,8 @@
 
 A job commit carries the manifest as a body paragraph and its hash in the
 ``<prefix>-Manifest-Sha256`` trailer. It is sound when the paragraph hashes to the trailer and
-every file the manifest lists is in the commit's tree with that mode and content hash. Used by
+every file the manifest lists is in the commit's tree with that mode and content hash, and every
+path it lists as deleted holds no file there. Used by
 ``git pub confirm`` (CI) and the pre-push hook.
 """
 
@@ -10,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gitpub.core.manifest import HEADER, Manifest, ManifestError, content_sha256
+from gitpub.core.manifest import HEADERS, Manifest, ManifestError, content_sha256
 from gitpub.git import trailers
-from gitpub.git.repo import Repository
+from gitpub.git.repo import MODE_TREE, Repository
 
 
 @dataclass(frozen=True)
@@ -27,8 +28,9 @@ class Verdict:
 
 
 def manifest_paragraph(message: bytes) -> bytes | None:
-    """The manifest text embedded in a commit message, if any."""
-    start = message.find(b"\n" + HEADER)
+    """The manifest text embedded in a commit message, if any (the last paragraph that opens
+    with a manifest header: a hand commit's own text comes before gitpub's)."""
+    start = max(message.rfind(b"\n" + header) for header in HEADERS)
     if start < 0:
         return None
     start += 1
@@ -54,7 +56,10 @@ def verify_commit(repo: Repository, commit: str, prefix: str) -> Verdict | None:
         problems.append("the manifest does not hash to the Manifest-Sha256 trailer")
     for entry in manifest.entries:
         found = repo.lookup(info.tree, entry.path)
-        if found is None:
+        if entry.deleted:
+            if found is not None and found.mode != MODE_TREE:
+                problems.append(f"{entry.path}: present, manifest says deleted")
+        elif found is None:
             problems.append(f"{entry.path}: missing")
         elif found.mode != entry.mode:
             problems.append(f"{entry.path}: mode {found.mode:o}, manifest says {entry.mode:o}")
