@@ -16,6 +16,7 @@ from typing import Literal
 
 from gitpub.app.session import find_job, load_repo_config, open_session
 from gitpub.app.sources import read_sources
+from gitpub.app.targets import check_targets
 from gitpub.config.load import default_config_text
 from gitpub.config.model import CONFIG_FILE
 from gitpub.core.errors import (
@@ -113,6 +114,7 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
     keep = frozenset({State.LOCAL_COMMITTED}) if push else frozenset()
     with open_session(where, progress, keep_lease_in=keep) as ctx:
         drafted = ctx.config.draft is not None
+        check_targets(targets, ctx.repo.prefix, ctx.repo.work_tree)
         paths, srcs = read_sources(targets, sources, drafted)
         job, created = run_prepare(ctx, Request(tuple(paths), tuple(srcs), drafted, key))
         if not push:

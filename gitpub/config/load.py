@@ -117,12 +117,28 @@ def load_config(repo_root: pathlib.Path, cache_dir: pathlib.Path | None = None) 
         raise ConfigError(
             f"{CONFIG_FILE}: cannot read: {error.strerror or error}", source=CONFIG_FILE
         ) from None
+    return config_from_text(text, CONFIG_FILE, cache_dir)
+
+
+def config_from_text(text: str, source: str = CONFIG_FILE,
+                     cache_dir: pathlib.Path | None = None) -> Config:
+    """The Config of a ``.gitpub.yaml`` whose text is ``text`` (read from a file or a commit),
+    through the cache in ``cache_dir`` when given; ``source`` names it in error messages."""
     if cache_dir is None:
-        return parse_config(text, CONFIG_FILE)
-    return Parser(CONFIG_FILE).config(_cached_yaml(text, cache_dir))
+        return parse_config(text, source)
+    return Parser(source).config(_cached_yaml(text, cache_dir, source))
 
 
-def _cached_yaml(text: str, cache_dir: pathlib.Path) -> object:
+def decode_config(data: bytes, source: str) -> str:
+    """A ``.gitpub.yaml``'s bytes as text (UTF-8, a BOM allowed), or ConfigError."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{source}: not valid UTF-8 (byte {error.start})",
+                          "save the file as UTF-8", source=source) from None
+
+
+def _cached_yaml(text: str, cache_dir: pathlib.Path, source: str = CONFIG_FILE) -> object:
     """``_load_yaml(text)``, through a JSON cache (derived data: a bad cache is a miss)."""
     import hashlib
     import json
@@ -136,7 +152,7 @@ def _cached_yaml(text: str, cache_dir: pathlib.Path) -> object:
             return cached["data"]
     except (OSError, ValueError):
         pass
-    data = _load_yaml(text, CONFIG_FILE)
+    data = _load_yaml(text, source)
     try:
         blob = json.dumps({"key": key, "data": data})
         if json.loads(blob)["data"] != data:

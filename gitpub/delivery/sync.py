@@ -186,7 +186,8 @@ def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -
     report.outcomes = list(planned.outcomes)
     branch = ctx.config.branch
     if planned.stop is not None:
-        report.local = f"local {branch}, its index and working tree left as they were"
+        report.local = (f"local {branch}, its index and working tree left as they were "
+                        f"({planned.stop})")
         return report
     extra = next((c for c in planned.commits if c.uncommitted), None)
     start = planned.local

@@ -234,8 +234,11 @@ class Repository:
 
     def head_ref(self) -> str | None:
         """The branch HEAD points at (``refs/heads/…``), None when detached or bare."""
-        if self.work_tree is None:
-            return None
+        return None if self.work_tree is None else self.symbolic_head()
+
+    def symbolic_head(self) -> str | None:
+        """The ref HEAD points at (``refs/heads/…``), with or without a working tree; None when
+        HEAD is detached."""
         try:
             raw = self._repo.refs.read_ref(Ref(b"HEAD"))
         except OSError:
