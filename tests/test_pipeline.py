@@ -232,7 +232,7 @@ def test_update_of_an_existing_path_records_the_base_hash(site: Site) -> None:
 
     fresh = ok(prepare(site, "--key", "new", "--to", "posts/fresh.md", "-", input=ARTICLE))
     assert job_record(site, fresh["job_id"])["targets"] == [
-        {"path": "posts/fresh.md", "op": "new", "base_sha256": None}]
+        {"path": "posts/fresh.md", "op": "new", "base_sha256": None, "base_mode": None}]
 
 
 def test_prepare_never_touches_the_working_tree_index_or_branch(site: Site) -> None:
