@@ -192,3 +192,26 @@ def test_git_subprocesses_never_inherit_an_index_or_object_directory(site: Site,
     assert not stray.exists() and not (tmp_path / "objs").exists()
     assert git(site.remote, "show", "main:posts/new.md") == article("new")
     assert site.git("status", "--porcelain") == ""
+
+
+def test_the_fast_discovery_agrees_with_git_wherever_it_answers(site: Site,
+                                                                tmp_path: Path) -> None:
+    """``locate_simple`` (dulwich, no subprocess) answers only where its answer is git's."""
+    from gitpub.git.locate import locate_simple, locate_with_git
+
+    wt = tmp_path / "wt"
+    site.git("worktree", "add", "-q", "-b", "side", str(wt))
+    (wt / "posts/deep").mkdir(parents=True)
+    separate = tmp_path / "separate"
+    git(tmp_path, "init", "-q", "--separate-git-dir", str(tmp_path / "separate.git"),
+        str(separate))
+    (separate / "sub").mkdir()
+    site.repos += [tmp_path / "separate.git"]
+    places = [site.path, site.path / "posts", wt, wt / "posts/deep", separate, separate / "sub"]
+    for place in places:
+        fast = locate_simple(place)
+        assert fast is not None, place
+        assert fast == locate_with_git(place), place
+    for place in (site.path / ".git", site.path / ".git/refs", site.remote):
+        assert locate_simple(place) is None, place  # git's answer differs or needs git
+        locate_with_git(place)

@@ -51,6 +51,7 @@ from gitpub.delivery.handplan import (
     unpushed,
 )
 from gitpub.git.repo import Repository
+from gitpub.git.worktrees import checked_out
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import drive
 from gitpub.pipeline.request import Request, ensure_job
@@ -170,11 +171,39 @@ def pending_plan(ctx: Context, tip: str | None) -> tuple[Plan | None, list[str]]
     if rows is None:
         return None, [f"local {branch} has more unpushed commits than sync handles: left to you"]
     commits = [classify(ctx, sha, parents) for sha, parents in rows]
+    interrupted = _interrupted_move(ctx, local, tip, commits)
+    if interrupted is not None:
+        return interrupted, [f"finishing the move of local {branch} that an earlier run began"]
     extra, note = _uncommitted(ctx, local)
     if extra is not None:
         commits.append(extra)
     planned = plan(ctx, extra.sha if extra is not None else local, tip, commits)
     return planned, [note] if note else []
+
+
+def _interrupted_move(ctx: Context, local: str, tip: str,
+                      commits: list[Unpushed]) -> Plan | None:
+    """The plan that only finishes an earlier run's rebuild of the branch, when that run died
+    between updating the worktree and moving the branch (``checkout.worktree-updated``): every
+    content commit is published, and the index of the worktree that has the branch checked out
+    is already the rebuilt tree. (Its staged difference from the old tip is then not a hand
+    edit: it is the remote's and the person's commits, as rebuilt.)"""
+    content = [c for c in commits if c.role == Role.CONTENT]
+    if not content:
+        return None
+    for commit in content:
+        job = ctx.store.load(commit.job_id)
+        if job is None or job.state != State.PUBLISHED:
+            return None
+    holder = checked_out(ctx.repo, f"refs/heads/{ctx.config.branch}")
+    if holder is None or holder.missing:
+        return None
+    proc = holder.git("write-tree")
+    planned = plan(ctx, local, tip, commits)
+    if (proc.returncode != 0 or planned.stop is not None
+            or proc.stdout.decode().strip() != planned.local_tree):
+        return None
+    return planned
 
 
 def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -> SyncReport:

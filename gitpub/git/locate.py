@@ -10,9 +10,12 @@ git: one ``git rev-parse`` with the locating variables passed to it explicitly. 
 place gitpub reads them; every git gitpub runs afterwards gets ``GIT_DIR`` and ``GIT_WORK_TREE``
 set to what was found here, never inherited (``git.run``).
 
-It costs one short-lived git process (measured: ~2 ms, next to ~0.4 ms for dulwich's own
-discovery and ~140 ms for a whole ``git pub status``), which buys git's exact answer in every
-case, ``safe.directory`` included.
+Asking git costs one short-lived git process: ~2 ms on a quiet machine, ~12 ms on a busy one,
+next to ~0.4-1.3 ms for dulwich's own discovery (and ~140 ms for a whole ``git pub status``). So
+the common case — none of those variables set, a ``.git`` directory or a linked worktree's
+``.git`` file found upwards, owned by this user, no ``core.worktree``, not started inside the git
+directory — is answered by dulwich, whose answer is git's there (``tests/test_discovery.py``
+compares the two on every layout); everything else asks git.
 """
 
 from __future__ import annotations
@@ -45,6 +48,47 @@ class Location:
 def locate(start: Path) -> Location:
     """The repository git would use when started in ``start`` with this process's environment;
     ``NotARepositoryError`` (exit 2, with git's reason) when there is none."""
+    if not any(k in os.environ for k in DISCOVERY_VARIABLES):
+        found = locate_simple(start)
+        if found is not None:
+            return found
+    return locate_with_git(start)
+
+
+def locate_simple(start: Path) -> Location | None:
+    """dulwich's discovery, when its answer is certainly git's (see the module); else None."""
+    from dulwich.errors import NotGitRepository
+    from dulwich.repo import Repo
+
+    try:
+        repo = Repo.discover(str(start))
+    except (NotGitRepository, OSError):
+        return None
+    try:
+        git_dir = os.path.realpath(repo.controldir())
+        common_dir = os.path.realpath(repo.commondir())
+        top = None if repo.bare else os.path.realpath(repo.path)
+        try:
+            repo.get_config().get((b"core",), b"worktree")
+            return None  # git's rules for core.worktree are its own
+        except KeyError:
+            pass
+    finally:
+        repo.close()
+    here = os.path.realpath(start)
+    inside = os.path.commonpath([here, git_dir]) == git_dir
+    owned = all(os.stat(p).st_uid == os.geteuid() for p in (git_dir, top or git_dir))
+    if inside or not owned:
+        return None
+    if top is None:
+        return Location(Path(git_dir), Path(common_dir), None, "")
+    rel = os.path.relpath(here, top)
+    return Location(Path(git_dir), Path(common_dir), Path(top),
+                    "" if rel == "." else rel.replace(os.sep, "/") + "/")
+
+
+def locate_with_git(start: Path) -> Location:
+    """Ask ``git rev-parse``, passing it the locating variables of this environment."""
     env = {k: os.environ[k] for k in DISCOVERY_VARIABLES if k in os.environ}
     try:
         proc = run_git(["rev-parse", *_QUESTIONS], cwd=start, env=env, timeout=60)
