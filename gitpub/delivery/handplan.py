@@ -322,7 +322,7 @@ def plan(ctx: Context, local: str, tip: str, commits: list[Unpushed]) -> Plan:
         if why is not None:
             stop.append(why)
     if stop:
-        return replace(result, outcomes=tuple(_blocked(outcomes)), stop="; ".join(stop))
+        return replace(result, outcomes=tuple(_blocked(outcomes, stop)), stop="; ".join(stop))
     return replace(result, outcomes=tuple(outcomes), local_tree=tree)
 
 
@@ -342,9 +342,8 @@ def _held_onto(ctx: Context, commits: list[Unpushed], outcomes: list[Outcome], t
     return tree, stop
 
 
-def _blocked(outcomes: list[Outcome]) -> list[Outcome]:
+def _blocked(outcomes: list[Outcome], stop: list[str]) -> list[Outcome]:
     """When the plan stops, the commits it would have delivered are not."""
-    return [replace(o, status=Status.BLOCKED,
-                    reason="not delivered: sync delivers every content commit or none, and "
-                           "another commit (or the checkout) stops it")
+    reason = f"not delivered: sync delivers every content commit or none ({'; '.join(stop)})"
+    return [replace(o, status=Status.BLOCKED, reason=reason)
             if o.status == Status.DELIVER else o for o in outcomes]
