@@ -139,7 +139,7 @@ def _template_examples(text: str) -> dict[str, str]:
 
 def test_template_examples_are_valid() -> None:
     examples = _template_examples(default_config_text())
-    assert set(examples) == {"content", "fonts", "node", "draft", "judge", "gates"}
+    assert set(examples) == {"content", "publish", "fonts", "node", "draft", "judge", "gates"}
     parsed = {key: parse_config(example) for key, example in examples.items()}
     assert parsed["node"].node == "build-server-1"
     assert parsed["draft"].draft == Command("draft", ("python3", "tools/draft.py"), 600.0)
@@ -147,6 +147,18 @@ def test_template_examples_are_valid() -> None:
     assert [gate.name for gate in parsed["gates"].gates] == ["front-matter", "spelling"]
     assert parsed["fonts"].fonts[0].output == "static/fonts/serif.woff2"
     assert parsed["content"].is_content("static/css/site.css")
+
+
+def test_publish_is_the_write_scope() -> None:
+    assert parse_config("publish:\n").publish is None  # null: the default
+    config = parse_config('publish: ["posts/agent/**", ".github/CODEOWNERS"]\n')
+    assert config.publish == ("posts/agent/**", ".github/CODEOWNERS")
+    assert config.scope_problem("posts/agent/x.md") is None
+    assert config.scope_problem(".github/CODEOWNERS") is None  # named exactly
+    assert config.scope_problem(".github/workflows/x.yml") is not None
+    assert config.scope_problem("posts/x.md") is not None
+    assert Config().publish_globs == Config().articles
+    assert Config(content=("static/**",), node="n").scope_problem("static/a.css") is None
 
 
 # -- a full file ----------------------------------------------------------------------------------
@@ -261,6 +273,12 @@ ERRORS: list[tuple[str, str, str]] = [
     ("content: static/**\n", "content", "expected a list of glob strings"),
     ("content: ['static/']\n", "content[0]", "must not contain empty or '.' components"),
     ("content: [{a: 1}]\n", "content[0]", "expected a glob string"),
+    # the write scope
+    ("publish: []\n", "publish", "expected at least one glob, got []"),
+    ("publish: 'posts/**'\n", "publish", "expected a list of glob strings"),
+    ("publish: ['../x/**']\n", "publish[0]", "'..'"),
+    ("publish: ['.git/hooks/*']\n", "publish[0]", ".git"),
+    ("publish: [5]\n", "publish[0]", "expected a glob string"),
     # fonts
     ("fonts: {source: a.ttf}\n", "fonts", "expected a list of fonts"),
     ("fonts: [a.ttf]\n", "fonts[0]", "expected a mapping with 'source', 'output' and 'text'"),
@@ -277,6 +295,8 @@ ERRORS: list[tuple[str, str, str]] = [
     ("fonts: [{source: /s.ttf, output: o.woff2, text: ['*']}]\n", "fonts[0].source", "relative"),
     ("fonts: [{source: s.ttf, output: ../o.woff2, text: ['*']}]\n", "fonts[0].output", "'..'"),
     ("fonts: [{source: s.ttf, output: .git/o.ttf, text: ['*']}]\n", "fonts[0].output", ".git"),
+    ("fonts: [{source: s.ttf, output: 'GIT~1/o.ttf', text: ['*']}]\n", "fonts[0].output", ".git"),
+    ("fonts: [{source: s.ttf, output: 'a:b.ttf', text: ['*']}]\n", "fonts[0].output", "Windows"),
     ("fonts: [{source: 's\\\\a.ttf', output: o.ttf, text: ['*']}]\n", "fonts[0].source", "back"),
     ("fonts: [{source: 5, output: o.ttf, text: ['*']}]\n", "fonts[0].source", "a string, got 5"),
     ("fonts: [{source: s.ttf, output: s.ttf, text: ['*']}]\n", "fonts[0].output", "must differ"),

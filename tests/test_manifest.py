@@ -8,10 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gitpub.core.manifest import Manifest, ManifestError
+from gitpub.core.paths import structural_problem
 
 segment = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/\\"),
-                  min_size=1, max_size=12).filter(lambda s: s not in (".", "..")
-                                                  and s.lower() != ".git")
+                  min_size=1, max_size=12).filter(lambda s: structural_problem(s) is None)
 paths = st.lists(segment, min_size=1, max_size=4).map("/".join)
 files = st.dictionaries(paths, st.tuples(st.sampled_from([0o100644, 0o100755]), st.binary()),
                         max_size=8)
@@ -40,10 +40,19 @@ def test_parse_never_crashes(data: bytes) -> None:
         Manifest.parse(data)
 
 
-@pytest.mark.parametrize("path", ["/abs", "a/../b", "a//b", "a/", ".git/config", "a\nb", "a\\b"])
+@pytest.mark.parametrize("path", ["/abs", "a/../b", "a//b", "a/", ".git/config", "a\nb", "a\\b",
+                                  ".git /x", "x/GIT~1/config", ".g\u200cit/hooks/x",
+                                  "a\udcff.md"])
 def test_bad_paths(path: str) -> None:
     with pytest.raises(ManifestError):
         Manifest.build([(path, 0o100644, b"")])
+
+
+@pytest.mark.parametrize("path", [".gitmodules", "a/.GitAttributes", "GITMOD~1", ".mailmap."])
+def test_a_symlink_may_not_be_a_file_git_reads(path: str) -> None:
+    Manifest.build([(path, 0o100644, b"")])  # as a regular file it is a manifest entry
+    with pytest.raises(ManifestError, match="symbolic link"):
+        Manifest.build([(path, 0o120000, b"target")])
 
 
 def test_non_canonical_is_rejected() -> None:

@@ -203,6 +203,7 @@ def test_multi_file_job_lands_in_one_commit(site: Site, tmp_path: Path) -> None:
     (bundle / "index.md").write_text("# Bundle\n\n![x](img/x.png)\n")
     png = b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe binary"
     (bundle / "img" / "x.png").write_bytes(png)
+    site.write_config('content: ["posts/**"]\n')  # the bundle's image is an asset
     data = ok(prepare(site, "--key", "multi",
                       "--to", "posts/one.md", str(tmp_path / "one.md"),
                       "--to", "posts/two.md", str(tmp_path / "two.md"),
@@ -600,6 +601,7 @@ def test_concurrent_prepares_of_one_key_make_one_job(site: Site) -> None:
 # -- targets that do not fit the base ------------------------------------------------------
 
 def test_target_that_is_a_directory_in_the_base_is_a_conflict(site: Site) -> None:
+    site.write_config('content: ["posts"]\n')  # in the write scope: only the base blocks it
     r = prepare(site, "--key", "t1", "--to", "posts", "-", input=ARTICLE)
     assert r.code == 4, (r.code, r.out, r.err)
     data = r.json()

@@ -38,9 +38,9 @@ def test_secret_in_source_goes_to_review_and_is_never_written(site: Site, secret
     assert "secret" in logs[0].out
 
 
-def test_secret_in_key_and_in_gate_output_is_redacted(site: Site, tmp_path: Path) -> None:
+def test_secret_in_gate_output_is_redacted(site: Site, tmp_path: Path) -> None:
     site.write_config(f"gates:\n  - name: loud\n    run: 'echo token={GITHUB}; exit 1'\n")
-    r = site.run("prepare", "--key", f"key-with-{AWS}", "--to", "posts/a.md", "-",
+    r = site.run("prepare", "--key", "gate-output", "--to", "posts/a.md", "-",
                  input="# Fine\n\nNothing secret here.\n")
     assert r.code == 4, r.err
     job = r.out.split()[1]
@@ -50,7 +50,77 @@ def test_secret_in_key_and_in_gate_output_is_redacted(site: Site, tmp_path: Path
     assert "[REDACTED" in status.out
 
 
+def test_secret_in_the_key_is_refused_and_stored_nowhere(site: Site) -> None:
+    refs = site.git("for-each-ref", "refs/pub")
+    r = site.run("prepare", "--key", f"key-with-{AWS}", "--to", "posts/a.md", "-",
+                 input="# Fine\n\nNothing secret here.\n")
+    assert r.code == 2, r.err
+    assert "secret" in r.err and "[REDACTED" in r.err
+    assert site.git("for-each-ref", "refs/pub") == refs == ""
+    assert not leaks(site, r.out, r.err)
+
+
 def test_secret_in_error_message_is_redacted(site: Site) -> None:
     r = site.run("prepare", "--key", "k", "--to", "posts/a.md", f"/nonexistent/{GITHUB}")
     assert r.code == 2
     assert GITHUB not in r.err and GITHUB not in r.out
+
+
+# -- caches under .git/pub/ hold no secret -----------------------------------------------------
+
+SECRET_GATE = (f"gates:\n  - name: notify\n    run: 'curl -s -H \"Authorization: Bearer {GITHUB}\" "
+               "https://ci.example.com/hook || true'\n")
+
+
+def pub_files_holding(site: Site, secret: str) -> list[str]:
+    root = site.path / ".git" / "pub"
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and secret.encode() in p.read_bytes())
+
+
+def test_caches_hold_no_secret_from_the_configuration(site: Site) -> None:
+    """A token inside a gate command of .gitpub.yaml: prepare (config cache), a commit with the
+    hooks installed (hook cache); nothing under .git/pub holds the token, and both caches
+    still work for a file without one."""
+    from gitpub.hooks import shared
+
+    assert site.run("hooks", "install").code == 0
+    site.write_config(SECRET_GATE)
+    r = site.run("prepare", "--key", "cached", "--to", "posts/a.md", "-", input="# A\n\nText.\n")
+    assert r.code == 0, r.err
+    (site.path / "posts" / "hand.md").write_text("# Hand\n")
+    site.git("add", "posts/hand.md")
+    site.git("commit", "-q", "-m", "hand edit")  # post-commit refreshes the hook cache
+    assert pub_files_holding(site, GITHUB) == []
+    git_dir = str(site.path / ".git")
+    config_bytes = (site.path / ".gitpub.yaml").read_bytes()
+    assert shared.read_cache(git_dir, config_bytes) == ("Blog", ("posts/",))  # by its digest
+    assert shared.read_cache(git_dir, config_bytes + b"\n") is None
+    assert not (site.path / ".git" / "pub" / "config-cache.json").exists()
+
+    site.write_config()  # no secret: both caches are written with the file's data again
+    assert site.run("status").code == 0
+    (site.path / "posts" / "hand2.md").write_text("# Hand 2\n")
+    site.git("add", "posts/hand2.md")
+    site.git("commit", "-q", "-m", "another hand edit")
+    assert (site.path / ".git" / "pub" / "config-cache.json").exists()
+    assert (site.path / ".gitpub.yaml").read_bytes() in (
+        site.path / ".git" / "pub" / shared.CACHE_NAME).read_bytes()
+
+
+def test_an_old_cache_holding_a_secret_is_dropped(site: Site) -> None:
+    """Caches of an earlier version copied secrets: they are not trusted, and go."""
+    import hashlib
+    import json
+
+    from gitpub.config.load import load_config
+
+    site.write_config(SECRET_GATE)
+    text = (site.path / ".gitpub.yaml").read_text()
+    cache = site.path / ".git" / "pub" / "config-cache.json"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({"key": hashlib.sha256(text.encode()).hexdigest(),
+                                 "data": {"gates": [{"name": "x", "run": GITHUB}]}}))
+    config = load_config(site.path, cache.parent)
+    assert config.gates[0].name == "notify"  # the file, not the stale cache
+    assert not cache.exists()

@@ -2,16 +2,35 @@
 
 ``--to PATH SOURCE`` pairs: ``-`` is stdin, a directory maps below a ``--to`` ending in ``/``.
 Each source becomes a ``Source`` (its label for messages and its bytes); nothing here writes.
+
+Sources stay what they claim to be, and reading them never waits:
+
+- only regular files are read. A FIFO, a socket or a device — as SOURCE, behind a symbolic link,
+  or anywhere below a directory SOURCE — is refused before it is opened for reading (reading
+  ``/dev/zero`` never ends, opening a FIFO blocks until a writer comes). Files are opened with
+  ``O_NONBLOCK`` and checked again on the open descriptor, so a file swapped for a FIFO in
+  between is refused too. Standard input may be a pipe, a file or a terminal, not a device;
+- a directory SOURCE publishes the files below it, walked through directory descriptors with
+  ``O_NOFOLLOW``: a symbolic link in it is followed only when it resolves to a regular file
+  inside the directory; a link that leads out of it (or to a directory, or nowhere) is refused,
+  naming it. So a directory never publishes a file from elsewhere.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from gitpub.core.errors import UsageError
+from gitpub.core.sanitize import sanitize
 from gitpub.pipeline.request import Source
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def read_sources(
@@ -22,35 +41,155 @@ def read_sources(
     if list(sources).count("-") > 1:
         raise UsageError("stdin (-) can be only one SOURCE")
     if drafted:
-        return list(targets), [_read_one(s) for s in sources]
+        return list(targets), [read_source(s) for s in sources]
     if len(targets) != len(sources):
         raise UsageError(f"{len(targets)} --to paths but {len(sources)} sources",
                          hint="give one SOURCE per --to PATH")
     out_targets: list[str] = []
     out_sources: list[Source] = []
     for target, source in zip(targets, sources, strict=True):
-        path = Path(source)
-        if source != "-" and path.is_dir():
+        if source != "-" and stat.S_ISDIR(_stat(source).st_mode):
             if not target.endswith("/"):
-                raise UsageError(f"{source} is a directory: its --to must end with '/'")
-            files = sorted(p for p in path.rglob("*") if p.is_file())
+                raise UsageError(f"{_shown(source)} is a directory: its --to must end with '/'")
+            files = read_directory(source)
             if not files:
-                raise UsageError(f"{source} is an empty directory")
-            for f in files:
-                out_targets.append(target + f.relative_to(path).as_posix())
-                out_sources.append(Source(str(f), f.read_bytes()))
+                raise UsageError(f"{_shown(source)} is an empty directory")
+            for rel, found in files:
+                out_targets.append(target + rel)
+                out_sources.append(found)
         else:
             if target.endswith("/"):
-                raise UsageError(f"--to {target} ends with '/' but {source} is not a directory")
+                raise UsageError(
+                    f"--to {_shown(target)} ends with '/' but {_shown(source)} is not a directory")
             out_targets.append(target)
-            out_sources.append(_read_one(source))
+            out_sources.append(read_source(source))
     return out_targets, out_sources
 
 
-def _read_one(source: str) -> Source:
-    if source == "-":
-        return Source("-", sys.stdin.buffer.read())
+def _shown(path: str) -> str:
+    return sanitize(path)
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, for a message."""
+    for test, name in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _refuse(label: str, mode: int) -> UsageError:
+    return UsageError(f"{_shown(label)} is {_kind(mode)}: only regular files can be published",
+                      hint="copy the content into a file, or give it on stdin with '-'")
+
+
+def _stat(path: str) -> os.stat_result:
     try:
-        return Source(source, Path(source).read_bytes())
+        return os.stat(path)
     except OSError as e:
-        raise UsageError(f"cannot read {source}: {e.strerror}") from None
+        raise UsageError(f"cannot read {_shown(path)}: {e.strerror or e}") from None
+
+
+def read_source(source: str) -> Source:
+    """One file SOURCE (or ``-``, stdin) under the rules above: a regular file, never waited on."""
+    if source == "-":
+        return Source("-", _read_stdin())
+    mode = _stat(source).st_mode
+    if not stat.S_ISREG(mode):
+        raise _refuse(source, mode)
+    return Source(source, _read_regular(source, source))
+
+
+def _read_stdin() -> bytes:
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None  # not a real descriptor (an embedding caller's stream): nothing to check
+    if fd is not None:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISBLK(mode) or stat.S_ISDIR(mode) or (stat.S_ISCHR(mode)
+                                                         and not os.isatty(fd)):
+            raise _refuse("stdin", mode)
+    return sys.stdin.buffer.read()
+
+
+def _read_regular(path: str, label: str, dir_fd: int | None = None,
+                  nofollow: bool = False) -> bytes:
+    """The content of the regular file ``path``; refused if it is anything else by the time
+    it is open (``O_NONBLOCK``: opening a FIFO does not wait for a writer)."""
+    flags = os.O_RDONLY | _NONBLOCK | _CLOEXEC | (_NOFOLLOW if nofollow else 0)
+    try:
+        fd = os.open(path, flags, dir_fd=dir_fd)
+    except OSError as e:
+        raise UsageError(f"cannot read {_shown(label)}: {e.strerror or e}") from None
+    with open(fd, "rb", closefd=True) as file:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _refuse(label, mode)
+        return file.read()
+
+
+def read_directory(root: str) -> list[tuple[str, Source]]:
+    """Every regular file below the directory ``root``: (path relative to it, ``/``-separated,
+    its Source), sorted. Refuses a FIFO, socket or device anywhere below, and a symbolic link
+    that does not resolve to a regular file inside ``root``."""
+    real_root = os.path.realpath(root)
+    try:
+        fd = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    except OSError as e:
+        raise UsageError(f"cannot read {_shown(root)}: {e.strerror or e}") from None
+    found: list[tuple[str, Source]] = []
+    try:
+        _walk(fd, root, real_root, "", found)
+    finally:
+        os.close(fd)
+    return sorted(found, key=lambda item: item[0])
+
+
+def _walk(dir_fd: int, root: str, real_root: str, rel_dir: str,
+          found: list[tuple[str, Source]]) -> None:
+    with os.scandir(dir_fd) as entries:
+        names = sorted(entry.name for entry in entries)
+    for name in names:
+        rel = rel_dir + name
+        label = os.path.join(root, rel)
+        try:
+            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        except OSError as e:
+            raise UsageError(f"cannot read {_shown(label)}: {e.strerror or e}") from None
+        if stat.S_ISDIR(mode):
+            try:
+                sub = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC,
+                              dir_fd=dir_fd)
+            except OSError as e:
+                raise UsageError(f"cannot read {_shown(label)}: {e.strerror or e}") from None
+            try:
+                _walk(sub, root, real_root, rel + "/", found)
+            finally:
+                os.close(sub)
+        elif stat.S_ISREG(mode):
+            found.append((rel, Source(label, _read_regular(name, label, dir_fd, True))))
+        elif stat.S_ISLNK(mode):
+            found.append((rel, Source(label, _read_link(root, real_root, rel, label))))
+        else:
+            raise _refuse(label, mode)
+
+
+def _read_link(root: str, real_root: str, rel: str, label: str) -> bytes:
+    """The content a symbolic link inside ``root`` leads to: only a regular file inside it."""
+    target = os.path.realpath(os.path.join(real_root, rel))
+    if os.path.commonpath([real_root, target]) != real_root:
+        raise UsageError(
+            f"{_shown(label)} is a symbolic link that leads out of {_shown(root)}: refused",
+            hint="a directory SOURCE publishes only what is inside it; copy the file in")
+    try:
+        mode = os.stat(target, follow_symlinks=False).st_mode
+    except OSError:
+        raise UsageError(f"{_shown(label)} is a broken symbolic link") from None
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{_shown(label)} is a symbolic link to {_kind(mode)}: refused",
+                         hint="a symbolic link in a directory SOURCE may lead only to a file "
+                              "inside it")
+    return _read_regular(target, label, nofollow=True)

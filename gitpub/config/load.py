@@ -9,6 +9,7 @@ time all the same (``config.schema``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -138,23 +139,40 @@ def decode_config(data: bytes, source: str) -> str:
                           "save the file as UTF-8", source=source) from None
 
 
+CACHE_NAME = "config-cache.json"
+CACHE_VERSION = 2  # v1 copied every file's data, secrets included
+
+
 def _cached_yaml(text: str, cache_dir: pathlib.Path, source: str = CONFIG_FILE) -> object:
-    """``_load_yaml(text)``, through a JSON cache (derived data: a bad cache is a miss)."""
+    """``_load_yaml(text)``, through a JSON cache (derived data: a bad cache is a miss).
+
+    A file holding text the sanitizer would redact (a token inside a gate command) is not
+    cached: the cache would be a second, unsanitized copy of the secret under ``.git/pub/``.
+    Its data is the command gitpub must run, so a sanitized copy would be wrong, and such a
+    file is parsed each time instead (PyYAML's ~15 ms); a cache left by another file goes.
+    """
     import hashlib
     import json
 
     key = hashlib.sha256(text.encode()).hexdigest()
-    path = os.path.join(cache_dir, "config-cache.json")
+    path = os.path.join(cache_dir, CACHE_NAME)
     try:
         with open(path, encoding="utf-8") as file:
             cached = json.load(file)
-        if isinstance(cached, dict) and cached.get("key") == key and "data" in cached:
+        if (isinstance(cached, dict) and cached.get("v") == CACHE_VERSION
+                and cached.get("key") == key and "data" in cached):
             return cached["data"]
     except (OSError, ValueError):
         pass
     data = _load_yaml(text, source)
+    from gitpub.core.sanitize import contains_secret
+
     try:
-        blob = json.dumps({"key": key, "data": data})
+        blob = json.dumps({"v": CACHE_VERSION, "key": key, "data": data})
+        if contains_secret(text) or contains_secret(blob):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            return data
         if json.loads(blob)["data"] != data:
             return data  # not plain JSON data (e.g. a YAML date): do not cache
         os.makedirs(cache_dir, exist_ok=True)

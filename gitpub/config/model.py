@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from gitpub.core.errors import UsageError
 from gitpub.core.globs import compile_globs, is_clean_path
+from gitpub.core.paths import Scope, is_literal
 
 TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
 if TYPE_CHECKING:
@@ -149,16 +150,21 @@ class Config:
                                   metadata=check("command", timeout=DEFAULT_JUDGE_TIMEOUT))
     gates: tuple[Command, ...] = field(default=(), metadata=check("gates"))
     content: tuple[str, ...] = field(default=(), metadata=check("globs", allow_empty=True))
+    #: The write scope: globs of the paths a job may write. None (the default) means the
+    #: ``articles`` and ``content`` globs. Font outputs are always in it. A steering path
+    #: (``core.paths.is_steering``) is in it only when an entry names it exactly.
+    publish: tuple[str, ...] | None = field(default=None, metadata=check("publish"))
 
     def __post_init__(self) -> None:
         # Callers building a Config by hand may pass lists; keep the instance hashable.
-        for name in ("articles", "fonts", "gates", "content"):
+        for name in ("articles", "fonts", "gates", "content", "publish"):
             value = getattr(self, name)
-            if not isinstance(value, tuple):
+            if value is not None and not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))
         # Compile now (cached by pattern list) so a malformed glob fails here, not at first use.
         compile_globs(self.articles)
         compile_globs(self.content)
+        compile_globs(self.publish_globs)
 
     @functools.cached_property
     def _articles_re(self) -> re.Pattern[str]:
@@ -171,6 +177,24 @@ class Config:
     @functools.cached_property
     def font_outputs(self) -> frozenset[str]:
         return frozenset(font.output for font in self.fonts)
+
+    @property
+    def publish_globs(self) -> tuple[str, ...]:
+        """``publish``, or by default the ``articles`` and ``content`` globs."""
+        return self.publish if self.publish is not None else self.articles + self.content
+
+    @functools.cached_property
+    def scope(self) -> Scope:
+        """The write scope: what ``publish_globs`` match; exactly named, every entry without a
+        wildcard and every font output (only those may be steering paths)."""
+        globs = self.publish_globs
+        named = {glob for glob in globs if is_literal(glob)} | self.font_outputs
+        return Scope(compile_globs(globs), frozenset(named), globs)
+
+    def scope_problem(self, path: str) -> str | None:
+        """Why a job may not write ``path`` (outside ``publish``, or a steering path not named
+        exactly), or None. ``prepare`` refuses such a path; so should every writer of jobs."""
+        return self.scope.problem(path)
 
     def is_article(self, path: str) -> bool:
         """Whether ``path`` (relative to the repository root, ``/``-separated) is an article.

@@ -29,6 +29,7 @@ from gitpub.config.model import (
     sanitize_node,
 )
 from gitpub.core.globs import CONTROL_RE, glob_regex, path_problem, shown
+from gitpub.core.paths import path_problem as repository_path_problem
 
 TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
 if TYPE_CHECKING:
@@ -227,6 +228,9 @@ class Parser:
         problem = path_problem(path)
         if problem is not None:
             self.fail(key, *problem)
+        refused = repository_path_problem(path)  # a font output is a file a job writes
+        if refused is not None:
+            self.fail(key, f"{shown(path)} {refused}")
         if not path.lower().endswith(extensions):
             kinds = ", ".join(extensions[:-1]) + " or " + extensions[-1]
             self.fail(key, f"expected a path ending in {kinds}, got {shown(path)}")
@@ -255,6 +259,12 @@ class Parser:
         if not value and not allow_empty:
             self.fail(key, "expected at least one glob, got []")
         return tuple(self.glob(item, f"{key}[{index}]") for index, item in enumerate(value))
+
+    def publish(self, value: object, key: str) -> tuple[str, ...] | None:
+        """The write scope: absent or null for the default, else a non-empty list of globs."""
+        if value is None:
+            return None
+        return self.globs(value, key, allow_empty=False)
 
     # -- commands
 

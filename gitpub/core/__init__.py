@@ -7,6 +7,8 @@
 - ``manifest``     the canonical list of a job's files and its hash
 - ``sanitize``     the secret redactor every persisted text passes through
 - ``globs``        repository paths and the one glob engine of the configuration
+- ``paths``        which paths a job may write: git's refused spellings of ``.git``, portable
+                   names, steering paths, the write scope, case twins
 - ``files``        durable file writes outside git (atomic replace, directory fsync)
 - ``crashpoints``  named places to die at, for the fault-injection tests
 

@@ -23,6 +23,8 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gitpub.core.paths import structural_problem, symlink_problem
+
 HEADER_V1 = b"gitpub-manifest v1\n"
 HEADER_V2 = b"gitpub-manifest v2\n"
 HEADER = HEADER_V1  # the header of every manifest without deletions
@@ -56,14 +58,11 @@ class ManifestEntry:
 
 
 def check_path(path: str) -> str:
-    """A repository path the manifest can hold: relative, normalised, printable, no ``.git``."""
-    if not path or path.startswith("/") or path.endswith("/") or "\\" in path:
-        raise ManifestError(f"invalid repository path: {path!r}")
-    if any(ch in path for ch in "\n\r\0"):
-        raise ManifestError(f"invalid character in repository path: {path!r}")
-    parts = path.split("/")
-    if any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):
-        raise ManifestError(f"invalid repository path: {path!r}")
+    """A repository path the manifest can hold (``core.paths.structural_problem``): relative,
+    normalised, UTF-8, no control character or backslash, no spelling of ``.git``."""
+    problem = structural_problem(path)
+    if problem is not None:
+        raise ManifestError(f"invalid repository path {path!r}: {problem}")
     return path
 
 
@@ -94,6 +93,9 @@ class Manifest:
                 raise ManifestError(f"unsupported file mode {e.mode:o} for {e.path}")
             elif e.sha256 == DELETED_SHA256:
                 raise ManifestError(f"file {e.path} with the deletion hash")
+            problem = symlink_problem(e.path) if e.mode == 0o120000 else None
+            if problem is not None:
+                raise ManifestError(f"{e.path}: {problem}")
             if e.path in seen:
                 raise ManifestError(f"duplicate path in manifest: {e.path}")
             seen.add(e.path)

@@ -1,16 +1,27 @@
 """The job record: the versioned document at ``job.json`` in every state commit of a job.
 
-It holds what the reference design's ``blog_publication`` row held. Reading is strict: a record
-that is truncated, not JSON, of an unknown format version or with a field of the wrong type is
-corrupt state, reported with the job's name and never "repaired" by overwriting it.
+It holds what the reference design's ``blog_publication`` row held. Reading is total and strict:
+whatever the bytes, ``parse_record`` returns the record they describe or raises ``RecordError``
+(a ``CorruptStateError``) — truncated, not JSON, an unknown format version, a missing or unknown
+field, a value of the wrong type or outside its enum. The checks are derived from the
+dataclasses below, not kept in a second table. Corrupt state is reported with the job's name and
+never "repaired" by overwriting it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import enum
+import functools
 import json
-from dataclasses import asdict, dataclass, field, fields, replace
+import math
+import types
+import typing
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from gitpub.core.errors import CorruptStateError
 from gitpub.core.states import FailureCode, Kind, Phase, State
 
 FORMAT_VERSION = 1
@@ -18,8 +29,8 @@ FORMAT_VERSION = 1
 Op = Literal["new", "update", "delete"]
 
 
-class RecordError(ValueError):
-    pass
+class RecordError(CorruptStateError):
+    """A ``job.json`` that is not a valid record; the store adds the job's name."""
 
 
 @dataclass(frozen=True)
@@ -28,7 +39,8 @@ class Target:
 
     ``op`` is ``update`` when the path existed in the base snapshot; ``base_sha256`` is then the
     SHA-256 of its content there — the compare-and-swap condition checked at commit time and after
-    every rebase. For ``new`` targets the condition is "the path still does not exist". ``delete``
+    every rebase. For ``new`` targets the condition is "the path still does not exist".
+    ``delete``
     (hand commits delivered by ``sync`` only) removes the file; its condition is the same as an
     update's. ``base_mode``, when set (sync), is part of the condition: a file whose mode changed
     (made executable, turned into a symlink) has changed.
@@ -62,8 +74,8 @@ class JobRecord:
     requested_base: str | None = None  # snapshot this commit, not the tracking branch (sync)
     sync_commit: str | None = None  # sync: the person's commit this job delivers (kept alive by
     # the job's first state commit; its author, message and changes are the job's)
-    sync_after: str | None = None  # sync: the job of the commit before it, which must be
-    # PUBLISHED before this one is delivered (the commits land in their order)
+    sync_after: str | None = None  # sync: the job of the commit before it, which must not be
+    # still on its way when this one is delivered (the commits land in their order)
     base_ref: str | None = None
     base_commit: str | None = None
     first_base: str | None = None  # the first snapshot's base: probes search from here, even
@@ -121,103 +133,147 @@ class JobRecord:
         }
 
 
-_SIMPLE: dict[str, tuple[type, ...]] = {
-    "job_id": (str,),
-    "idempotency_key": (str,),
-    "request_hash": (str,),
-    "node": (str,),
-    "created_at": (int, float),
-    "updated_at": (int, float),
-    "source_sha256": (str, type(None)),
-    "drafted": (bool,),
-    "requested_base": (str, type(None)),
-    "sync_commit": (str, type(None)),
-    "sync_after": (str, type(None)),
-    "base_ref": (str, type(None)),
-    "base_commit": (str, type(None)),
-    "first_base": (str, type(None)),
-    "manifest_sha256": (str, type(None)),
-    "commit_time": (int, type(None)),
-    "author": (str, type(None)),
-    "local_commit": (str, type(None)),
-    "remote_commit": (str, type(None)),
-    "attempt": (int,),
-    "max_attempts": (int,),
-    "next_retry_at": (int, float, type(None)),
-    "last_recheck_head": (str, type(None)),
-    "failure_detail": (str, type(None)),
-}
-
-
-def _check(cond: bool, what: str) -> None:
-    if not cond:
-        raise RecordError(what)
-
+# -- reading: a total parser derived from the dataclasses above --------------------------------
 
 def parse_record(raw: bytes) -> JobRecord:
-    """Strictly parse a ``job.json``; any deviation raises ``RecordError`` saying what."""
+    """Strictly parse a ``job.json``; any deviation raises ``RecordError`` saying what.
+
+    The rules come from ``JobRecord``'s own definition (its fields and their annotations, and
+    those of ``Target`` and ``Lease``): every key must be a field; a field without a default must
+    be there, one with a default may be absent (a record written before the field existed) and
+    takes the default; every value must have exactly its field's type — an ``int`` is not a
+    ``bool``, a number is finite, an enum holds one of its values, a ``Literal`` one of its
+    choices, a string is encodable as UTF-8 (the record is written back as UTF-8). A new field
+    with an annotation and a default is parsed and checked with no code here.
+    """
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RecordError(f"job.json is not valid JSON ({e})") from None
-    _check(isinstance(data, dict), "job.json is not an object")
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        # ValueError covers JSONDecodeError and ints longer than Python converts
+        raise RecordError(f"job.json is not valid JSON ({_short(e)})") from None
+    if not isinstance(data, dict):
+        raise RecordError("job.json is not an object")
     version = data.get("format")
-    _check(version == FORMAT_VERSION, f"unknown job record format {version!r}")
-    known = {f.name for f in fields(JobRecord)}
-    unknown = sorted(set(data) - known)
-    _check(not unknown, f"unknown fields in job record: {', '.join(unknown)}")
-    missing = sorted(k for k in ("job_id", "state", "request_hash") if k not in data)
-    _check(not missing, f"missing fields in job record: {', '.join(missing)}")
-    for name, types in _SIMPLE.items():
-        if name in data:
-            value = data[name]
-            ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
-            _check(ok, f"field {name} has the wrong type ({type(value).__name__})")
+    if type(version) is not int or version != FORMAT_VERSION:
+        raise RecordError(f"unknown job record format {_shown(version)}")
+    return typing.cast(JobRecord, _decode(JobRecord, data, ""))
+
+
+def _short(e: BaseException) -> str:
+    return str(e)[:120] or type(e).__name__
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bad(where: str, what: str, value: object) -> RecordError:
+    name = f"field {where}" if where else "the record"
+    return RecordError(f"{name}: expected {what}, got {_shown(value)}")
+
+
+def _decode(tp: Any, value: object, where: str) -> object:
+    """``value`` (from JSON) as the annotated type ``tp``; ``RecordError`` if it is not one."""
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _decode_dataclass(tp, value, where)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (types.UnionType, typing.Union):
+        if value is None and type(None) in args:
+            return None
+        arms = [a for a in args if a is not type(None)]
+        if len(arms) == 1:
+            return _decode(arms[0], value, where)
+        for arm in arms:
+            with contextlib.suppress(RecordError):
+                return _decode(arm, value, where)
+        raise _bad(where, " or ".join(_describe(a) for a in args), value)
+    if origin is typing.Literal:
+        if any(type(value) is type(a) and value == a for a in args):
+            return value
+        raise _bad(where, "one of " + ", ".join(repr(a) for a in args), value)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        if not isinstance(value, list):
+            raise _bad(where, "a list", value)
+        return tuple(_decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise _bad(where, "an object", value)
+        return {_decode(args[0], k, f"{where} key"): _decode(args[1], v, f"{where}.{k}")
+                for k, v in value.items()}
+    if isinstance(tp, type):
+        return _decode_scalar(tp, value, where)
+    raise TypeError(f"job record field {where}: cannot parse type {tp!r}")  # a bug, not data
+
+
+def _decode_scalar(tp: type, value: object, where: str) -> object:
+    if issubclass(tp, enum.Enum):
+        if isinstance(value, str) and value in tp._value2member_map_:
+            return tp(value)
+        raise _bad(where, f"a {tp.__name__} ({', '.join(str(m.value) for m in tp)})", value)
+    if tp is bool:
+        if type(value) is bool:
+            return value
+    elif tp is int:
+        if type(value) is int:
+            return value
+    elif tp is float:
+        if type(value) in (int, float):
+            number = _finite(typing.cast(float, value))
+            if number is not None:
+                return number
+    elif tp is str:
+        if type(value) is str and _utf8(value):
+            return value
+    else:
+        raise TypeError(f"job record field {where}: cannot parse type {tp!r}")  # a bug
+    raise _bad(where, _describe(tp), value)
+
+
+def _finite(value: float) -> float | None:
     try:
-        state = State(data["state"])
-    except ValueError:
-        raise RecordError(f"unknown state {data['state']!r}") from None
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _utf8(text: str) -> bool:
     try:
-        kind = Kind(data.get("kind", Kind.PUBLISH.value))
-        code = data.get("failure_code")
-        failure_code = None if code is None else FailureCode(code)
-    except ValueError as e:
-        raise RecordError(f"bad value in job record: {e}") from None
-    targets = data.get("targets", [])
-    _check(isinstance(targets, list), "field targets is not a list")
-    parsed_targets = []
-    for t in targets:
-        _check(isinstance(t, dict) and {"path", "op", "base_sha256"} <= set(t)
-               <= {"path", "op", "base_sha256", "base_mode"}, "bad target")
-        _check(isinstance(t["path"], str) and t["op"] in ("new", "update", "delete"),
-               "bad target")
-        _check(isinstance(t["base_sha256"], (str, type(None))), "bad target")
-        mode = t.get("base_mode")
-        _check(mode is None or (isinstance(mode, int) and not isinstance(mode, bool)),
-               "bad target")
-        parsed_targets.append(Target(t["path"], t["op"], t["base_sha256"], mode))
-    phases = data.get("phases", {})
-    _check(
-        isinstance(phases, dict) and all(isinstance(v, str) for v in phases.values())
-        and all(k in Phase._value2member_map_ for k in phases),
-        "field phases is not a mapping of known phases to strings",
-    )
-    fps = data.get("recheck_fingerprints", [])
-    _check(isinstance(fps, list) and all(isinstance(v, str) for v in fps), "bad fingerprints")
-    lease = data.get("lease")
-    parsed_lease = None
-    if lease is not None:
-        _check(isinstance(lease, dict) and set(lease) == {"token", "owner", "expires_at"},
-               "bad lease")
-        parsed_lease = Lease(str(lease["token"]), str(lease["owner"]), float(lease["expires_at"]))
-    simple = {k: data[k] for k in _SIMPLE if k in data}
-    return JobRecord(
-        state=state,
-        kind=kind,
-        failure_code=failure_code,
-        targets=tuple(parsed_targets),
-        phases={Phase(k): v for k, v in phases.items()},
-        recheck_fingerprints=tuple(fps),
-        lease=parsed_lease,
-        **simple,
-    )
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, which JSON's \ud800 escapes can make
+        return False
+    return True
+
+
+def _describe(tp: Any) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a finite number", str: "a string",
+             type(None): "null"}
+    return names.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _decode_dataclass(cls: type, value: object, where: str) -> object:
+    if not isinstance(value, dict):
+        raise _bad(where, "an object", value)
+    spec = _fields_of(cls)
+    unknown = sorted(str(k) for k in value if k not in spec)
+    if unknown:
+        prefix = f"{where}: " if where else ""
+        raise RecordError(f"{prefix}unknown fields in job record: {', '.join(unknown)}")
+    kwargs: dict[str, object] = {}
+    for name, (tp, required) in spec.items():
+        path = f"{where}.{name}" if where else name
+        if name in value:
+            kwargs[name] = _decode(tp, value[name], path)
+        elif required:
+            raise RecordError(f"missing field in job record: {path}")
+    return cls(**kwargs)
+
+
+@functools.cache
+def _fields_of(cls: type) -> dict[str, tuple[Any, bool]]:
+    """A dataclass's fields: name -> (resolved annotation, whether it is required)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: (hints[f.name],
+                     f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+            for f in dataclasses.fields(cls) if f.init}

@@ -152,6 +152,7 @@ class FailureCode(StrEnum):
     GATE_FAILED = "gate_failed"  # REVIEW: a gate (built-in or configured) did not pass
     FONT_FAILED = "font_failed"  # REVIEW: a font subset cannot be made
     ARTIFACTS_UNSAFE = "artifacts_unsafe"  # REVIEW: stored artifacts fail their manifest
+    CASE_COLLISION = "case_collision"  # REVIEW: two paths differ only in case
     TARGET_BLOCKED = "target_blocked"  # CONFLICT: a directory or file stands in the way
     TARGET_CHANGED = "target_changed"  # CONFLICT: the compare-and-swap failed
     DELIVERY_UNCONFIRMED = "delivery_unconfirmed"  # RETRY_WAIT: a transient failure

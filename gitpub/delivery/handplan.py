@@ -11,8 +11,9 @@ every step is known to hold (git-branchless's plan-then-execute):
 2. **What each commit is**: *content* — every path it changes is a content path — is delivered;
    *held* — it changes no content path — is the person's business: not pushed, kept on the
    branch; *refused* — a merge, a root commit, a commit that mixes content with other paths, a
-   submodule or a path no manifest can hold under a content path, a message that cannot carry
-   the proof as git reads it — is a commit sync will not handle.
+   submodule under a content path, a path every job is refused (git's path rules, a secret in
+   the name, outside the ``publish`` write scope), a message that cannot carry the proof as git
+   reads it — is a commit sync will not handle.
 3. **Whether it lands**: the content commits are replayed in memory, in order, onto the fetched
    remote tip. Every path a commit changes must still be as the commit's parent had it —
    content *and* mode (the compare-and-swap) — and the new tree must differ from the old in
@@ -31,13 +32,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from gitpub.core.manifest import Manifest, ManifestError, check_path
-from gitpub.core.states import LOCAL, State
+from gitpub.core.errors import UsageError
+from gitpub.core.manifest import Manifest
+from gitpub.core.states import LOCAL, Kind, State
 from gitpub.delivery.checkout import blocker
 from gitpub.git.message import ProofMessageError, with_proof
 from gitpub.git.repo import BLOB_MODES, MODE_TREE, Change, Entry, Repository
 from gitpub.git.trailers import PubTrailers
 from gitpub.pipeline.context import Context
+from gitpub.pipeline.request import Request, check_target
 from gitpub.store.jobs import Job, job_id_for_key
 
 #: More unpushed commits than this are not a hand edit: sync leaves them to a person.
@@ -181,15 +184,16 @@ def classify(ctx: Context, sha: str, parents: tuple[str, ...], *,
         return refused(f"mixes content paths ({_shown(content)}) with other paths "
                        f"({_shown(others)}): sync delivers a commit whole or not at all; "
                        "split it (`git rebase -i`, `edit`) or push it yourself", changes)
+    probe = Request((), (), False, kind=Kind.SYNC)
     for c in changes:
         entry = c.new or c.old
         if entry is not None and entry.mode not in BLOB_MODES:
             return refused(f"{c.path}: a submodule or other non-file entry ({entry.mode:o}) "
                            "cannot be published", changes)
-        try:
-            check_path(c.path)
-        except ManifestError as e:
-            return refused(f"{c.path}: {e}", changes)
+        try:  # the rules every job's paths obey: git's, no secret in a name, the write scope
+            check_target(probe, config, c.path)
+        except UsageError as e:
+            return refused(f"{e.message}" + (f" ({e.hint})" if e.hint else ""), changes)
     return Unpushed(sha, parents[0], subject, changes, Role.CONTENT, uncommitted=uncommitted)
 
 

@@ -6,6 +6,8 @@
 - ``notes``     append-only notes under ``refs/notes/pub``, merged by line union
 - ``trailers``  writing and reading the proof-of-publication trailers
 - ``walk``      git's ``tips ^base`` history walk, in-process
+- ``paths``     whether git would refuse a path (with dulwich's validators); submodules and
+                case twins along a path in a tree
 
 May import: ``gitpub.core``. Everything above deals in hex object ids and plain values.
 See docs/dulwich.md for the dulwich behaviours this layer guards against.

@@ -20,7 +20,7 @@ LEGACY_SUFFIX = ".legacy"
 SHIM_MARKER = b"# gitpub-hook-shim v"  # second line of every shim; followed by its version
 CONFIG_FILE = ".gitpub.yaml"  # gitpub.config.model.CONFIG_FILE, not imported (cost)
 CACHE_NAME = "hook-cache"  # in <git dir>/pub/
-CACHE_HEADER = b"gitpub-hook-cache v1"
+CACHE_HEADER = b"gitpub-hook-cache v2"  # v1 copied the file even when it held a secret
 def is_shim(path: str) -> bool:
     """Whether ``path`` is one of our shims (of any version): its second line is the marker."""
     try:
@@ -39,13 +39,35 @@ def cache_path(git_dir: str) -> str:
     return os.path.join(git_dir, "pub", CACHE_NAME)
 
 
-def cache_bytes(config: bytes | None, prefix: str, starts: Sequence[str]) -> bytes:
+def cache_bytes(config: bytes | None, prefix: str, starts: Sequence[str], *,
+                digest_only: bool = False) -> bytes:
     """The cache for ``config`` (the file's bytes, None if absent): header, trailer prefix,
     the strings every content path starts with (each ended by NUL; ``""`` admits every path),
-    ``P``/``A`` (file present or absent), the file."""
-    present = b"P" if config is not None else b"A"
+    then how the file is recognised: ``A`` (absent), ``P`` and its bytes, or — with
+    ``digest_only``, for a file holding text the sanitizer would redact, which must not be
+    copied — ``H`` and the SHA-256 of its bytes."""
     joined = b"".join(s.encode("utf-8", "surrogateescape") + b"\0" for s in starts)
-    return b"\n".join([CACHE_HEADER, prefix.encode(), joined, present, config or b""])
+    if config is None:
+        tail = [b"A", b""]
+    elif digest_only:
+        import hashlib
+
+        tail = [b"H", hashlib.sha256(config).hexdigest().encode()]
+    else:
+        tail = [b"P", config]
+    return b"\n".join([CACHE_HEADER, prefix.encode(), joined, *tail])
+
+
+def _same_file(kind: bytes, recorded: bytes, config: bytes | None) -> bool:
+    if config is None:
+        return (kind, recorded) == (b"A", b"")
+    if kind == b"P":
+        return recorded == config
+    if kind == b"H":  # hashlib costs ~5 ms to import: only for files the cache cannot hold
+        import hashlib
+
+        return recorded == hashlib.sha256(config).hexdigest().encode()
+    return False
 
 
 def read_cache(git_dir: str, config: bytes | None) -> tuple[str, tuple[str, ...]] | None:
@@ -58,7 +80,7 @@ def read_cache(git_dir: str, config: bytes | None) -> tuple[str, tuple[str, ...]
     parts = data.split(b"\n", 4)
     if len(parts) != 5 or parts[0] != CACHE_HEADER or parts[2][-1:] not in (b"", b"\0"):
         return None
-    if (parts[3], parts[4]) != ((b"P", config) if config is not None else (b"A", b"")):
+    if not _same_file(parts[3], parts[4], config):
         return None
     try:
         starts = parts[2].decode("utf-8", "surrogateescape").split("\0")[:-1]

@@ -26,7 +26,7 @@ from gitpub.config.load import load_config
 from gitpub.config.model import CONFIG_FILE, Config
 from gitpub.core.errors import GitpubError
 from gitpub.core.files import write_atomic
-from gitpub.core.sanitize import sanitize
+from gitpub.core.sanitize import contains_secret, sanitize
 from gitpub.git import notes, trailers
 from gitpub.git.repo import Repository
 from gitpub.hooks.shared import CACHE_NAME, cache_bytes, read_cache
@@ -54,15 +54,27 @@ def _literal_start(glob: str) -> str:
 
 def refresh_cache(git_dir: Path, top: Path) -> Config:
     """The configuration, with the fast path's cache brought up to date when the file did not
-    change while we read it."""
+    change while we read it.
+
+    The cache holds no text the sanitizer would redact: a configuration file that holds a
+    secret (a token inside a gate command, say) is recognised by its SHA-256 instead of its
+    bytes, and derived values that would hold one (absurd, but cheap to rule out) are not
+    cached at all — the fast path then always takes the exact path.
+    """
     path = top / CONFIG_FILE
     before = path.read_bytes() if path.is_file() else None
     config = load_config(top)
     after = path.read_bytes() if path.is_file() else None
     if before == after and read_cache(str(git_dir), before) is None:
-        (git_dir / "pub").mkdir(parents=True, exist_ok=True)
-        data = cache_bytes(before, config.trailer_prefix, content_starts(config))
-        write_atomic(git_dir / "pub" / CACHE_NAME, data)
+        cache = git_dir / "pub" / CACHE_NAME
+        starts = content_starts(config)
+        if contains_secret("\n".join([config.trailer_prefix, *starts])):
+            cache.unlink(missing_ok=True)
+            return config
+        secret = before is not None and contains_secret(before.decode("utf-8", "replace"))
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(cache, cache_bytes(before, config.trailer_prefix, starts,
+                                        digest_only=secret))
     return config
 
 

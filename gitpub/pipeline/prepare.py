@@ -29,10 +29,12 @@ from gitpub.config.model import Command
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import LostRace
 from gitpub.core.manifest import Manifest, content_sha256
+from gitpub.core.paths import case_twins
 from gitpub.core.record import Target
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import Answer, FailureCode, Kind, Phase, Stage, State
 from gitpub.fonts import step as fontstep
+from gitpub.git import paths as git_paths
 from gitpub.git.repo import MODE_FILE, MODE_TREE, Entry
 from gitpub.pipeline import gates, steps
 from gitpub.pipeline.commit import commit_job, recover
@@ -134,6 +136,9 @@ def _snapshot(ctx: Context, job: Job) -> Job:
         base_ref = ctx.base_ref()
         base = None if base_ref is None else ctx.repo.read_ref(base_ref)
     tree = None if base is None else ctx.repo.commit(base).tree
+    twins = case_collisions(ctx, tree, record.target_paths)
+    if twins:
+        return to_review(ctx, job, Stage.SNAPSHOT, FailureCode.CASE_COLLISION, twins)
     targets = []
     for t in record.targets:
         entry = None if tree is None else ctx.repo.lookup(tree, t.path)
@@ -165,6 +170,20 @@ def _snapshot(ctx: Context, job: Job) -> Job:
         entries=entries)
     crash_point("prepare.base-snapshotted")
     return job
+
+
+def case_collisions(ctx: Context, tree: str | None, targets: Sequence[str]) -> list[str]:
+    """Targets that differ only in case (or Unicode normalisation) from another target or from
+    a path of the base ``tree``: one file on a case-insensitive file system. Both named."""
+    problems = [f"{a} and {b} differ only in case: one file on case-insensitive file systems"
+                for a, b in case_twins(targets)]
+    for target in targets:
+        if tree is None:
+            break
+        problems += [f"{target} and {twin} (in the base) differ only in case: one file on "
+                     "case-insensitive file systems"
+                     for twin in git_paths.case_twins_in(ctx.repo, tree, target)]
+    return problems
 
 
 def _phase_env(ctx: Context, job: Job) -> dict[str, str]:

@@ -11,12 +11,15 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from gitpub.config.model import Config
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import KeyReusedError, LostRace, UsageError
-from gitpub.core.manifest import ManifestError, check_path, content_sha256
+from gitpub.core.globs import shown
+from gitpub.core.manifest import content_sha256
 from gitpub.core.record import JobRecord, Target
 from gitpub.core.sanitize import find_secrets, sanitize, sanitize_bytes
 from gitpub.core.states import Kind, Phase, State
+from gitpub.git import paths as git_paths
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job, job_id_for_key
 
@@ -73,14 +76,14 @@ class Request:
         return self.key if self.key is not None else "auto-" + self.request_hash()[:32]
 
 
-def validate_request(request: Request) -> None:
+def validate_request(request: Request, config: Config) -> None:
+    """Refuse (``UsageError``, exit 2) a request that must not become a job: before anything
+    is stored. Each target must be a path git accepts on every platform, hold no secret and
+    lie in the configuration's write scope; the key must hold no secret."""
     if not request.targets:
         raise UsageError("nothing to publish: give at least one --to PATH")
     for t in request.targets:
-        try:
-            check_path(t)
-        except ManifestError as e:
-            raise UsageError(f"--to {t!r}: {e}") from None
+        check_target(request, config, t)
     if len(set(request.targets)) != len(request.targets):
         raise UsageError("the same --to path is given twice")
     if request.kind == Kind.SYNC:
@@ -93,8 +96,57 @@ def validate_request(request: Request) -> None:
             hint="give one SOURCE per --to PATH (or a directory with a --to ending in '/')")
     if request.drafted and len(request.sources) != 1:
         raise UsageError("with a draft command, give exactly one SOURCE")
-    if request.key is not None and not request.key.strip():
-        raise UsageError("--key must not be empty")
+    if request.key is not None:
+        if not request.key.strip():
+            raise UsageError("--key must not be empty")
+        secrets = find_secrets(request.key)
+        if secrets:
+            raise UsageError(
+                f"--key {shown(sanitize(request.key))} holds what looks like a secret "
+                f"({secrets[0].kind}); nothing was stored",
+                hint="keys are stored and shown: use a plain name such as weekly-2024-05")
+
+
+def _label(request: Request, path: str) -> str:
+    shown_path = shown(sanitize(path))
+    return f"--to {shown_path}" if request.kind == Kind.PUBLISH else f"path {shown_path}"
+
+
+def check_target(request: Request, config: Config, path: str) -> None:
+    """Raise ``UsageError`` if a job may not write ``path``."""
+    secrets = find_secrets(path)
+    if secrets:
+        raise UsageError(
+            f"{_label(request, path)}: the path holds what looks like a secret "
+            f"({secrets[0].kind}); nothing was stored",
+            hint="paths end up in commits, job records and the remote: rename the file")
+    problem = git_paths.path_problem(path)
+    if problem is not None:
+        raise UsageError(f"{_label(request, path)}: {problem}",
+                         hint="publish under a plain portable path, such as posts/<name>.md")
+    problem = config.scope_problem(path)
+    if problem is not None:
+        raise UsageError(
+            f"{_label(request, path)}: {problem}",
+            hint="list it under `publish` in .gitpub.yaml (a steering path by its exact name)")
+
+
+def check_base(ctx: Context, request: Request) -> None:
+    """Refuse a target inside a submodule of the base snapshot (a gitlink in its tree)."""
+    base = request.base
+    if base is None:
+        ref = ctx.base_ref()
+        base = None if ref is None else ctx.repo.read_ref(ref)
+    if base is None:
+        return
+    tree = ctx.repo.commit(base).tree
+    for t in request.targets:
+        submodule = git_paths.submodule_at(ctx.repo, tree, t)
+        if submodule is not None:
+            raise UsageError(
+                f"{_label(request, t)}: {shown(sanitize(submodule))} is a submodule in the base "
+                f"({base[:12]}); nothing was stored",
+                hint="a submodule's files belong to its own repository: publish there")
 
 
 def source_files(request: Request) -> dict[str, bytes]:
@@ -111,7 +163,7 @@ def source_files(request: Request) -> dict[str, bytes]:
 def ensure_job(ctx: Context, request: Request) -> tuple[Job, bool]:
     """The job for the request's key: created now (True) or found (False). Exit 3 on a key
     that names a different request; nothing is written then."""
-    validate_request(request)
+    validate_request(request, ctx.config)
     key = request.effective_key()
     job_id = job_id_for_key(key)
     wanted = request.request_hash()
@@ -124,6 +176,7 @@ def ensure_job(ctx: Context, request: Request) -> tuple[Job, bool]:
                     "with different content or targets",
                     hint="use a new --key for a new request; nothing was changed")
             return job, False
+        check_base(ctx, request)
         try:
             return _create(ctx, request, key, job_id, wanted), True
         except LostRace:

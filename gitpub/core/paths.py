@@ -1,0 +1,303 @@
+"""Which repository paths gitpub may write: the one definition, as pure functions of strings.
+
+Three questions, asked of every path a job would write:
+
+1. **Would some clone refuse it, or be hurt by it?** (``path_problem``) git refuses, when it
+   reads a tree into the index, every spelling of ``.git`` that some file system maps to the
+   repository's own directory (``core.protectNTFS``, on by default everywhere, and
+   ``core.protectHFS``; ``git fsck`` reports the same names as ``hasDotgit``): NTFS drops
+   trailing dots and spaces (``.git .``), resolves 8.3 short names (``git~1``) and alternate
+   data streams (``.git::$INDEX_ALLOCATION``); HFS+ ignores some invisible code points
+   (``.g\u200cit``) and case. Those rules are ported here from C git (``path.c``
+   ``is_ntfs_dotgit``/``is_ntfs_dot_generic``, ``utf8.c`` ``is_hfs_dotgit``, ``read-cache.c``
+   ``verify_path``); the git layer checks dulwich's validators as a second opinion
+   (``gitpub.git.paths``). Besides, a path no clone can check out, or that reads as something
+   else, is refused: not UTF-8, control or invisible direction-changing characters, a
+   component over 255 bytes, and what Git for Windows refuses (reserved device names,
+   ``<>:"|?*``, a trailing dot or space).
+2. **Does it steer git, CI or gitpub?** (``is_steering``) ``.gitpub.yaml``, ``.github/``,
+   ``.gitmodules``, ``.gitattributes``, ``.githooks/``, ``.gitlab-ci.yml`` — any component
+   that starts with ``.git`` in any spelling a file system folds to it — and the well-known CI
+   files of other services at the root (``STEERING_ROOT_NAMES``). A job may write one only if
+   the configuration names it exactly (``Scope``); ``confirm`` and pre-push treat a job commit
+   that touches one as suspect.
+3. **Is it in the write scope?** (``Scope``) The configuration's ``publish`` globs.
+
+Also ``case_key``: the form in which two paths that a case-insensitive (and
+normalisation-insensitive) file system stores as one file are equal.
+
+Standard library only (``re``, ``unicodedata``); no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+MAX_COMPONENT_BYTES = 255  # NAME_MAX of ext4, XFS, APFS, NTFS (in UTF-16 units there)
+MAX_PATH_BYTES = 4096  # PATH_MAX on Linux
+
+#: Code points HFS+ ignores in file names (C git's utf8.c, ``next_hfs_char``).
+HFS_IGNORABLE = frozenset(
+    "\u200c\u200d\u200e\u200f"  # zero width non-joiner, joiner; left-to-right, right-to-left mark
+    "\u202a\u202b\u202c\u202d\u202e"  # bidi embeddings, pop, overrides
+    "\u206a\u206b\u206c\u206d\u206e\u206f"  # deprecated format characters
+    "\ufeff"  # zero width no-break space (BOM)
+)
+
+#: Invisible characters that reorder or hide text: a name holding one reads as another name.
+#: (Zero-width joiners stay allowed: scripts and emoji need them.)
+_DECEPTIVE = re.compile("[\u200b\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_WINDOWS_FORBIDDEN = re.compile(r'[<>:"|?*]')
+#: Matched on the ASCII-lower-cased component: a device name, then spaces, then the end, an
+#: extension or a stream (``is_valid_win32_path`` in C git's ``compat/mingw.c``).
+_WINDOWS_RESERVED = re.compile(
+    r"(?:aux|prn|nul|con|conin\$|conout\$|com[1-9]|lpt[0-9]) *(?:[.:]|$)")
+
+#: Steering files of CI services and tools, at the repository root (compared case-insensitively,
+#: as a checkout on a case-insensitive file system would). Every name that starts with ``.git``
+#: (``.github/``, ``.gitlab-ci.yml``, ``.gitpub.yaml``, ...) steers too, at any depth.
+STEERING_ROOT_NAMES = frozenset({
+    ".circleci", ".travis.yml", ".drone.yml", ".woodpecker", ".woodpecker.yml",
+    ".woodpecker.yaml", ".forgejo", ".buildkite", "jenkinsfile", "azure-pipelines.yml",
+    "bitbucket-pipelines.yml", ".pre-commit-config.yaml", ".pre-commit-hooks.yaml",
+})
+
+#: Files git itself reads from the tree, with the prefix of their NTFS hashed short names
+#: (C git's ``is_ntfs_dotgitmodules`` and friends).
+GIT_META_FILES = {"gitmodules": "gi7eba", "gitattributes": "gi7d29", "gitignore": "gi250a",
+                  "mailmap": "maba30"}
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+#: An NTFS 8.3 short name of a ``.git…`` name: the dot dropped, up to six characters, ``~N``,
+#: up to three of the extension; or the hashed form Windows falls back to (two characters and
+#: four hex digits). Matched after ``_fold``.
+_GIT_SHORT_NAME = re.compile(
+    r"(?:git[^~.]{0,3}|gi[0-9a-f]{4})~[1-9][0-9]*(?:\.[^.]{0,3})?[. ]*(?::.*)?")
+
+
+def _ascii_lower(text: str) -> str:
+    """Lower-case ASCII letters only: C git's ``tolower``/``strncasecmp`` on its ASCII needles."""
+    return text.translate(_ASCII_LOWER)
+
+
+# -- spellings of .git (C git's rules, ported) -------------------------------------------------
+
+def _ntfs_trailer(name: str, start: int) -> bool:
+    """Whether ``name[start:]`` is only what NTFS ignores: dots and spaces, up to the end or to
+    an alternate data stream (``:``)."""
+    for char in name[start:]:
+        if char == ":":
+            return True
+        if char not in ". ":
+            return False
+    return True
+
+
+def is_ntfs_dotgit(name: str) -> bool:
+    """Whether NTFS resolves the component ``name`` to ``.git`` (``path.c``, ``is_ntfs_dotgit``):
+    ``.git`` or its short name ``git~1``, in any case, followed only by dots and spaces, to the
+    end or to a stream (``:``)."""
+    low = _ascii_lower(name)
+    if low.startswith(".git"):
+        return _ntfs_trailer(name, 4)
+    if low.startswith("git~1"):
+        return _ntfs_trailer(name, 5)
+    return False
+
+
+def is_ntfs_dot(name: str, needle: str, short_prefix: str) -> bool:
+    """Whether NTFS resolves ``name`` to ``.<needle>`` (``path.c``, ``is_ntfs_dot_generic``):
+    the name with trailing dots/spaces/stream, its short name ``<first six>~1..4``, or the
+    hashed short name ``<short_prefix>~N`` Windows falls back to."""
+    low = _ascii_lower(name)
+    if low.startswith("." + needle):
+        return _ntfs_trailer(name, len(needle) + 1)
+    if low[:6] == needle[:6] and len(name) >= 8 and name[6] == "~" and name[7] in "1234":
+        return _ntfs_trailer(name, 8)
+    saw_tilde, i = False, 0
+    while i < 8:
+        if i >= len(name):
+            return False
+        char = name[i]
+        if saw_tilde:
+            if char not in "0123456789":
+                return False
+        elif char == "~":
+            i += 1
+            if i >= len(name) or not "1" <= name[i] <= "9":
+                return False
+            saw_tilde = True
+        elif i >= 6 or ord(char) > 0x7F or _ascii_lower(char) != short_prefix[i]:
+            return False
+        i += 1
+    return _ntfs_trailer(name, 8)
+
+
+def is_hfs_dot(name: str, needle: str) -> bool:
+    """Whether HFS+ resolves ``name`` to ``.<needle>`` (``utf8.c``, ``is_hfs_dot_generic``): the
+    ignorable code points dropped, ASCII case folded."""
+    visible = "".join(char for char in name if char not in HFS_IGNORABLE)
+    return visible[:1] == "." and _ascii_lower(visible[1:]) == needle
+
+
+def is_dotgit(name: str) -> bool:
+    """Whether the component ``name`` is ``.git`` in any spelling git refuses (``hasDotgit``)."""
+    return is_ntfs_dotgit(name) or is_hfs_dot(name, "git")
+
+
+def git_meta_name(name: str) -> str | None:
+    """Which file git reads from the tree (``gitmodules``, ``gitattributes``, ``gitignore``,
+    ``mailmap``) the component ``name`` spells on NTFS or HFS+, or None."""
+    for needle, short in GIT_META_FILES.items():
+        if is_ntfs_dot(name, needle, short) or is_hfs_dot(name, needle):
+            return needle
+    return None
+
+
+# -- whether a path can be published at all ---------------------------------------------------
+
+def structural_problem(path: str) -> str | None:
+    """Why ``path`` is no repository path at all, or None: what a manifest may never hold.
+
+    Relative, ``/``-separated, in normal form (no empty, ``.`` or ``..`` component), UTF-8, no
+    control character or backslash, and no component that is ``.git`` in any spelling.
+    """
+    if not path or path.startswith("/") or path.endswith("/"):
+        return "is not a relative file path"
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8"
+    control = _CONTROL.search(path)
+    if control:
+        return f"contains a control character (U+{ord(control.group()):04X})"
+    if "\\" in path:
+        return "contains a backslash (a directory separator on Windows); separate with '/'"
+    for part in path.split("/"):
+        if part in ("", ".", ".."):
+            return "is not in normal form (an empty, '.' or '..' component)"
+        if is_dotgit(part):
+            return (f"names git's own directory: {part!r} is .git on NTFS or HFS+ "
+                    "(core.protectNTFS/core.protectHFS)")
+    return None
+
+
+def path_problem(path: str) -> str | None:
+    """Why no job may write ``path``, or None: ``structural_problem``, and what would make a
+    clone fail or mislead — too long, invisible characters, or a name Git for Windows refuses."""
+    problem = structural_problem(path)
+    if problem is not None:
+        return problem
+    deceptive = _DECEPTIVE.search(path)
+    if deceptive:
+        return ("contains an invisible or direction-changing character "
+                f"(U+{ord(deceptive.group()):04X})")
+    if len(path.encode("utf-8")) > MAX_PATH_BYTES:
+        return f"is longer than {MAX_PATH_BYTES} bytes"
+    for part in path.split("/"):
+        if len(part.encode("utf-8")) > MAX_COMPONENT_BYTES:
+            return f"has a component longer than {MAX_COMPONENT_BYTES} bytes"
+        forbidden = _WINDOWS_FORBIDDEN.search(part)
+        if forbidden:
+            return f"contains {forbidden.group()!r}, which Windows does not allow in file names"
+        if _WINDOWS_RESERVED.match(_ascii_lower(part)):
+            return f"{part!r} is a reserved device name on Windows"
+        if part.endswith((" ", ".")):
+            return f"{part!r} ends in a space or a dot, which Windows drops"
+    return None
+
+
+def symlink_problem(path: str) -> str | None:
+    """Why ``path`` may not be a symbolic link, or None: git and ``fsck`` refuse a symlink as
+    ``.gitmodules``, ``.gitattributes``, ``.gitignore`` or ``.mailmap`` in any spelling."""
+    meta = git_meta_name(path.rsplit("/", 1)[-1])
+    return None if meta is None else f"a symbolic link may not be .{meta}"
+
+
+# -- steering paths ---------------------------------------------------------------------------
+
+def _fold(name: str) -> str:
+    """``name`` as the most forgiving file system sees it: ignorable code points dropped,
+    ASCII case folded."""
+    return _ascii_lower("".join(char for char in name if char not in HFS_IGNORABLE))
+
+
+def is_steering(path: str) -> bool:
+    """Whether writing ``path`` can change how git, a CI service or gitpub behaves.
+
+    Any component that starts with ``.git`` (``.github/``, ``.gitmodules``, ``.gitpub.yaml``,
+    ...) in any spelling a file system folds to it (case, HFS+ ignorables, an NTFS short name
+    such as ``GITHUB~1``), any spelling of ``.mailmap``, and at the root the names in
+    ``STEERING_ROOT_NAMES``.
+    """
+    parts = path.split("/")
+    for part in parts:
+        folded = _fold(part)
+        if folded.startswith(".git") or _GIT_SHORT_NAME.fullmatch(folded):
+            return True
+        if git_meta_name(part) is not None:
+            return True
+    return _fold(parts[0]).rstrip(". ") in STEERING_ROOT_NAMES
+
+
+# -- the write scope --------------------------------------------------------------------------
+
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def is_literal(glob: str) -> bool:
+    """Whether ``glob`` has no wildcard, i.e. names exactly one path."""
+    return _GLOB_CHARS.search(glob) is None
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The paths a job may write: those ``pattern`` matches (a compiled ``publish`` glob list,
+    used with ``fullmatch``), and exactly ``named``. A steering path must be named exactly."""
+
+    pattern: re.Pattern[str]
+    named: frozenset[str]
+    globs: tuple[str, ...] = ()  # the globs ``pattern`` was made from, for messages
+
+    def problem(self, path: str) -> str | None:
+        """Why ``path`` is outside this scope, or None."""
+        if path in self.named:
+            return None
+        if is_steering(path):
+            return ("steers git, CI or gitpub (.git*, CI files): a job may write it only if "
+                    "`publish` names it exactly")
+        if self.pattern.fullmatch(path) is None:
+            listed = ", ".join(self.globs[:4]) + (", ..." if len(self.globs) > 4 else "")
+            return f"is outside the write scope (publish: {listed or 'nothing'})"
+        return None
+
+
+# -- case collisions --------------------------------------------------------------------------
+
+def case_key(name: str) -> str:
+    """The form in which names a case-insensitive, normalisation-insensitive file system
+    (APFS, HFS+, NTFS) stores as one file are equal."""
+    import unicodedata  # not at the top: the hooks import the configuration, hence this module
+
+    visible = "".join(char for char in name if char not in HFS_IGNORABLE)
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", visible).casefold())
+
+
+def case_twins(paths: Iterable[str]) -> list[tuple[str, str]]:
+    """Pairs of ``paths`` that such a file system would store as one file, or below one
+    directory spelled two ways (``Posts/a.md`` and ``posts/b.md``): (earlier path, later path)."""
+    seen: dict[str, tuple[str, str]] = {}  # key of a prefix -> (the prefix, the path it is in)
+    pairs: list[tuple[str, str]] = []
+    for path in paths:
+        parts = path.split("/")
+        for depth in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:depth])
+            key = "/".join(case_key(part) for part in parts[:depth])
+            first_prefix, first_path = seen.setdefault(key, (prefix, path))
+            if first_prefix != prefix:
+                pairs.append((first_path, path))
+                break
+    return pairs
