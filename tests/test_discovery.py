@@ -104,6 +104,7 @@ def test_dash_c_resolves_source_in_that_directory(two: tuple[Site, Site]) -> Non
 
 
 def test_from_a_subdirectory_to_is_from_the_root(site: Site) -> None:
+    site.write_config("content: ['images/**']\n")
     posts = site.path / "posts"
     (posts / "src.md").write_text(article("sub"))
     (site.path / "images").mkdir()

@@ -2,6 +2,7 @@
 
 - ``session``   opening a repository for a command: configuration, job store, context
 - ``sources``   reading what ``prepare`` is given (files, directories, stdin)
+- ``targets``   the ``--to`` rule: repository paths from the root, cwd-relative ones refused
 - ``commands``  one function per command; the exit code is part of each result
 
 May import: ``hooks``, ``delivery`` and everything below. Never click, never printing: the

@@ -54,7 +54,8 @@ def check_target(target: str, prefix: str, top: Path | None) -> None:
         meant = _from_here(prefix, path)
         hint = (f"{_HINT}; from here that is --to {meant}" if meant
                 else f"{_HINT}; {target!r} from here is outside the repository")
-        raise UsageError(f"--to {target!r} is relative to the working directory", hint=hint)
+        raise UsageError(f"--to {target!r} is not a repository path in normal form ('.' and "
+                         "'..' are relative to the working directory)", hint=hint)
     if not prefix or top is None or path.startswith(prefix) or not path:
         return
     first = parts[0]

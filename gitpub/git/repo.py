@@ -18,15 +18,13 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING
 
 from dulwich.errors import NotGitRepository, NotTreeError
-from dulwich.file import FileLocked
 from dulwich.object_store import tree_lookup_path
-from dulwich.objects import ZERO_SHA, Blob, Commit, ObjectID, ShaFile, Tree
+from dulwich.objects import ZERO_SHA, Blob, Commit, ShaFile, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
@@ -34,88 +32,30 @@ from gitpub.core.errors import CorruptStateError, NotARepositoryError
 from gitpub.core.files import fsync_dir
 from gitpub.git.locate import Location, locate
 from gitpub.git.run import run_git
+from gitpub.git.values import (
+    BLOB_MODES,
+    MODE_EXEC,
+    MODE_FILE,
+    MODE_GITLINK,
+    MODE_LINK,
+    MODE_TREE,
+    STORE_IDENTITY,
+    Change,
+    CommitInfo,
+    Entry,
+    Identity,
+    _b,
+    _r,
+    _s,
+    _while_locked,
+)
 
 if TYPE_CHECKING:
     import subprocess
 
-T = TypeVar("T")
-
-MODE_FILE = 0o100644
-MODE_EXEC = 0o100755
-MODE_LINK = 0o120000
-MODE_TREE = 0o040000
-MODE_GITLINK = 0o160000
-#: The modes of entries whose object is a blob (a file, an executable, a symlink).
-BLOB_MODES = frozenset({MODE_FILE, MODE_EXEC, MODE_LINK})
-
-
-class Entry(NamedTuple):
-    """A tree entry: file mode and object id (a blob, or a tree for ``MODE_TREE``)."""
-
-    mode: int
-    sha: str
-
-
-@dataclass(frozen=True)
-class CommitInfo:
-    """The parts of a commit the layers above need, as plain values."""
-
-    sha: str
-    tree: str
-    parents: tuple[str, ...]
-    message: bytes
-    commit_time: int
-
-
-@dataclass(frozen=True)
-class Change:
-    """One file that differs between two trees: its entry before and after (None: absent)."""
-
-    path: str
-    old: Entry | None
-    new: Entry | None
-
-
-@dataclass(frozen=True)
-class Identity:
-    name: str
-    email: str
-
-    def as_bytes(self) -> bytes:
-        return f"{self.name} <{self.email}>".encode()
-
-
-STORE_IDENTITY = Identity("gitpub", "gitpub@localhost")
-
-
-def _b(sha: str) -> ObjectID:
-    return ObjectID(sha.encode("ascii"))
-
-
-def _r(name: str) -> Ref:
-    return Ref(name.encode("utf-8"))
-
-
-def _s(sha: bytes) -> str:
-    return sha.decode("ascii")
-
-
-def _while_locked(action: Callable[[], T], done: Callable[[], bool] | None = None) -> T | None:
-    """Run ``action``, retrying while another process holds the lock it needs (dulwich raises
-    ``FileLocked``), with a short exponential backoff, for at most ten seconds. ``done`` may
-    say that the other process did our work meanwhile (then ``None`` is returned)."""
-    delay = 0.001
-    deadline = time.monotonic() + 10.0
-    while True:
-        try:
-            return action()
-        except FileLocked:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-            if done is not None and done():
-                return None
+__all__ = ["BLOB_MODES", "MODE_EXEC", "MODE_FILE", "MODE_GITLINK", "MODE_LINK", "MODE_TREE",
+           "STORE_IDENTITY", "Change", "CommitInfo", "Entry", "Identity", "Repository",
+           "empty_ref_value"]
 
 
 class Repository:
@@ -363,18 +303,8 @@ class Repository:
     def changed_paths(self, old_tree: str | None, new_tree: str) -> list[tuple[str, str | None]]:
         """(path, new blob id or None if deleted) for every file that differs between two
         trees. Identical subtrees are skipped by id, so the cost follows the change."""
-        from dulwich.diff_tree import tree_changes  # 20 ms to import: only where needed
-
-        changes = tree_changes(self._repo.object_store, None if old_tree is None else _b(old_tree),
-                               _b(new_tree))
-        out: list[tuple[str, str | None]] = []
-        for change in changes:
-            new, old = change.new, change.old
-            if new is not None and new.path is not None and new.sha is not None:
-                out.append((new.path.decode("utf-8", "surrogateescape"), _s(new.sha)))
-            elif old is not None and old.path is not None:
-                out.append((old.path.decode("utf-8", "surrogateescape"), None))
-        return out
+        return [(c.path, None if c.new is None else c.new.sha)
+                for c in self.diff_entries(old_tree, new_tree)]
 
     # -- writing objects -------------------------------------------------------------------
 
@@ -532,13 +462,6 @@ class Repository:
         c.message = message
         self.store([c])
         return _s(c.id)
-
-    def author_of(self, sha: str) -> str:
-        """A commit's author as git shows it (``Name <email>``)."""
-        obj = self._get(sha)
-        if not isinstance(obj, Commit):
-            raise CorruptStateError(f"object {sha} is not a commit")
-        return bytes(obj.author).decode("utf-8", "replace")
 
     # -- history ---------------------------------------------------------------------------
 

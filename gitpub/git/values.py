@@ -1,0 +1,96 @@
+"""The plain values the git layer hands out: tree entries, commits, changes, identities.
+
+Hex object ids (``str``) and small frozen values, nothing that holds a repository open: what
+every layer above may keep and compare. ``repo`` re-exports them (``from gitpub.git.repo import
+Entry`` keeps working).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple, TypeVar
+
+from dulwich.file import FileLocked
+from dulwich.objects import ObjectID
+from dulwich.refs import Ref
+
+T = TypeVar("T")
+
+MODE_FILE = 0o100644
+MODE_EXEC = 0o100755
+MODE_LINK = 0o120000
+MODE_TREE = 0o040000
+MODE_GITLINK = 0o160000
+#: The modes of entries whose object is a blob (a file, an executable, a symlink).
+BLOB_MODES = frozenset({MODE_FILE, MODE_EXEC, MODE_LINK})
+
+
+class Entry(NamedTuple):
+    """A tree entry: file mode and object id (a blob, or a tree for ``MODE_TREE``)."""
+
+    mode: int
+    sha: str
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """The parts of a commit the layers above need, as plain values."""
+
+    sha: str
+    tree: str
+    parents: tuple[str, ...]
+    message: bytes
+    commit_time: int
+
+
+@dataclass(frozen=True)
+class Change:
+    """One file that differs between two trees: its entry before and after (None: absent)."""
+
+    path: str
+    old: Entry | None
+    new: Entry | None
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    email: str
+
+    def as_bytes(self) -> bytes:
+        return f"{self.name} <{self.email}>".encode()
+
+
+STORE_IDENTITY = Identity("gitpub", "gitpub@localhost")
+
+
+def _b(sha: str) -> ObjectID:
+    return ObjectID(sha.encode("ascii"))
+
+
+def _r(name: str) -> Ref:
+    return Ref(name.encode("utf-8"))
+
+
+def _s(sha: bytes) -> str:
+    return sha.decode("ascii")
+
+
+def _while_locked(action: Callable[[], T], done: Callable[[], bool] | None = None) -> T | None:
+    """Run ``action``, retrying while another process holds the lock it needs (dulwich raises
+    ``FileLocked``), with a short exponential backoff, for at most ten seconds. ``done`` may
+    say that the other process did our work meanwhile (then ``None`` is returned)."""
+    delay = 0.001
+    deadline = time.monotonic() + 10.0
+    while True:
+        try:
+            return action()
+        except FileLocked:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+            if done is not None and done():
+                return None
