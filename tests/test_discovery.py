@@ -147,6 +147,15 @@ def test_in_a_linked_worktree(site: Site, tmp_path: Path) -> None:
     # main is checked out in the main worktree, and moved together with it
     assert (site.path / "posts/wt.md").read_text() == article("wt")
     assert site.git("status", "--porcelain") == ""
+    # the same worktree named by GIT_DIR, GIT_COMMON_DIR and GIT_WORK_TREE from elsewhere
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere/src.md").write_text(article("named"))
+    r = pub(tmp_path / "elsewhere", "prepare", "--json", "--key", "named", "--to",
+            "posts/named.md", "src.md", env=site.env,
+            extra={"GIT_DIR": str(site.path / ".git/worktrees/wt"),
+                   "GIT_COMMON_DIR": str(site.path / ".git"), "GIT_WORK_TREE": str(wt)})
+    assert r.code == 0, r.out + r.err
+    assert f"refs/pub/jobs/{r.json()['job_id']}" in site.job_refs()
 
 
 def test_a_bare_repository_reads_the_committed_configuration(site: Site,

@@ -65,7 +65,9 @@ def test_hand_commit_reaches_the_remote_with_its_own_message(site: Site) -> None
 
 def test_deletion_rename_exec_and_symlink_are_published_exactly(site: Site) -> None:
     """The Done-when case: one hand commit that deletes, renames, makes a file executable and
-    adds a symlink, by another author, with a signed-off message — published as it is."""
+    adds a symlink, by another author, with a signed-off message — published as it is. The
+    hooks are installed, so the pre-push check verifies the v2 manifest on the way out."""
+    assert site.call("hooks", "install").code == 0
     (site.path / "posts/gone.md").write_text(article("gone"))
     (site.path / "posts/old-name.md").write_text(article("renamed"))
     (site.path / "posts/run.sh").write_text("#!/bin/sh\necho hi\n")
