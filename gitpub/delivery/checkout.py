@@ -27,7 +27,7 @@ class Moved:
     note: str  # one line: what was done, or why not and what to run
 
 
-def _is_ancestor(repo: Repository, old: str, new: str) -> bool:
+def is_ancestor(repo: Repository, old: str, new: str) -> bool:
     """Whether ``old`` is an ancestor of ``new``. Usually it is a few first parents back (the
     local branch was the base of the published commit): look there first, in-process; only
     otherwise ask git, which answers for any history shape."""
@@ -109,7 +109,7 @@ def fast_forward_local(repo: Repository, branch: str, published: str) -> str:
         return f"no local branch {branch}: nothing to update"
     if local == published:
         return f"local {branch} is already at the published commit"
-    if not _is_ancestor(repo, local, published):
+    if not is_ancestor(repo, local, published):
         return f"local {branch} has commits the remote does not: left alone"
     return move_branch(repo, branch, local, published,
                        then=f"git merge --ff-only {published}", verb="fast-forwarded").note

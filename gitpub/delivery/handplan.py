@@ -29,7 +29,7 @@ are counted as landing (their own delivery re-checks them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from gitpub.core.errors import UsageError
@@ -121,7 +121,6 @@ class Plan:
     outcomes: tuple[Outcome, ...] = ()  # one per commit, same order
     stop: str | None = None  # why nothing is done; None: go
     local_tree: str | None = None  # the tree the local branch gets once every commit landed
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def rebuild(self) -> bool:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import GitpubError
 from gitpub.core.states import LOCAL, FailureCode, Kind, Stage, State
-from gitpub.delivery.checkout import move_branch
+from gitpub.delivery.checkout import is_ancestor, move_branch
 from gitpub.delivery.deliver import DELIVERABLE
 from gitpub.delivery.handplan import (
     Outcome,
@@ -237,7 +237,7 @@ def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -
     content = [o for o in report.outcomes if o.status != Status.HELD]
     if planned.rebuild and start is not None and all(
             o.status == Status.PUBLISHED for o in content):
-        report.local = rebuild_local(ctx, planned, start, _newest(jobs, tip))
+        report.local = rebuild_local(ctx, planned, start, _newest(ctx.repo, jobs, tip))
     elif planned.rebuild:
         report.local = f"local {branch} left as it was until every content commit is published"
     return report
@@ -276,11 +276,16 @@ def _result(planned: Outcome, job: Job | None, delivered: bool) -> Outcome:
                    job.record.remote_commit, planned.uncommitted)
 
 
-def _newest(jobs: dict[str, Job], tip: str | None) -> str | None:
-    """The remote commit the local branch is rebuilt on: the last one this run published, else
-    the remote tip it was planned against (which has every commit published before)."""
-    published = [j.record.remote_commit for j in jobs.values() if j.record.remote_commit]
-    return published[-1] if published else tip
+def _newest(repo: Repository, jobs: dict[str, Job], tip: str | None) -> str | None:
+    """The remote commit the local branch is rebuilt on: of the remote tip it was planned
+    against (which has every commit published before) and the commits this run published, the
+    one that has all the others in its history."""
+    newest = tip
+    for job in jobs.values():
+        found = job.record.remote_commit
+        if found is not None and (newest is None or is_ancestor(repo, newest, found)):
+            newest = found
+    return newest
 
 
 def rebuild_local(ctx: Context, planned: Plan, start: str, base: str | None) -> str:
