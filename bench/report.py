@@ -192,6 +192,12 @@ def write_markdown(path: Path, rows: list[Row], info: dict[str, str], elapsed: f
         "`git push` succeeded: a lost reply), so it rests in PUSHING with its commit on the "
         "remote; `git pub push JOB` then confirms it by trailers. The in-process row times "
         "only `gitpub.verify.probe.find_job_commit` on the fetched remote tip.",
+        "- Confirm (CI): `bench/confirm_ci.py`. First run: `git pub confirm --no-push-notes` "
+        "in a clone of the 100,000-commit remote with no notes (every sample a first run). "
+        "Second run: the remote's notes hold the last run's ledger, one new commit is pushed, "
+        "a fresh clone runs `git pub confirm` (pushing its notes). As CI does: the same in a "
+        "`--depth=1` clone over the transport, clone included. Probe: the content-bound "
+        "`find_job_commit` against the trailers-only search it replaced, in-process.",
         "- Job store: one job is prepared and pushed for real; the others are written with "
         "`git fast-import` as PUBLISHED state commits in gitpub's format (`JobRecord.to_json`, "
         "`Manifest`, `job_id_for_key`, loose refs), checked with `JobStore.load`.",

@@ -599,11 +599,19 @@ def _count_subjects(h: Harness, site: Path, needle: str) -> int:
     return sum(1 for line in out.splitlines() if needle in line)
 
 
+def confirm_ci(h: Harness, s: Sizes) -> list[Row]:
+    """``git pub confirm`` as CI runs it, and the probe's cost (``bench/confirm_ci.py``)."""
+    from bench.confirm_ci import confirm_ci as run_rows
+
+    return run_rows(h, s)
+
+
 SCENARIOS: dict[str, Callable[[Harness, Sizes], list[Row]]] = {
     "publish-corpus": publish_corpus,
     "publish-wide": publish_wide,
     "history-depth": history_depth,
     "confirm": confirm,
+    "confirm-ci": confirm_ci,
     "job-store": job_store,
     "throughput": throughput,
     "two-writers": two_writers,

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import Site, git
+from conftest import Result, Site, git
 from test_delivery import article, prepare
 
 from gitpub.git.notes import add_notes
@@ -100,3 +100,184 @@ def test_concurrent_note_writers_lose_nothing(site: Site) -> None:
     with Repository.discover(site.path) as repo:
         assert add_notes(repo, {head: ["writer 0 line 0"]}, "again") == site.git(
             "rev-parse", "refs/notes/pub").strip(), "an existing line is not added twice"
+
+
+# -- confirm as a security gate: each tampering is BAD, and BAD stays until accepted ----------
+
+def attacker_clone(site: Site, tmp_path: Path, name: str = "attacker") -> Path:
+    path = tmp_path / name
+    git(tmp_path, "clone", "-q", str(site.remote), str(path))
+    site.repos.append(path)
+    return path
+
+
+def commit_as(repo: Path, message: bytes, files: dict[str, str | None], *,
+              amend: bool = False) -> str:
+    for path, text in files.items():
+        if text is None:
+            git(repo, "rm", "-q", path)
+            continue
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+        git(repo, "add", path)
+    (repo / ".git" / "msg").write_bytes(message)
+    git(repo, "commit", "-q", "--allow-empty", "--cleanup=verbatim", "-F", ".git/msg",
+        *(["--amend"] if amend else []))
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def message_of(repo: Path, commit: str) -> bytes:
+    return git(repo, "cat-file", "commit", commit).split("\n\n", 1)[1].encode()
+
+
+def job_commit_message(files: dict[str, str], job_id: str = "forged-job") -> bytes:
+    """A well-formed job message for ``files``: its manifest and hash are right."""
+    from gitpub.core.manifest import Manifest
+
+    manifest = Manifest.build((p, 0o100644, t.encode()) for p, t in files.items())
+    return (b"Publish: something\n\n" + manifest.serialize() + b"\nBlog-Job-Id: "
+            + job_id.encode() + b"\nBlog-Manifest-Sha256: " + manifest.sha256().encode()
+            + b"\n")
+
+
+def confirm_in_ci(site: Site, tmp_path: Path, name: str, *args: str) -> Result:
+    return ci_clone(site, tmp_path, name).run("confirm", *args)
+
+
+def test_extra_paths_are_bad_and_bad_stays_until_accepted(site: Site, tmp_path: Path) -> None:
+    (good,) = publish(site, 1)
+    assert confirm_in_ci(site, tmp_path, "ci0").code == 0
+    evil = attacker_clone(site, tmp_path)
+    bad = commit_as(evil, message_of(evil, good), {"evil.js": "alert(1)\n",
+                                                   "posts/welcome.md": "changed\n"})
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    r = confirm_in_ci(site, tmp_path, "ci1")
+    assert r.code == 1, r.out + r.err
+    assert f"BAD {bad}" in r.out
+    assert "evil.js: changed, but not in the manifest" in r.out
+    assert "posts/welcome.md: changed, but not in the manifest" in r.out
+    # the next push's run is still red, although the bad commit is behind it now
+    git(evil, "pull", "-q", "--ff-only", "origin", "main")
+    commit_as(evil, b"A hand edit\n", {"posts/hand.md": "hand\n"})
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    r = ci_clone(site, tmp_path, "ci2").run("confirm", "--json")
+    assert r.code == 1, r.out + r.err
+    assert r.json()["checked"] == 1 and r.json()["bad"] == []
+    assert [row["commit"] for row in r.json()["open_bad"]] == [bad]
+    # a person accepts it (the reason is sanitized), and later runs show the acceptance
+    ci3 = ci_clone(site, tmp_path, "ci3")
+    secret = "ghp_" + "A" * 36
+    r = ci3.run("confirm", "--accept", bad, "--reason", f"reverted by hand {secret}")
+    assert r.code == 0, r.out + r.err
+    assert secret not in remote_notes(site, bad)
+    assert "gitpub-confirm: accepted by" in remote_notes(site, bad)
+    r = ci_clone(site, tmp_path, "ci4").run("confirm")
+    assert r.code == 0, r.out + r.err
+    assert f"accepted {bad}" in r.out
+
+
+def test_accept_refuses_a_commit_without_a_bad_verdict(site: Site, tmp_path: Path) -> None:
+    (good,) = publish(site, 1)
+    ci = ci_clone(site, tmp_path, "ci")
+    assert ci.run("confirm").code == 0
+    r = ci.run("confirm", "--accept", good, "--reason", "why not")
+    assert r.code == 2 and "no BAD verdict" in r.err
+
+
+def test_cherry_pick_x_then_amend_is_bad(site: Site, tmp_path: Path) -> None:
+    (good,) = publish(site, 1)
+    assert confirm_in_ci(site, tmp_path, "ci0").code == 0
+    evil = attacker_clone(site, tmp_path)
+    commit_as(evil, b"Remove it\n", {"posts/p0.md": None})
+    git(evil, "cherry-pick", "-x", good)
+    (evil / "posts/p0.md").write_text("tampered\n")
+    git(evil, "commit", "-q", "-a", "--amend", "--no-edit")
+    picked = git(evil, "rev-parse", "HEAD").strip()
+    assert "(cherry picked from commit" in message_of(evil, picked).decode()
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    r = confirm_in_ci(site, tmp_path, "ci1")
+    assert r.code == 1, r.out + r.err
+    assert f"BAD {picked}" in r.out and "posts/p0.md: content differs" in r.out
+
+
+def test_a_prefix_switch_in_the_same_push_does_not_hide_a_tampered_commit(
+        site: Site, tmp_path: Path) -> None:
+    (good,) = publish(site, 1)
+    assert confirm_in_ci(site, tmp_path, "ci0").code == 0
+    evil = attacker_clone(site, tmp_path)
+    config = (evil / ".gitpub.yaml").read_text() + "trailer_prefix: Evil\n"
+    switch = commit_as(evil, b"Switch the prefix\n", {".gitpub.yaml": config})
+    commit_as(evil, b"Remove it\n", {"posts/p0.md": None})
+    bad = commit_as(evil, message_of(evil, good), {"posts/p0.md": "tampered\n"})
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    r = ci_clone(site, tmp_path, "ci1").run("confirm", "--json")
+    assert r.code == 1, r.out + r.err
+    data = r.json()
+    assert data["bad"] == [bad] and data["config_changes"] == [switch]
+    assert data["prefixes"] == ["Blog"]
+    # from the next run on, the new configuration applies, and Blog is still checked
+    r = ci_clone(site, tmp_path, "ci2").run("confirm", "--json")
+    assert r.json()["prefixes"] == ["Evil", "Blog"] and r.code == 1
+
+
+def test_two_commits_claiming_one_job_id_are_bad(site: Site, tmp_path: Path) -> None:
+    (good,) = publish(site, 1)
+    assert confirm_in_ci(site, tmp_path, "ci0").code == 0
+    evil = attacker_clone(site, tmp_path)
+    text = (evil / "posts/p0.md").read_text()
+    commit_as(evil, b"Remove it\n", {"posts/p0.md": None})
+    again = commit_as(evil, message_of(evil, good), {"posts/p0.md": text})
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    r = confirm_in_ci(site, tmp_path, "ci1")
+    assert r.code == 1, r.out + r.err
+    assert f"BAD {again}" in r.out and f"already published by {good}" in r.out
+
+
+def test_two_claims_of_one_job_id_in_one_run_are_bad(site: Site, tmp_path: Path) -> None:
+    evil = attacker_clone(site, tmp_path)
+    files = {"posts/new.md": "# New\n"}
+    first = commit_as(evil, job_commit_message(files), files)
+    commit_as(evil, b"Remove it\n", {"posts/new.md": None})
+    second = commit_as(evil, job_commit_message(files), files)
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    r = ci_clone(site, tmp_path, "ci").run("confirm", "--json")
+    assert r.code == 1
+    assert r.json()["bad"] == [second], r.out
+    assert first in r.out
+
+
+def test_a_job_commit_touching_a_steering_path_is_bad(site: Site, tmp_path: Path) -> None:
+    evil = attacker_clone(site, tmp_path)
+    files = {".github/workflows/evil.yml": "on: push\n", "posts/x.md": "# X\n"}
+    bad = commit_as(evil, job_commit_message(files), files)
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    r = ci_clone(site, tmp_path, "ci").run("confirm")
+    assert r.code == 1
+    assert ".github/workflows/evil.yml: a path that steers git, CI or gitpub" in r.out
+    assert bad in r.out
+
+
+def test_the_checked_through_point_comes_from_the_remote_notes(site: Site,
+                                                               tmp_path: Path) -> None:
+    publish(site, 2)
+    first = ci_clone(site, tmp_path, "ci0", depth=None).run("confirm", "--json")
+    assert first.code == 0 and first.json()["checked"] == 3  # the site's first commit, 2 jobs
+    more = publish(site, 1, start=2)
+    again = ci_clone(site, tmp_path, "ci1", depth=None).run("confirm", "--json")
+    assert again.code == 0, again.err
+    assert again.json()["checked"] == 1 and again.json()["start"] != more[0]
+    nothing = ci_clone(site, tmp_path, "ci2").run("confirm", "--json")
+    assert nothing.json()["checked"] == 0 and nothing.code == 0
+
+
+def test_readme_notes_commands_work_in_a_publishers_clone(site: Site, tmp_path: Path) -> None:
+    assert site.call("hooks", "install").code == 0
+    assert site.git("fetch", "origin") == ""  # no notes on the remote yet: no failure
+    (good,) = publish(site, 1)
+    site.git("notes", "--ref=pub", "add", "-m", "a local note", "HEAD~1")
+    assert ci_clone(site, tmp_path, "ci").run("confirm").code == 0
+    site.git("fetch", "origin")
+    site.git("notes", "--ref=pub", "merge", "refs/notes/remotes/origin/pub")
+    shown = site.git("log", "--notes=pub", "-2")
+    assert "gitpub-confirm: ok job=" in shown and "a local note" in shown
+    assert good in shown

@@ -386,3 +386,32 @@ def test_templates_and_pre_commit_hooks_file() -> None:
     for e in entries:
         assert e["language"] == "python" and e["entry"].startswith("git-pub hook-impl ")
         assert e["pass_filenames"] is False and e["always_run"] is True
+
+
+def test_pre_push_refuses_extra_paths_steering_paths_and_a_second_claim(
+        site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    installed(site, monkeypatch)
+    commit, job_id = job_branch(site)
+    # the job's whole message kept, its file kept, and an extra file added by --amend
+    (site.path / "evil.js").write_text("alert(1)\n")
+    (site.path / ".gitattributes").write_text("* filter=evil\n")
+    site.git("add", "evil.js", ".gitattributes")
+    assert run_git(site, "commit", "-q", "--amend", "--no-edit").code == 0
+    padded = site.git("rev-parse", "HEAD").strip()
+    r = run_git(site, "push", "origin", "pub")
+    assert r.code != 0 and padded[:12] in r.err
+    assert "evil.js: changed, but not in the manifest" in r.err
+    assert ".gitattributes: a path that steers git, CI or gitpub" in r.err
+    # the job commit itself, then a second commit claiming the same job id
+    site.git("reset", "-q", "--hard", commit)
+    message = site.git("log", "-1", "--format=%B", commit).encode()
+    site.git("rm", "-q", "posts/hello.md")
+    site.git("commit", "-q", "-m", "remove")
+    (site.path / "posts/hello.md").write_text(article("hello"))
+    site.git("add", "posts/hello.md")
+    site.git("commit", "-q", "--cleanup=verbatim", "-F", "-", input=message)
+    second = site.git("rev-parse", "HEAD").strip()
+    r = run_git(site, "push", "origin", "pub")
+    assert r.code != 0 and second[:12] in r.err
+    assert f"job {job_id} is already claimed by {commit}" in r.err
+    assert run_git(site, "ls-remote", "origin", "refs/heads/pub").out == ""

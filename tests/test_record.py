@@ -244,7 +244,7 @@ def assert_describes(result: Any, document: Any, top: bool = True) -> None:
         assert result == document and isinstance(result, bool) == isinstance(document, bool)
 
 
-@settings(max_examples=600)
+@settings(max_examples=600, deadline=None)
 @given(mutated())
 def test_any_mutation_parses_to_what_it_says_or_is_corrupt(case: tuple[Any, str]) -> None:
     data, _how = case
@@ -281,7 +281,8 @@ def store_repo(tmp_path_factory: pytest.TempPathFactory) -> Any:
     assert proc.returncode == 0, proc.stderr
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mutated())
 def test_store_load_of_a_mutated_record(store_repo: Any, case: tuple[Any, str]) -> None:
     from gitpub.git.repo import MODE_FILE, Entry

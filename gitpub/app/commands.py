@@ -21,6 +21,7 @@ from gitpub.config.load import default_config_text
 from gitpub.config.model import CONFIG_FILE
 from gitpub.core.errors import (
     EXIT_ERROR,
+    EXIT_KEY_REUSED,
     EXIT_NEEDS_PERSON,
     EXIT_OK,
     EXIT_UNCONFIRMED,
@@ -48,11 +49,14 @@ if TYPE_CHECKING:
 Progress = Callable[[str], None]
 
 
-def aggregate_exit(states: Sequence[State]) -> int:
-    """4 if any job needs a person, else 5 if any is not confirmed yet, else 0."""
-    codes = [exit_code_for(s) for s in states]
-    return (EXIT_NEEDS_PERSON if EXIT_NEEDS_PERSON in codes
-            else EXIT_UNCONFIRMED if EXIT_UNCONFIRMED in codes else EXIT_OK)
+def aggregate_exit(jobs: Sequence[Job]) -> int:
+    """3 if any job's key was used elsewhere for other content, else 4 if any job needs a
+    person, else 5 if any is not confirmed yet, else 0."""
+    codes = [exit_code_for(j.state, j.record.failure_code) for j in jobs]
+    for code in (EXIT_KEY_REUSED, EXIT_NEEDS_PERSON, EXIT_UNCONFIRMED):
+        if code in codes:
+            return code
+    return EXIT_OK
 
 
 # -- results -------------------------------------------------------------------------------
@@ -65,7 +69,7 @@ class Prepared:
 
     @property
     def exit_code(self) -> int:
-        return exit_code_for(self.job.state)
+        return exit_code_for(self.job.state, self.job.record.failure_code)
 
 
 @dataclass(frozen=True)
@@ -85,12 +89,17 @@ class Jobs:
     def exit_code(self) -> int:
         if self.errors:
             return EXIT_ERROR
-        jobs = aggregate_exit([j.state for j in self.jobs])
-        if jobs == EXIT_NEEDS_PERSON or any(c.status.needs_person for c in self.commits):
+        jobs = aggregate_exit(self.jobs)
+        if jobs != EXIT_OK:
+            return jobs if jobs != EXIT_UNCONFIRMED or not self._needs_person else EXIT_NEEDS_PERSON
+        if self._needs_person:
             return EXIT_NEEDS_PERSON
-        if jobs == EXIT_UNCONFIRMED or any(c.status == "pending" for c in self.commits):
-            return EXIT_UNCONFIRMED
-        return jobs
+        return EXIT_UNCONFIRMED if any(c.status == "pending" for c in self.commits) else EXIT_OK
+
+    @property
+    def _needs_person(self) -> bool:
+        """sync: a commit a person must act on (refused, conflicting, in review, blocked)."""
+        return any(c.status.needs_person for c in self.commits)
 
 
 @dataclass(frozen=True)
@@ -276,10 +285,20 @@ def sync(where: Path, progress: Progress) -> Jobs:
 # -- CI and hooks --------------------------------------------------------------------------
 
 def confirm(where: Path, progress: Progress, rev_range: str | None,
-            push_notes: bool) -> ConfirmReport:
+            push_notes: bool, accept: str | None = None,
+            reason: str | None = None) -> ConfirmReport:
+    """Verify the remote branch (CI); with ``accept``, record a person's acceptance of the BAD
+    verdict on that commit instead."""
+    from gitpub.verify.confirm import accept as accept_bad
     from gitpub.verify.confirm import confirm as run_confirm
 
+    if (accept is None) != (reason is None):
+        raise UsageError("--accept SHA and --reason TEXT go together")
     with open_session(where, progress) as ctx:
+        if accept is not None and reason is not None:
+            who = ctx.repo.user_identity()
+            return accept_bad(ctx.repo, ctx.remote(), accept, reason,
+                              f"{who.name} <{who.email}>", push_notes=push_notes)
         return run_confirm(ctx.repo, ctx.config, ctx.remote(), rev_range=rev_range,
                            push_notes=push_notes, progress=progress)
 

@@ -194,23 +194,19 @@ def resolve(ctx: click.Context, job: str, action: str | None) -> None:
 @click.option("--range", "rev_range", metavar="A..B",
               help="Verify these commits instead of those since the last confirmed point.")
 @click.option("--no-push-notes", is_flag=True, help="Write the notes locally only.")
+@click.option("--accept", "accept", metavar="SHA",
+              help="Accept the BAD verdict on this commit (with --reason).")
+@click.option("--reason", metavar="TEXT", help="Why the BAD verdict is accepted.")
 @common_options
 @click.pass_context
-def confirm(ctx: click.Context, rev_range: str | None, no_push_notes: bool) -> None:
+def confirm(ctx: click.Context, rev_range: str | None, no_push_notes: bool,
+            accept: str | None, reason: str | None) -> None:
     """For CI: verify the trailers and manifests of commits on the remote branch."""
     out = out_for(ctx)
-    report = commands.confirm(where(), out.progress, rev_range, not no_push_notes)
-    rows = [{"commit": v.commit, "job_id": v.job_id, "ok": v.ok, "problems": list(v.problems)}
-            for v in report.verdicts]
-    human = [f"checked {report.checked} commit(s) up to {report.tip}: "
-             f"{len(report.verdicts)} job commit(s), {len(report.bad)} bad"]
-    human += [f"BAD {v.commit} (job {v.job_id}): {'; '.join(v.problems)}" for v in report.bad]
-    if report.deepened:
-        human.append(f"(shallow clone deepened by {report.deepened} commits)")
-    out.emit({"tip": report.tip, "checked": report.checked, "commits": rows,
-              "bad": [v.commit for v in report.bad], "notes_pushed": report.notes_pushed,
-              "deepened": report.deepened}, "\n".join(human))
-    ctx.exit(EXIT_ERROR if report.bad else EXIT_OK)
+    report = commands.confirm(where(), out.progress, rev_range, not no_push_notes, accept,
+                              reason)
+    out.emit(render.confirm_json(report), render.confirm_text(report, accepting=accept))
+    ctx.exit(EXIT_ERROR if report.failed else EXIT_OK)
 
 
 @cli.command()

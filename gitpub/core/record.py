@@ -256,7 +256,7 @@ def _decode_dataclass(cls: type, value: object, where: str) -> object:
     if not isinstance(value, dict):
         raise _bad(where, "an object", value)
     spec = _fields_of(cls)
-    unknown = sorted(str(k) for k in value if k not in spec)
+    unknown = sorted(k if k.isidentifier() else _shown(k) for k in value if k not in spec)
     if unknown:
         prefix = f"{where}: " if where else ""
         raise RecordError(f"{prefix}unknown fields in job record: {', '.join(unknown)}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from gitpub.core.errors import EXIT_NEEDS_PERSON, EXIT_OK, EXIT_UNCONFIRMED
+from gitpub.core.errors import EXIT_KEY_REUSED, EXIT_NEEDS_PERSON, EXIT_OK, EXIT_UNCONFIRMED
 
 
 class State(StrEnum):
@@ -64,7 +64,7 @@ ALLOWED: dict[State, frozenset[State]] = {
         {S.PUSHING, S.FAILED, S.PUBLISHED, S.LOCAL_COMMITTED, S.CONFLICT, S.RECHECK_CANDIDATES,
          S.REVIEW}
     ),
-    S.FAILED: frozenset({S.PUBLISHED, S.LOCAL_COMMITTED, S.RECEIVED, S.SKIPPED}),
+    S.FAILED: frozenset({S.PUBLISHED, S.LOCAL_COMMITTED, S.RECEIVED, S.SKIPPED, S.REVIEW}),
     S.REVIEW: frozenset({S.RECEIVED, S.SKIPPED}),
     S.CONFLICT: frozenset({S.RECEIVED, S.SKIPPED}),
     S.PUBLISHED: frozenset(),
@@ -82,8 +82,11 @@ def check_transition(old: State, new: State) -> None:
     raise IllegalTransition(f"{old} -> {new} is not a legal transition")
 
 
-def exit_code_for(state: State) -> int:
-    """The command-line exit code that reports a job resting in ``state``."""
+def exit_code_for(state: State, failure_code: FailureCode | None = None) -> int:
+    """The command-line exit code that reports a job resting in ``state``: 3 for a job stopped
+    because its key was used elsewhere for other content (``key_reused``)."""
+    if state in NEEDS_PERSON and failure_code == FailureCode.KEY_REUSED:
+        return EXIT_KEY_REUSED
     if state in NEEDS_PERSON:
         return EXIT_NEEDS_PERSON
     if state in TERMINAL or state in (S.READY_TO_COMMIT, S.LOCAL_COMMITTED):
@@ -157,5 +160,6 @@ class FailureCode(StrEnum):
     TARGET_CHANGED = "target_changed"  # CONFLICT: the compare-and-swap failed
     DELIVERY_UNCONFIRMED = "delivery_unconfirmed"  # RETRY_WAIT: a transient failure
     DELIVERY_EXHAUSTED = "delivery_exhausted"  # FAILED: the attempt budget is spent
+    KEY_REUSED = "key_reused"  # REVIEW: the remote has this job id published with other content
     ABANDONED = "abandoned"  # SKIPPED: a person gave the job up
     SUPERSEDED = "superseded"  # SKIPPED: sync: the hand commit left the local branch, unsent

@@ -3,9 +3,12 @@
 One round, for one job, under the per-repository delivery lock (the network segment only):
 
 1. fetch the remote branch;
-2. probe: if the remote history since the job's base has a commit with the job's id *and*
-   manifest hash, the job is PUBLISHED — whatever we believed before (a lost push reply, a crash
-   after the push, a person who pushed it by hand). Nothing is pushed twice;
+2. probe: if the remote history since the job's base has the job's publication — a commit with
+   the job's id and manifest hash *whose content is the manifest's* (``verify.commit``) — the
+   job is PUBLISHED, whatever we believed before (a lost push reply, a crash after the push, a
+   person who pushed it by hand). Nothing is pushed twice. A publication of the job's id with
+   other content means the key was used elsewhere: REVIEW (``key_reused``), and never a second
+   commit with that id. A claim that is no publication (copied trailers) is ignored;
 3. re-check: new remote article changes whose fingerprint was not checked yet go once to the
    dedup judge (RECHECK_CANDIDATES: SKIP → SKIPPED, KEEP → go on, anything else → REVIEW);
 4. compare-and-swap of the targets against the remote tip (changed UPDATE target, or a NEW path
@@ -52,7 +55,8 @@ from gitpub.pipeline.commit import (
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import derive_fonts, drive, reload, run_judge, to_review
 from gitpub.store.jobs import Job
-from gitpub.verify.probe import find_job_commit
+from gitpub.verify.commit import Verdict
+from gitpub.verify.probe import ProbeResult, probe
 
 S = State
 #: Rebase rounds one run may spend racing other writers before backing off.
@@ -124,8 +128,11 @@ class Deliverer:
             if job.state not in DELIVERABLE:
                 return job
             found = self._probe(job, tip)
-            if found is not None:
-                return self._published(job, found)
+            if found.published is not None:
+                return self._published(job, found.published)
+            if found.reused is not None:
+                return self._key_reused(job, found.reused)
+            self._tell_forged(job, found)
             if not self._due(job):
                 return job
             if job.state == S.FAILED:
@@ -145,10 +152,22 @@ class Deliverer:
         return self._transient(job, f"the remote branch moved {MAX_REBASE_ROUNDS} times "
                                     "while we rebased")
 
-    def _probe(self, job: Job, tip: str | None) -> str | None:
+    def _probe(self, job: Job, tip: str | None) -> ProbeResult:
         if tip is None:
-            return None
-        return find_job_commit(self.ctx.repo, [tip], job.record, self.ctx.config.trailer_prefix)
+            return ProbeResult()
+        raw = self.ctx.store.read_file(job, "manifest")
+        try:
+            manifest = None if raw is None else Manifest.parse(raw)
+        except ManifestError:
+            manifest = None  # then only an exact manifest hash is the same request
+        return probe(self.ctx.repo, [tip], job.record, self.ctx.config.trailer_prefix,
+                     manifest=manifest, derived=font_outputs(self.ctx.config))
+
+    def _tell_forged(self, job: Job, found: ProbeResult) -> None:
+        for v in found.forged:
+            self.ctx.progress(f"{job.job_id[:13]}: {v.commit[:12]} on the remote carries this "
+                              f"job's id but is not its publication ({'; '.join(v.problems)}); "
+                              "ignored")
 
     def _due(self, job: Job) -> bool:
         if job.state not in (S.RETRY_WAIT, S.FAILED) or self.now_please:
@@ -249,10 +268,10 @@ class Deliverer:
     def _confirm(self, job: Job, pushed: str) -> Job:
         """After the remote reported our ref updated to ``pushed``: its history now has that
         commit; PUBLISHED once its trailers are the job's (read back, not assumed)."""
-        found = self._probe(job, pushed)
+        found = self._probe(job, pushed).published
         if found is None:
-            return self._transient(job, f"pushed {pushed}, but it does not carry the job's "
-                                        "trailers")
+            return self._transient(job, f"pushed {pushed}, but it is not the job's "
+                                        "publication")
         return self._published(job, found)
 
     # -- outcomes ----------------------------------------------------------------------------
@@ -262,12 +281,23 @@ class Deliverer:
             job, job.record.evolve(state=S.PUBLISHED, remote_commit=remote_commit,
                                    failure_code=None, failure_detail=None, next_retry_at=None),
             phase=Stage.CONFIRM,
-            reason=f"remote branch has {remote_commit} with the job's trailers")
+            reason=f"remote branch has {remote_commit}: the job's trailers and content")
         crash_point("delivery.published-recorded")
         if job.record.kind != Kind.SYNC:  # sync moves the branch itself (see sync.py)
             self.notes[job.job_id] = fast_forward_local(self.ctx.repo, self.ctx.config.branch,
                                                         remote_commit)
         return job
+
+    def _key_reused(self, job: Job, theirs: Verdict) -> Job:
+        """The remote has this job id published with other content: the key was used elsewhere
+        for another request. Stop (a person decides); never a second commit with the id."""
+        detail = (f"the remote branch has {theirs.commit}, a publication of this job id with "
+                  f"other content (manifest {theirs.manifest_sha256}): the key was used "
+                  "elsewhere")
+        return self.ctx.store.transition(
+            job, job.record.evolve(state=S.REVIEW, failure_code=FailureCode.KEY_REUSED,
+                                   failure_detail=detail, next_retry_at=None),
+            phase=Stage.PROBE, reason=detail)
 
     def _transient(self, job: Job, detail: str) -> Job:
         """A failure that may pass: RETRY_WAIT with backoff, or FAILED when the budget is

@@ -7,6 +7,11 @@ are re-applied on top of the winner's notes. Note contents are sets of lines (un
 each line added at most once), so applying the same additions twice, or merging two writers'
 notes, never loses or duplicates anything — the same property git's ``cat_sort_uniq`` strategy
 relies on.
+
+Notes are written with at least one level of fanout (``ab/cdef…``), as git does for large notes
+trees, so reading or adding one note reads two small trees, not one tree with an entry for every
+note ever written: the cost does not grow with the history. Notes found elsewhere (a flat tree
+written by another tool) are read where they are and moved when lines are added to them.
 """
 
 from __future__ import annotations
@@ -38,34 +43,49 @@ def _note_path(commit: str, level: int) -> str:
     return "/".join([*parts, commit[2 * level:]])
 
 
+def _find(repo: Repository, tree: str, commit: str, level: int) -> tuple[str, Entry] | None:
+    for lvl in dict.fromkeys((level, 0, 1, 2)):
+        path = _note_path(commit, lvl)
+        entry = repo.lookup(tree, path)
+        if entry is not None:
+            return path, entry
+    return None
+
+
 def read_note(repo: Repository, commit: str, notes_commit: str | None) -> list[str]:
     """The lines of ``commit``'s note in the notes history at ``notes_commit``."""
     if notes_commit is None:
         return []
     tree = repo.commit(notes_commit).tree
-    for level in (_fanout(repo, tree), 0, 1, 2):
-        entry = repo.lookup(tree, _note_path(commit, level))
-        if entry is not None:
-            return repo.blob(entry.sha).decode("utf-8", "replace").splitlines()
-    return []
+    found = _find(repo, tree, commit, _fanout(repo, tree))
+    if found is None:
+        return []
+    return repo.blob(found[1].sha).decode("utf-8", "replace").splitlines()
 
 
 def build_notes_commit(repo: Repository, parent: str | None,
-                       additions: Mapping[str, Sequence[str]], message: str) -> str | None:
+                       additions: Mapping[str, Sequence[str]], message: str, *,
+                       allow_empty: bool = False) -> str | None:
     """A notes commit on top of ``parent`` with ``additions`` merged in (line union); None if
-    every line is already there."""
+    every line is already there (unless ``allow_empty``: the message itself is news)."""
     tree = None if parent is None else repo.commit(parent).tree
-    level = _fanout(repo, tree)
+    level = max(1, _fanout(repo, tree))
     changes: dict[str, Entry | None] = {}
     for commit, lines in additions.items():
-        old = read_note(repo, commit, parent)
+        found = None if tree is None else _find(repo, tree, commit, level)
+        old = [] if found is None else \
+            repo.blob(found[1].sha).decode("utf-8", "replace").splitlines()
         new = old + [ln for ln in dict.fromkeys(lines) if ln not in old]
         if new != old:
             blob = repo.write_blob(("\n".join(new) + "\n").encode())
-            changes[_note_path(commit, level)] = Entry(MODE_FILE, blob)
-    if not changes:
+            path = _note_path(commit, level)
+            if found is not None and found[0] != path:
+                changes[found[0]] = None  # one note per commit: move it to our fanout
+            changes[path] = Entry(MODE_FILE, blob)
+    if not changes and not (allow_empty and tree is not None):
         return None
-    new_tree = repo.write_tree(tree, changes)
+    new_tree = repo.write_tree(tree, changes) if changes else tree
+    assert new_tree is not None
     return repo.write_commit(new_tree, [] if parent is None else [parent],
                              message.encode() + b"\n", author=STORE_IDENTITY)
 

@@ -17,6 +17,13 @@ installs there anyway (chaining what is there, as usual); users of the pre-commi
 gitpub's hooks from ``.pre-commit-hooks.yaml`` instead. A hook managed by pre-commit is never
 moved aside, for the same reason.
 
+**The notes ref.** Installing also makes ``refs/notes/pub`` (confirm's verdicts, the hooks'
+links) safe to fetch in this clone: a fetch refspec
+``+refs/notes/pub*:refs/notes/remotes/<remote>/pub*`` (forced, into a tracking ref, so a fetch
+never fails — not on local notes that differ, not when the remote has none yet) and
+``notes.pub.mergeStrategy=cat_sort_uniq``, so ``git notes --ref=pub merge
+refs/notes/remotes/<remote>/pub`` unions the lines as gitpub itself does.
+
 The hooks' own work (what post-commit and pre-push do) is in ``hooks.work``; their entry point,
 stdlib-only, in ``hooks.fast``.
 """
@@ -225,13 +232,41 @@ def apply_steps(directory: Path, steps: Sequence[Step]) -> None:
         fsync_dir(directory)
 
 
+def notes_refspec(remote: str) -> str:
+    return f"+refs/notes/pub*:refs/notes/remotes/{remote}/pub*"
+
+
+def configure_notes(repo_path: Path) -> bool:
+    """Configure the notes ref's fetch and merge (see the module docstring); idempotent. False
+    when the configured remote does not exist (yet): nothing is written then."""
+    from gitpub.config.load import load_config
+    from gitpub.config.model import ConfigError
+
+    top = _git(repo_path, "rev-parse", "--show-toplevel")
+    try:
+        remote = load_config(Path(top)).remote if top else "origin"
+    except ConfigError:
+        remote = "origin"
+    if _git(repo_path, "config", f"remote.{remote}.url") is None:
+        return False
+    spec = notes_refspec(remote)
+    fetches = (_git(repo_path, "config", "--get-all", f"remote.{remote}.fetch") or "").split("\n")
+    if spec not in fetches:
+        _git(repo_path, "config", "--add", f"remote.{remote}.fetch", spec)
+    if _git(repo_path, "config", "notes.pub.mergeStrategy") != "cat_sort_uniq":
+        _git(repo_path, "config", "notes.pub.mergeStrategy", "cat_sort_uniq")
+    return True
+
+
 def install(repo_path: Path, *, hooks_path_ok: bool = False,
             python: str | None = None) -> list[HookState]:
-    """Install (or refresh) the pre-push and post-commit shims; idempotent."""
+    """Install (or refresh) the pre-push and post-commit shims, and configure the notes ref;
+    idempotent."""
     directory = hooks_directory(repo_path, hooks_path_ok=hooks_path_ok)
     shims = {hook: render_shim(hook, python) for hook in HOOKS}
     steps = plan_install(directory, shims)
     apply_steps(directory, steps)
+    configure_notes(repo_path)
     written = {s.path for s in steps if s.action == "write"}
     states = []
     for hook in HOOKS:

@@ -8,9 +8,11 @@ with ``id`` derived from the commit id, created only if absent — recording the
 twice is a no-op. ``git pub sync`` publishes and clears these; ``reconcile`` can rediscover
 anything a lost hook run missed.
 
-**pre-push**: every commit being pushed that carries ``<prefix>-Job-Id`` must match the manifest
-its message embeds (``gitpub.verify``); otherwise the push is refused, naming the commit and the
-paths. ``git push --no-verify`` skips hooks, as for any hook. The check fails closed: when it
+**pre-push**: every commit being pushed that claims a job (``<prefix>-Job-Id`` under the
+configured prefix or the default ``Blog``) must be the publication it claims (``verify.commit``:
+its manifest's files, and no other path changed, no path that steers git, CI or gitpub), and no
+two pushed commits may claim one job id; otherwise the push is refused, naming the commit and
+the paths. ``git push --no-verify`` skips hooks, as for any hook. The check fails closed: when it
 cannot run, the push is refused with a hint on how to skip it.
 """
 
@@ -31,7 +33,7 @@ from gitpub.git import notes, trailers
 from gitpub.git.repo import Repository
 from gitpub.hooks.shared import CACHE_NAME, cache_bytes, read_cache
 from gitpub.store.outbox import register_external_change
-from gitpub.verify.commit import Verdict, verify_commit
+from gitpub.verify.commit import DEFAULT_PREFIX, Verdict, verify_commit
 
 ZERO_SHA = "0" * 40
 NO_VERIFY_HINT = "`git push --no-verify` skips gitpub's check (and every other pre-push hook)"
@@ -143,9 +145,10 @@ def _is_commit(repo: Repository, rev: str) -> bool:
 
 
 def pushed_job_commits(repo: Repository, updates: Sequence[PushUpdate], remote: str,
-                       prefix: str) -> list[str]:
-    """Commits being pushed whose message mentions ``<prefix>-Job-Id`` (git filters; the
-    trailer parser decides): reachable from a pushed tip, not from what the remote has."""
+                       prefixes: Sequence[str]) -> list[str]:
+    """Commits being pushed whose message mentions ``<prefix>-Job-Id`` for one of ``prefixes``
+    (git filters; the trailer parser decides): reachable from a pushed tip, not from what the
+    remote has. Oldest first."""
     found: dict[str, None] = {}
     for update in updates:
         if update.local_sha == ZERO_SHA or not _is_commit(repo, update.local_sha):
@@ -155,7 +158,8 @@ def pushed_job_commits(repo: Repository, updates: Sequence[PushUpdate], remote: 
             revs.append(f"^{update.remote_sha}")
         if remote:
             revs += ["--not", f"--remotes={remote}"]
-        proc = repo.git("rev-list", "-i", "-F", f"--grep={prefix}-Job-Id", *revs)
+        greps = [f"--grep={p}-Job-Id" for p in dict.fromkeys(prefixes)]
+        proc = repo.git("rev-list", "--reverse", "-i", "-F", *greps, *revs)
         if proc.returncode != 0:
             raise GitpubError(f"cannot list the commits pushed to {update.remote_ref}: "
                               f"{proc.stderr.decode('utf-8', 'replace').strip()}",
@@ -166,10 +170,22 @@ def pushed_job_commits(repo: Repository, updates: Sequence[PushUpdate], remote: 
 
 def check_push(repo: Repository, prefix: str, remote: str,
                updates: Sequence[PushUpdate]) -> list[Verdict]:
-    """The verdicts on every job commit in the push that does not match its manifest."""
-    verdicts = (verify_commit(repo, c, prefix)
-                for c in pushed_job_commits(repo, updates, remote, prefix))
-    return [v for v in verdicts if v is not None and not v.ok]
+    """The verdicts on every job commit in the push that is not the publication it claims, or
+    that claims a job id an earlier commit of the push already claims."""
+    prefixes = [prefix, DEFAULT_PREFIX]
+    bad: list[Verdict] = []
+    first_claim: dict[str, str] = {}
+    for commit in pushed_job_commits(repo, updates, remote, prefixes):
+        verdict = verify_commit(repo, commit, prefixes)
+        if verdict is None:
+            continue
+        earlier = first_claim.setdefault(verdict.job_id, commit)
+        if earlier != commit:
+            verdict = Verdict(commit, verdict.job_id, (
+                *verdict.problems, f"job {verdict.job_id} is already claimed by {earlier}"))
+        if not verdict.ok:
+            bad.append(verdict)
+    return bad
 
 
 def pre_push_check(args: Sequence[str], stdin: bytes) -> int:
@@ -189,12 +205,13 @@ def pre_push_check(args: Sequence[str], stdin: bytes) -> int:
         return 1
     if not bad:
         return 0
-    lines = ["refusing to push: a job commit does not match its manifest" if len(bad) == 1
-             else f"refusing to push: {len(bad)} job commits do not match their manifests"]
+    lines = ["refusing to push: a job commit is not the publication it claims" if len(bad) == 1
+             else f"refusing to push: {len(bad)} job commits are not the publications they "
+                  "claim"]
     for v in bad:
         lines.append(f"  {v.commit[:12]} {subjects[v.commit]!r} (job {v.job_id})")
         lines += [f"    {problem}" for problem in v.problems]
-    _error("\n".join(lines), "a job commit must hold exactly the files its manifest lists: put "
+    _error("\n".join(lines), "a job commit must change exactly the files its manifest lists: put "
            "hand edits in a commit of their own on top (not --amend), or publish them with "
            f"`git pub prepare`; {NO_VERIFY_HINT}")
     return 1

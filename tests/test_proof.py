@@ -1,0 +1,179 @@
+"""A proof of publication cannot be forged, and one job id is published at most once across
+every clone of the remote. The attacker is a second clone with push access."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import Site, git
+from test_delivery import article, other_writer, prepare
+
+from gitpub.core.errors import EXIT_KEY_REUSED
+from gitpub.git.repo import Repository
+from gitpub.store.jobs import JobStore
+from gitpub.verify.commit import verify_commit
+from gitpub.verify.probe import probe
+
+
+def job_message(site: Site, job_id: str) -> bytes:
+    commit = site.git("rev-parse", f"refs/pub/jobs/{job_id}").strip()
+    local = site.call("status", "--json", job_id).json()["local_commit"]
+    assert commit and local
+    return git(site.path, "cat-file", "commit", local).split("\n\n", 1)[1].encode()
+
+
+def forge(attacker: Path, message: bytes, files: dict[str, str]) -> str:
+    """A commit with ``message`` (copied trailers) changing ``files``, pushed to main."""
+    git(attacker, "pull", "-q", "--ff-only", "origin", "main")
+    for path, text in files.items():
+        (attacker / path).parent.mkdir(parents=True, exist_ok=True)
+        (attacker / path).write_text(text)
+        git(attacker, "add", path)
+    (attacker / "msg").write_bytes(message)
+    git(attacker, "commit", "-q", "--cleanup=verbatim", "-F", "msg")
+    git(attacker, "push", "-q", "origin", "HEAD:main")
+    return git(attacker, "rev-parse", "HEAD").strip()
+
+
+def remote_claims(site: Site, job_id: str) -> list[str]:
+    out = git(site.remote, "log", "--format=%H %(trailers:key=Blog-Job-Id,valueonly,"
+                                  "separator=%x2c)", "main")
+    return [line.split()[0] for line in out.splitlines() if job_id in line]
+
+
+def test_copied_trailers_on_another_change_publish_nothing(site: Site, tmp_path: Path) -> None:
+    attacker = other_writer(tmp_path, site, "attacker")
+    job = prepare(site, "k", "posts/a.md", article("a"))
+    job_id = str(job["job_id"])
+    forged = forge(attacker, job_message(site, job_id), {"evil.js": "alert(1)\n"})
+    r = site.call("push", "--json")
+    assert r.code == 0, r.err
+    (row,) = r.json()["jobs"]
+    assert row["state"] == "PUBLISHED" and row["remote_commit"] != forged
+    assert git(site.remote, "show", "main:posts/a.md") == article("a"), "the article landed"
+    assert remote_claims(site, job_id) == [row["remote_commit"], forged]
+    assert f"{forged[:12]} on the remote carries this job's id but is not its publication" \
+        in r.err
+
+
+def test_padded_and_partial_commits_publish_nothing(site: Site, tmp_path: Path) -> None:
+    attacker = other_writer(tmp_path, site, "attacker")
+    r = site.call("prepare", "--json", "--key", "two", "--to", "posts/x.md", "-",
+                  "--to", "posts/y.md", str(_source(tmp_path, "y", article("y"))),
+                  input=article("x"))
+    assert r.code == 0, r.err
+    job_id = r.json()["job_id"]
+    message = job_message(site, job_id)
+    partial = forge(attacker, message, {"posts/x.md": article("x")})
+    padded = forge(attacker, message, {"posts/y.md": article("y"), "evil.js": "x\n"})
+    with Repository.discover(site.path) as repo:
+        git(site.path, "fetch", "-q", "origin")
+        for commit, problem in ((partial, "posts/y.md: missing"),
+                                (padded, "evil.js: changed, but not in the manifest")):
+            verdict = verify_commit(repo, commit, ["Blog"])
+            assert verdict is not None and problem in verdict.problems, verdict
+        job = JobStore(repo).load(job_id)
+        assert job is not None
+        tip = repo.read_ref("refs/remotes/origin/main")
+        assert tip is not None
+        found = probe(repo, [tip], job.record, "Blog")
+        assert found.published is None and found.reused is None
+        assert {v.commit for v in found.forged} == {partial, padded}
+    # Not PUBLISHED: the forgeries created the job's NEW targets, a visible CONFLICT
+    r = site.call("push", "--json")
+    assert r.code == 4, r.err
+    assert r.json()["jobs"][0]["state"] == "CONFLICT"
+    assert remote_claims(site, job_id) == [padded, partial]
+
+
+def _source(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / f"{name}.src.md"
+    path.write_text(text)
+    return path
+
+
+def second_site(site: Site, tmp_path: Path, name: str = "clone2") -> Site:
+    """Another publishing clone of the same remote (its own job store)."""
+    path = tmp_path / name
+    git(tmp_path, "clone", "-q", str(site.remote), str(path))
+    site.repos.append(path)
+    return Site(path, site.remote, site.env)
+
+
+def test_one_key_two_contents_two_clones_one_commit(site: Site, tmp_path: Path) -> None:
+    other = second_site(site, tmp_path)
+    first = prepare(site, "weekly-2024-05", "posts/a.md", article("a"))
+    second = prepare(other, "weekly-2024-05", "posts/b.md", article("b"))
+    assert first["job_id"] == second["job_id"]
+    assert site.call("push").code == 0
+    r = other.call("push", "--json")
+    assert r.code == EXIT_KEY_REUSED, r.out + r.err
+    (row,) = r.json()["jobs"]
+    assert row["state"] == "REVIEW" and row["failure_code"] == "key_reused"
+    assert remote_claims(site, str(first["job_id"])) != []
+    assert len(remote_claims(site, str(first["job_id"]))) == 1
+    assert git(site.remote, "ls-tree", "main", "posts/b.md").strip() == ""
+    # asked again by name: still refused, still one commit
+    assert other.call("push", str(second["job_id"])).code == EXIT_KEY_REUSED
+    assert other.call("reconcile").code == EXIT_KEY_REUSED
+    assert len(remote_claims(site, str(first["job_id"]))) == 1
+
+
+def test_one_key_same_content_two_clones_is_one_publication(site: Site,
+                                                             tmp_path: Path) -> None:
+    other = second_site(site, tmp_path)
+    prepare(site, "same", "posts/a.md", article("a"))
+    prepare(other, "same", "posts/a.md", article("a"))
+    r1 = site.call("push", "--json")
+    r2 = other.call("push", "--json")
+    assert r1.code == 0 and r2.code == 0, r2.err
+    one, two = r1.json()["jobs"][0], r2.json()["jobs"][0]
+    assert two["state"] == "PUBLISHED" and two["remote_commit"] == one["remote_commit"]
+    assert len(remote_claims(site, str(one["job_id"]))) == 1
+
+
+def test_a_failed_job_whose_key_was_used_elsewhere_stops(site: Site, tmp_path: Path) -> None:
+    other = second_site(site, tmp_path)
+    job = prepare(other, "k", "posts/b.md", article("b"))
+    git(other.path, "remote", "set-url", "origin", str(tmp_path / "nowhere.git"))
+    for _ in range(6):
+        other.call("push", str(job["job_id"]))
+    assert other.call("status", "--json", str(job["job_id"])).json()["state"] == "FAILED"
+    git(other.path, "remote", "set-url", "origin", str(site.remote))
+    prepare(site, "k", "posts/a.md", article("a"))
+    assert site.call("push").code == 0
+    r = other.call("push", "--json", str(job["job_id"]))
+    assert r.code == EXIT_KEY_REUSED, r.out + r.err
+    assert r.json()["jobs"][0]["failure_code"] == "key_reused"
+
+
+def test_recover_does_not_take_a_local_forgery(site: Site, tmp_path: Path) -> None:
+    """A job whose commit attempt had an unknown outcome looks for its commit by trailers; a
+    local commit with its trailers and other content is not it: the job rebuilds its own."""
+    r = site.run("prepare", "--json", "--key", "k", "--to", "posts/a.md", "-",
+                 input=article("a"), env={"GITPUB_CRASH_AT": "commit.objects-written"})
+    assert r.code == -9
+    (job_ref,) = site.job_refs()
+    job_id = job_ref.rsplit("/", 1)[1]
+    with Repository.discover(site.path) as repo:
+        job = JobStore(repo).load(job_id)
+        assert job is not None and job.record.manifest_sha256
+        manifest = JobStore(repo).read_file(job, "manifest")
+    assert manifest is not None
+    message = (b"Publish: forged\n\n" + manifest + b"\nBlog-Job-Id: " + job_id.encode()
+               + b"\nBlog-Manifest-Sha256: " + job.record.manifest_sha256.encode() + b"\n")
+    (site.path / "posts").mkdir(exist_ok=True)
+    (site.path / "posts/a.md").write_text(article("a"))
+    (site.path / "evil.js").write_text("x\n")
+    site.git("add", "posts/a.md", "evil.js")
+    (tmp_path / "msg").write_bytes(message)
+    site.git("commit", "-q", "--cleanup=verbatim", "-F", str(tmp_path / "msg"))
+    forged = site.git("rev-parse", "HEAD").strip()
+    r = site.call("reconcile", "--json")
+    assert r.code == 0, r.err
+    row = next(j for j in r.json()["jobs"] if j["job_id"] == job_id)
+    assert row["state"] == "PUBLISHED" and row["remote_commit"] != forged
+    assert git(site.remote, "ls-tree", "main", "evil.js").strip() == ""
+    events = site.call("log", "--json", job_id).json()["events"]
+    assert not any(forged in e["reason"] for e in events), events
+    assert any("rebuilding the commit" in e["reason"] for e in events), events
