@@ -151,7 +151,7 @@ def push(ctx: click.Context, jobs: tuple[str, ...]) -> None:
 @common_options
 @click.pass_context
 def sync(ctx: click.Context) -> None:
-    """Deliver every pending job and every content change that belongs to no job."""
+    """Deliver every pending job, then each hand commit whole (or change nothing)."""
     out = out_for(ctx)
     result = commands.sync(where(), out.progress)
     if result.remark:
