@@ -449,6 +449,12 @@ def test_unknown_key_hints(text: str, hint: str) -> None:
         ("trailer_prefix: My_Blog\n", "e.g. 'Blog' or 'My-Site'"),
         ("node: 'my host'\n", "e.g. 'my-host'"),
         ("a: 1\na: 2\n", "a key may appear only once"),
+        ("fonts: [{source: /usr/share/fonts/truetype/wqy/wqy-microhei.ttc, "
+         "output: static/f.woff2, text: ['posts/**']}]\n",
+         "the font source must be a file in the repository, committed: copy it in "
+         "(e.g. fonts/wqy-microhei.ttc)"),
+        ("fonts: [{source: fonts/a.ttf, output: /var/www/f.woff2, text: ['posts/**']}]\n",
+         "write a path inside the repository, relative to its root (e.g. static/fonts/f.woff2)"),
     ],
 )
 def test_other_hints(text: str, hint: str) -> None:

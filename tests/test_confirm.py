@@ -281,3 +281,14 @@ def test_readme_notes_commands_work_in_a_publishers_clone(site: Site, tmp_path: 
     shown = site.git("log", "--notes=pub", "-2")
     assert "gitpub-confirm: ok job=" in shown and "a local note" in shown
     assert good in shown
+
+
+def test_deepened_counts_the_commits_actually_fetched(site: Site, tmp_path: Path) -> None:
+    """A 4-commit history in a depth-1 clone: 3 commits fetched, though 64 were asked for."""
+    publish(site, 3)
+    total = int(git(site.remote, "rev-list", "--count", "main").strip())
+    ci = ci_clone(site, tmp_path, "ci")
+    r = ci.run("confirm", "--json")
+    assert r.code == 0, r.out + r.err
+    assert r.json()["deepened"] == total - 1 == 3
+    assert int(git(ci.path, "rev-list", "--count", "origin/main").strip()) == total

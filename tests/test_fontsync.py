@@ -127,3 +127,27 @@ def test_font_only_conflict_regenerates_from_the_union(fonted: Site, tmp_path: P
     assert set("在不了有和人") <= cmap_of(woff2)
     log = fonted.call("log", job["job_id"]).out
     assert "font-only resolution" in log
+
+
+# -- a font source that is not where prepare reads it from -----------------------------------
+
+UNCOMMITTED_FONT = ("fonts:\n  - source: fonts/site.ttf\n    output: static/site.woff2\n"
+               "    text: ['posts/**/*.md']\n")
+
+
+def test_a_font_only_in_the_working_tree_says_commit_and_push_it(site: Site) -> None:
+    site.write_config(UNCOMMITTED_FONT)
+    (site.path / "fonts").mkdir()
+    (site.path / "fonts" / "site.ttf").write_bytes(b"not committed yet")
+    r = site.call("prepare", "--json", "--key", "f1", "--to", "posts/a.md", "-", input="# A\n")
+    data = r.json()
+    assert data["state"] == "REVIEW" and data["failure_code"] == "font_failed"
+    assert ("font source fonts/site.ttf is not in the base commit: commit it and push it first"
+            in data["failure_detail"])
+
+
+def test_a_font_nowhere_says_put_it_in_the_repository(site: Site) -> None:
+    site.write_config(UNCOMMITTED_FONT)
+    r = site.call("prepare", "--json", "--key", "f2", "--to", "posts/a.md", "-", input="# A\n")
+    assert "nor in the working tree: put the font file at that path" in r.json()[
+        "failure_detail"]

@@ -5,7 +5,9 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gitpub.pipeline.gates import _plain_title, front_matter_problem, title_of
+from gitpub.pipeline.frontmatter import _plain_title
+from gitpub.pipeline.frontmatter import problem as front_matter_problem
+from gitpub.pipeline.gates import title_of
 
 
 @pytest.mark.parametrize("line", ["title: Hello", 'title: "Quoted: x"', "title: 你好 世界",

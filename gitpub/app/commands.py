@@ -14,11 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from gitpub.app.session import find_job, load_repo_config, open_session
+from gitpub.app.session import find_job, open_session
 from gitpub.app.sources import read_sources
 from gitpub.app.targets import check_targets
-from gitpub.config.load import default_config_text
-from gitpub.config.model import CONFIG_FILE
 from gitpub.core.errors import (
     EXIT_ERROR,
     EXIT_KEY_REUSED,
@@ -31,7 +29,6 @@ from gitpub.core.errors import (
 )
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import LOCAL, TERMINAL, State, exit_code_for
-from gitpub.git.repo import Repository
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import prepare as run_prepare
 from gitpub.pipeline.request import Request
@@ -40,6 +37,7 @@ from gitpub.store.maintenance import pack_refs_if_needed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from gitpub.app.initialize import Initialized
     from gitpub.delivery.deliver import Deliverer
     from gitpub.delivery.handplan import Outcome
     from gitpub.delivery.sync import Pending
@@ -108,14 +106,6 @@ class History:
     events: tuple[Event, ...]
 
 
-@dataclass(frozen=True)
-class Initialized:
-    config: Path
-    created: bool
-    hooks: tuple[str, ...]
-    hooks_error: GitpubError | None
-
-
 # -- preparing and looking -----------------------------------------------------------------
 
 def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[str],
@@ -127,13 +117,23 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
         paths, srcs = read_sources(targets, sources, drafted)
         job, created = run_prepare(ctx, Request(tuple(paths), tuple(srcs), drafted, key))
         if not push:
-            return Prepared(job, created)
+            return Prepared(job, created, _no_base_note(ctx, job))
         # Deliver it now, in this process: one interpreter start instead of two.
         from gitpub.delivery.deliver import Deliverer
 
         deliverer = Deliverer(ctx, ctx.remote(), now_please=True)
         job = deliverer.deliver(job)
         return Prepared(job, created, deliverer.notes.get(job.job_id))
+
+
+def _no_base_note(ctx: Context, job: Job) -> str | None:
+    """A job committed on no base at all: its branch exists neither fetched nor locally."""
+    if job.state != State.LOCAL_COMMITTED or job.record.base_commit is not None:
+        return None
+    config = ctx.config
+    return (f"no base: neither refs/remotes/{config.remote}/{config.branch} nor "
+            f"refs/heads/{config.branch} exists (fetch, or check `branch:` in .gitpub.yaml); "
+            "`git pub push` creates no branch unless given --create-branch")
 
 
 def status(where: Path, progress: Progress, job_ref: str | None,
@@ -159,23 +159,11 @@ def log(where: Path, progress: Progress, job_ref: str) -> History:
         return History(job, tuple(ctx.store.history(job)))
 
 
-def init(where: Path) -> Initialized:
-    with Repository.discover(where) as repo:
-        if repo.work_tree is None:
-            raise UsageError("git pub init needs a repository with a working tree")
-        path = repo.work_tree / CONFIG_FILE
-        created = not path.exists()
-        if created:
-            path.write_text(default_config_text(), encoding="utf-8")
-        load_repo_config(repo)  # validate what is there
-        work_tree = repo.work_tree
-    from gitpub.hooks.install import install
+def init(where: Path, remote: str | None = None, branch: str | None = None) -> Initialized:
+    """Write ``.gitpub.yaml`` for this repository if absent; install the hooks."""
+    from gitpub.app.initialize import init as run_init
 
-    try:
-        hooks = tuple(state.path for state in install(work_tree))
-    except UsageError as e:  # e.g. core.hooksPath points elsewhere: config is still written
-        return Initialized(path, created, (), e)
-    return Initialized(path, created, hooks, None)
+    return run_init(where, remote, branch)
 
 
 # -- delivering ----------------------------------------------------------------------------
@@ -193,8 +181,12 @@ def _unfinished(ctx: Context, errors: list[str], states: frozenset[State]) -> li
 
 def _deliver_one(job: Job, deliverer: Deliverer, errors: list[str]) -> Job:
     """The job delivered as far as it goes; on an error, the job as it was (error recorded)."""
+    from gitpub.delivery.deliver import BranchMissingError
+
     try:
         return deliverer.deliver(job)
+    except BranchMissingError:
+        raise  # the configuration is wrong for every job: stop (exit 2), change nothing
     except GitpubError as e:  # one bad job must not stop the others
         errors.append(f"job {job.job_id}: {sanitize(e.message)}")
         return job
@@ -204,11 +196,13 @@ def _deliver_all(jobs: Sequence[Job], deliverer: Deliverer, errors: list[str]) -
     return [_deliver_one(job, deliverer, errors) for job in jobs]
 
 
-def push(where: Path, progress: Progress, job_refs: Sequence[str]) -> Jobs:
+def push(where: Path, progress: Progress, job_refs: Sequence[str],
+         create_branch: bool = False) -> Jobs:
     from gitpub.delivery.deliver import DELIVERABLE, Deliverer
 
     with open_session(where, progress) as ctx:
-        deliverer = Deliverer(ctx, ctx.remote(), now_please=bool(job_refs))
+        deliverer = Deliverer(ctx, ctx.remote(), now_please=bool(job_refs),
+                              create_branch=create_branch)
         errors: list[str] = []
         if job_refs:
             jobs = [find_job(ctx.store, ref) for ref in job_refs]

@@ -6,6 +6,7 @@
 - ``render``   results as text and as JSON
 - ``hooks``    ``git pub hooks …`` and ``hook-impl`` (loaded on first use)
 - ``demo``     the end-to-end demo
+- ``generate`` the man page and the bash/zsh completions, written from the click definitions
 
 May import: everything. The only layer that imports click.
 """

@@ -58,22 +58,22 @@ def cli(ctx: click.Context, paths: tuple[str, ...]) -> None:
 
 
 @cli.command()
+@click.option("--remote", metavar="NAME",
+              help="The remote to publish to (default: origin, or the only remote).")
+@click.option("--branch", metavar="NAME",
+              help="The branch to publish to (default: the remote's default branch).")
 @common_options
 @click.pass_context
-def init(ctx: click.Context) -> None:
-    """Write a commented .gitpub.yaml if absent (idempotent)."""
-    result = commands.init(where())
-    lines = [f"{'wrote' if result.created else 'kept existing'} {result.config}"]
+def init(ctx: click.Context, remote: str | None, branch: str | None) -> None:
+    """Write a .gitpub.yaml for this repository if absent (idempotent); install the hooks."""
+    result = commands.init(where(), remote, branch)
     error = result.hooks_error
-    if error is None:
-        lines.append("hooks installed: " + ", ".join(result.hooks))
-    else:
-        lines.append(f"hooks not installed: {error.message}"
-                     + (f"\nhint: {error.hint}" if error.hint else ""))
     out_for(ctx).emit({"config": str(result.config), "created": result.created,
-                       "hooks": list(result.hooks),
-                       "hooks_error": None if error is None else error.message},
-                      "\n".join(lines))
+                       "remote": result.remote, "branch": result.branch,
+                       "articles": list(result.articles), "hooks": list(result.hooks),
+                       "hooks_error": None if error is None else error.message,
+                       "next_steps": render.init_next_steps(result)},
+                      render.init_text(result))
     ctx.exit(EXIT_OK)
 
 
@@ -138,13 +138,17 @@ def _jobs(ctx: click.Context, out: Output, result: commands.Jobs, empty: str) ->
 
 @cli.command()
 @click.argument("jobs", nargs=-1, metavar="[JOB]...")
+@click.option("--create-branch", is_flag=True,
+              help="Create the configured branch on the remote if it does not exist there "
+                   "(without it, a missing branch stops the push: exit 2).")
 @common_options
 @click.pass_context
-def push(ctx: click.Context, jobs: tuple[str, ...]) -> None:
+def push(ctx: click.Context, jobs: tuple[str, ...], create_branch: bool) -> None:
     """Deliver the given jobs, or every deliverable job: fetch, re-check, rebase, push,
     confirm."""
     out = out_for(ctx)
-    _jobs(ctx, out, commands.push(where(), out.progress, jobs), "nothing to deliver")
+    _jobs(ctx, out, commands.push(where(), out.progress, jobs, create_branch),
+          "nothing to deliver")
 
 
 @cli.command()

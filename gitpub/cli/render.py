@@ -9,11 +9,13 @@ import time
 from typing import Any
 
 from gitpub.app.commands import History, Jobs
+from gitpub.config.model import CONFIG_FILE
 from gitpub.core.states import TERMINAL, State
 from gitpub.store.jobs import Job
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from gitpub.app.initialize import Initialized
     from gitpub.verify.confirm import ConfirmReport
 
 
@@ -141,3 +143,38 @@ def confirm_text(report: ConfirmReport, accepting: str | None = None) -> str:
         human.append("hint: a person who has looked at a BAD commit accepts it with "
                       "`git pub confirm --accept SHA --reason TEXT`")
     return "\n".join(human)
+
+
+def init_next_steps(result: Initialized) -> list[str]:
+    """What a person does after ``init`` wrote a new configuration: commit it, publish, confirm."""
+    if not result.created or result.branch is None:
+        return []
+    first = result.articles[0] if result.articles else "posts/**/*.md"
+    folder = "/".join(part for part in first.split("/")[:-1] if not set(part) & set("*?["))
+    example = f"{folder}/hello.md" if folder else "hello.md"
+    return [
+        f"check {CONFIG_FILE}: articles (where your articles are), fonts (optional subsets)",
+        f"commit and push it, so every writer and CI use it: git add {CONFIG_FILE} && "
+        f"git commit -m 'Configure gitpub' && git push {result.remote} {result.branch}",
+        f"publish an article: git pub prepare --to {example} hello.md && git pub push",
+        "in CI, confirm what reached the remote: git pub confirm (see the README)",
+    ]
+
+
+def init_text(result: Initialized) -> str:
+    if result.created:
+        lines = [f"wrote {result.config}: remote {result.remote}, branch {result.branch}, "
+                 f"articles {', '.join(result.articles)}"]
+    else:
+        lines = [f"kept existing {result.config}"]
+    error = result.hooks_error
+    if error is None:
+        lines.append("hooks installed: " + ", ".join(result.hooks))
+    else:
+        lines.append(f"hooks not installed: {error.message}"
+                     + (f"\nhint: {error.hint}" if error.hint else ""))
+    steps = init_next_steps(result)
+    if steps:
+        lines.append("next steps:")
+        lines += [f"  {n}. {step}" for n, step in enumerate(steps, 1)]
+    return "\n".join(lines)

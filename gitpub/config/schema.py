@@ -227,7 +227,7 @@ class Parser:
         path = self.string(value, key)
         problem = path_problem(path)
         if problem is not None:
-            self.fail(key, *problem)
+            self.fail(key, problem[0], _outside_hint(key, path) or problem[1])
         refused = repository_path_problem(path)  # a font output is a file a job writes
         if refused is not None:
             self.fail(key, f"{shown(path)} {refused}")
@@ -376,3 +376,14 @@ def _suggest(key: str, parent: str, known: tuple[str, ...]) -> str:
     if close:
         return f"did you mean {close[0]!r}?"
     return "known keys: " + ", ".join(known)
+
+
+def _outside_hint(key: str, path: str) -> str | None:
+    """For a file named by an absolute path: it must be a file *in* the repository."""
+    if not path.startswith("/"):
+        return None
+    name = path.rstrip("/").rsplit("/", 1)[-1] or "font.ttf"
+    if key.endswith(".source"):
+        return (f"the font source must be a file in the repository, committed: copy it in "
+                f"(e.g. fonts/{name}), commit and push it, and write that path")
+    return f"write a path inside the repository, relative to its root (e.g. static/fonts/{name})"

@@ -80,6 +80,7 @@ __all__ = [
     "marker",
     "sanitize",
     "sanitize_bytes",
+    "secret_spans",
 ]
 
 REDACTED_PREFIX = "[REDACTED:"
@@ -494,24 +495,40 @@ def contains_secret(text: str) -> bool:
     return bool(_scan(text, first_only=True))
 
 
-def sanitize(text: str) -> str:
+#: A span the caller wants left as it is: ``keep(text, start, end, kind)`` (see ``sanitize``).
+Keep = Callable[[str, int, int, str], bool]
+
+
+def secret_spans(text: str) -> list[tuple[int, int, str]]:
+    """Each secret in ``text`` as (start, end, kind), in order; overlapping hits count once.
+    For callers that must look at the value (the allowlist); never store what they see."""
+    return [(start, end, kind) for start, end, _, kind in _merge(_scan(text))]
+
+
+def sanitize(text: str, keep: Keep | None = None) -> str:
     """``text`` with every secret replaced by ``[REDACTED:<kind>]``; unchanged (the same object)
     when there is none. Idempotent, and the result has no findings: redacting can hand a
-    neighbouring token the boundary it lacked, so passes repeat until nothing is found."""
+    neighbouring token the boundary it lacked, so passes repeat until nothing is found.
+
+    ``keep`` (content only: the allowlist of known non-secrets, ``core.allowlist``) leaves the
+    spans it accepts as they are; then the result's findings are exactly the kept ones. Records,
+    events, errors and logs never pass a ``keep``."""
     for _ in range(_MAX_PASSES):
         spans = _merge(_scan(text))
+        if keep is not None:
+            spans = [s for s in spans if not keep(text, s[0], s[1], s[3])]
         if not spans:
             break
         text = _redact_once(text, spans)
     return text
 
 
-def sanitize_bytes(data: bytes) -> bytes:
+def sanitize_bytes(data: bytes, keep: Keep | None = None) -> bytes:
     """:func:`sanitize` for bytes. Decoding with ``surrogateescape`` maps each invalid byte to a
     lone surrogate that encodes back to the same byte, so everything outside a redaction comes
     back byte for byte, whatever the encoding; unchanged input returns the same object."""
     text = data.decode("utf-8", "surrogateescape")
-    cleaned = sanitize(text)
+    cleaned = sanitize(text, keep)
     if cleaned is text:
         return data
     return cleaned.encode("utf-8", "surrogateescape")

@@ -37,13 +37,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from gitpub.core.crashpoints import crash_point
-from gitpub.core.errors import LostRace
+from gitpub.core.errors import LostRace, UsageError
 from gitpub.core.manifest import Manifest, ManifestEntry, ManifestError, content_sha256
 from gitpub.core.record import JobRecord
 from gitpub.core.states import LOCAL, Answer, FailureCode, Kind, Phase, Stage, State
 from gitpub.delivery.checkout import fast_forward_local
 from gitpub.fonts.step import font_outputs
-from gitpub.git.remote import PushResult, Remote, RemoteError
+from gitpub.git.remote import PushResult, Remote, RemoteError, default_branch
 from gitpub.git.repo import MODE_FILE, Entry, Repository
 from gitpub.pipeline.commit import (
     Artifacts,
@@ -65,6 +65,21 @@ MAX_REBASE_ROUNDS = 8
 FAILED_PROBE_INTERVAL = 3600.0
 DELIVERABLE = frozenset({S.LOCAL_COMMITTED, S.RECHECK_CANDIDATES, S.PUSHING, S.RETRY_WAIT,
                          S.FAILED})
+
+
+class BranchMissingError(UsageError):
+    """The configured branch does not exist on the remote: a push would create it. Never done
+    unasked (a wrong ``branch:`` would publish into a new branch nobody reads); the job is left
+    as it was and the command stops with the usage exit code."""
+
+
+def branch_missing(remote: Remote) -> BranchMissingError:
+    actual = default_branch(remote.repo, remote.remote)
+    fix = (f"the remote's default branch is {actual!r}: set `branch: {actual}` in .gitpub.yaml"
+           if actual and actual != remote.branch else "check `branch:` in .gitpub.yaml")
+    return BranchMissingError(
+        f"the remote {remote.remote!r} has no branch {remote.branch!r}: nothing was pushed",
+        hint=f"{fix}; to create the branch, run `git pub push --create-branch`")
 
 
 @contextlib.contextmanager
@@ -90,6 +105,7 @@ class Deliverer:
     ctx: Context
     remote: Remote
     now_please: bool = False  # the user named the jobs: retry and probe now, not when due
+    create_branch: bool = False  # the user asked for the branch to be created if missing
     notes: dict[str, str] = field(default_factory=dict)  # job id -> what happened locally
 
     # -- entry point -------------------------------------------------------------------------
@@ -124,6 +140,8 @@ class Deliverer:
             except RemoteError as e:
                 return self._transient(job, e.message)
             crash_point("delivery.fetched")
+            if tip is None and not self.create_branch:
+                raise branch_missing(self.remote)
             job = reload(self.ctx.store, job)  # someone may have moved it while we waited
             if job.state not in DELIVERABLE:
                 return job
@@ -146,7 +164,8 @@ class Deliverer:
             job = self._recheck(leased, tip)
             if job.state not in DELIVERABLE:
                 return job
-            job, again = self._push_once(job, tip)
+            # A new branch starts from the job's own base, never from an empty tree.
+            job, again = self._push_once(job, tip if tip is not None else job.record.base_commit)
             if not again:
                 return job
         return self._transient(job, f"the remote branch moved {MAX_REBASE_ROUNDS} times "

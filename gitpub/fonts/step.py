@@ -84,7 +84,7 @@ def derive(repo: Repository, config: Config, tree: str | None, own: Mapping[str,
     for spec in config.fonts:
         source = None if tree is None else repo.lookup(tree, spec.source)
         if source is None or source.mode == MODE_TREE:
-            result.problems.append(f"font source {spec.source} is not in the repository")
+            result.problems.append(missing_source(repo, tree, spec.source))
             continue
         texts = text_files(repo, tree, spec, own)
         try:
@@ -100,3 +100,16 @@ def derive(repo: Repository, config: Config, tree: str | None, own: Mapping[str,
         if subset.missing:
             result.missing[spec.output] = "".join(sorted(subset.missing))
     return result
+
+
+def missing_source(repo: Repository, tree: str | None, source: str) -> str:
+    """Why the font source is not there, and what to do: fonts are read from the base commit
+    (what every writer sees), never from the working tree."""
+    if tree is None:
+        return (f"font source {source}: there is no base commit to read it from (fetch the "
+                "branch, or commit and push the font first)")
+    if repo.work_tree is not None and (repo.work_tree / source).is_file():
+        return (f"font source {source} is not in the base commit: commit it and push it first "
+                "(fonts are read from the base snapshot, not the working tree)")
+    return (f"font source {source} is not in the base commit, nor in the working tree: put the "
+            "font file at that path in the repository, commit it and push it")

@@ -141,3 +141,39 @@ def classify_push(code: int, out: str, err: str, dst: str) -> PushOutcome:
                 return PushOutcome(PushResult.RACE if race else PushResult.REJECTED, summary)
     detail = sanitize(err.strip())[-500:] or f"git push exited {code}"
     return PushOutcome(PushResult.UNKNOWN, detail)
+
+
+# -- what a repository's remotes are (for ``init`` and for hints) ------------------------------
+
+LS_REMOTE_TIMEOUT = 30.0
+
+
+def remote_names(repo: Repository) -> list[str]:
+    """The names of the repository's configured remotes, as ``git remote`` lists them."""
+    proc = repo.git("remote", timeout=LS_REMOTE_TIMEOUT)
+    return proc.stdout.decode("utf-8", "replace").split() if proc.returncode == 0 else []
+
+
+def default_branch(repo: Repository, remote: str) -> str | None:
+    """The remote's default branch (what its HEAD points at), or None when it cannot be told.
+
+    Asks the remote (``git ls-remote --symref REMOTE HEAD``); when it cannot be reached, falls
+    back to what the last clone or ``git remote set-head`` recorded (``refs/remotes/R/HEAD``).
+    An empty remote has no default branch yet.
+    """
+    try:
+        proc = repo.git("ls-remote", "--symref", remote, "HEAD", timeout=LS_REMOTE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc = None
+    if proc is not None and proc.returncode == 0:
+        for line in proc.stdout.decode("utf-8", "replace").splitlines():
+            target, _, name = line.removeprefix("ref: ").partition("\t")
+            if line.startswith("ref: ") and name == "HEAD" and target.startswith("refs/heads/"):
+                return target.removeprefix("refs/heads/")
+    local = repo.git("symbolic-ref", "--quiet", f"refs/remotes/{remote}/HEAD",
+                     timeout=LS_REMOTE_TIMEOUT)
+    target = local.stdout.decode("utf-8", "replace").strip()
+    prefix = f"refs/remotes/{remote}/"
+    if local.returncode == 0 and target.startswith(prefix):
+        return target.removeprefix(prefix)
+    return None

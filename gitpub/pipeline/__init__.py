@@ -6,6 +6,7 @@
                 job at its first unrecorded phase
 - ``steps``     running pipeline commands in private scratch space, with the temp-file guard
 - ``gates``     the built-in content gates (secrets, UTF-8, front matter, titles)
+- ``frontmatter`` YAML ``---``, TOML ``+++`` and JSON ``{`` front matter; an article's title
 - ``commit``    the reproducible in-memory content commit, and its recovery after a crash
 
 May import: ``fonts``, ``verify``, ``store``, ``config``, ``git``, ``core``. Never the network:

@@ -1,14 +1,18 @@
 """Built-in gates: checks every job's files pass before they may be committed.
 
 A gate returns the problems it found as short sentences (never the offending secret itself);
-any problem sends the job to REVIEW. Configured gate commands run after these (see ``prepare``).
+any problem sends the job to REVIEW. The secret scan lets known non-secrets through (an inline
+pragma, or a rule of the allowlist committed in the job's base: ``core.allowlist``).
+Configured gate commands run after these (see ``prepare``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from gitpub.core.sanitize import find_secrets
+from gitpub.core.allowlist import ALLOWLIST_FILE, Allowlist, scan
+from gitpub.git.repo import MODE_TREE, Repository
+from gitpub.pipeline import frontmatter
 
 TEXT_SUFFIXES = (
     ".md", ".markdown", ".mdx", ".txt", ".html", ".htm", ".rst", ".adoc",
@@ -21,18 +25,37 @@ def is_text_path(path: str) -> bool:
     return path.lower().endswith(TEXT_SUFFIXES)
 
 
-def secret_problems(files: Mapping[str, bytes]) -> list[str]:
-    """Where a secret appears, by file, line and kind — the value itself is never repeated."""
-    problems = []
+def allowlist_at(repo: Repository, commit: str | None) -> Allowlist:
+    """The allowlist of known non-secrets committed in ``commit`` (none without a base).
+    Raises ``AllowlistError`` for a file that does not parse."""
+    if commit is None:
+        return Allowlist()
+    entry = repo.lookup(repo.commit(commit).tree, ALLOWLIST_FILE)
+    if entry is None or entry.mode == MODE_TREE:
+        return Allowlist()
+    return Allowlist.parse(repo.blob(entry.sha).decode("utf-8", "replace"))
+
+
+def secret_scan(files: Mapping[str, bytes],
+                allowlist: Callable[[], Allowlist]) -> tuple[list[str], list[str]]:
+    """(where a secret appears, by file, line, kind and fingerprint — never the value itself;
+    the known non-secrets let through, for the job's history). ``allowlist`` is read only
+    when something was found."""
+    hits = []
     for path, data in sorted(files.items()):
-        text = data.decode("utf-8", "replace")
-        for f in find_secrets(text):
-            problems.append(f"{path}:{f.line}: possible secret ({f.kind})")
-    return problems
+        hits += scan(data.decode("utf-8", "surrogateescape"), (path,), Allowlist(), path)
+    if not hits:
+        return [], []
+    rules = allowlist()
+    hits = [hit for path, data in sorted(files.items())
+            for hit in scan(data.decode("utf-8", "surrogateescape"), (path,), rules, path)]
+    return ([h.problem() for h in hits if h.allowed_by is None],
+            [h.use() for h in hits if h.allowed_by is not None])
 
 
 def text_problems(files: Mapping[str, bytes]) -> list[str]:
-    """Text files must be UTF-8; Markdown front matter, if present, must be a YAML mapping."""
+    """Text files must be UTF-8; Markdown front matter, if present, must parse in its format
+    (YAML, TOML or JSON) as a mapping."""
     problems = []
     for path, data in sorted(files.items()):
         if not is_text_path(path):
@@ -45,83 +68,15 @@ def text_problems(files: Mapping[str, bytes]) -> list[str]:
         if "\0" in text:
             problems.append(f"{path}: contains a NUL character")
         if path.lower().endswith(MARKDOWN_SUFFIXES):
-            problem = front_matter_problem(text)
+            problem = frontmatter.problem(text)
             if problem:
                 problems.append(f"{path}: {problem}")
     return problems
 
 
-def front_matter(text: str) -> str | None:
-    """The YAML front matter block of a Markdown text, if it opens with one."""
-    body = text.removeprefix("\ufeff")
-    if not body.startswith("---\n") and not body.startswith("---\r\n"):
-        return None
-    lines = body.splitlines(keepends=True)
-    for i in range(1, len(lines)):
-        if lines[i].rstrip("\r\n") in ("---", "..."):
-            return "".join(lines[1:i])
-    return ""  # opened, never closed
-
-
-def front_matter_problem(text: str) -> str | None:
-    block = front_matter(text)
-    if block is None:
-        return None
-    lines = text.removeprefix("\ufeff").splitlines()
-    if not any(line in ("---", "...") for line in lines[1:]):
-        return "front matter is not closed (missing '---')"
-    import yaml
-
-    try:
-        data = yaml.safe_load(block)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 2}" if mark is not None else ""
-        return f"front matter is not valid YAML{where}"
-    if data is not None and not isinstance(data, dict):
-        return "front matter is not a mapping"
-    return None
-
-
-def _plain_title(block: str) -> str | None:
-    """A ``title:`` line of front matter whose value YAML would read as the same plain text
-    (unquoted, or simply quoted); None when only a YAML parser can tell."""
-    for line in block.splitlines():
-        if not line.startswith("title:"):
-            continue
-        value = line[6:].strip(" \t")  # YAML trims spaces and tabs, not all whitespace
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            inner = value[1:-1]
-            if (value[0] == "'" and "'" not in inner) or (value[0] == '"' and not any(
-                    c in inner for c in '"\\')):
-                return inner
-            return None
-        if not value or value[0] in "|>[]{}&*!%@`#'\"" or ": " in value or " #" in value:
-            return None
-        return value
-    return None
-
-
 def title_of(path: str, data: bytes) -> str | None:
-    """The article's title: front matter ``title``, else its first Markdown heading."""
+    """The article's title (front matter ``title``, else its first heading); None for files
+    that are not Markdown."""
     if not path.lower().endswith(MARKDOWN_SUFFIXES):
         return None
-    text = data.decode("utf-8", "replace")
-    block = front_matter(text)
-    if block:
-        title = _plain_title(block)
-        if title is None:
-            import yaml  # ~12 ms to import: only for a title that is not a plain scalar
-
-            try:
-                meta = yaml.safe_load(block)
-            except yaml.YAMLError:
-                meta = None
-            found = meta.get("title") if isinstance(meta, dict) else None
-            title = found if isinstance(found, str) else None
-        if title:
-            return title
-    for line in text.splitlines():
-        if line.startswith("# "):
-            return line[2:].strip()
-    return None
+    return frontmatter.title(data.decode("utf-8", "replace"))

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from gitpub.config.model import Command
+from gitpub.core.allowlist import Allowlist, AllowlistError
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import LostRace
 from gitpub.core.manifest import Manifest, content_sha256
@@ -195,6 +196,16 @@ def _phase_env(ctx: Context, job: Job) -> dict[str, str]:
     }
 
 
+def _allowlist(ctx: Context, job: Job) -> Callable[[], Allowlist]:
+    """The allowlist committed in the job's base, read when the scan finds something."""
+    return lambda: gates.allowlist_at(ctx.repo, job.record.base_commit)
+
+
+def _uses(allowed: Sequence[str]) -> str:
+    """The known non-secrets let through, for the event's reason (never their values)."""
+    return f"; allowed as known non-secrets: {'; '.join(allowed)}" if allowed else ""
+
+
 def _scratch(ctx: Context, job: Job, label: str) -> steps.Scratch:
     return steps.Scratch(ctx.repo.pub_dir / "scratch", f"{job.job_id[:8]}-{label}")
 
@@ -225,7 +236,10 @@ def _draft(ctx: Context, job: Job, command: Command) -> Job:
         return to_review(ctx, job, Stage.DRAFT, FailureCode.DRAFT_INCOMPLETE,
                           [f"draft did not write {', '.join(missing)}"])
     files = {p: d for p, (_m, d) in result.outputs.items()}
-    secrets = gates.secret_problems(files)
+    try:
+        secrets, allowed = gates.secret_scan(files, _allowlist(ctx, job))
+    except AllowlistError as e:
+        return to_review(ctx, job, Stage.DRAFT, FailureCode.SECRET_IN_CONTENT, [e.message])
     if secrets:  # the drafted text is *not* stored: only where the secrets are
         return to_review(ctx, job, Stage.DRAFT, FailureCode.SECRET_IN_CONTENT, secrets)
     entries: dict[str, Entry | None] = {
@@ -234,7 +248,8 @@ def _draft(ctx: Context, job: Job, command: Command) -> Job:
     }
     job = ctx.store.transition(
         job, job.record.evolve(phases=job.record.phases | {Phase.DRAFT: "ok"}),
-        phase=Stage.DRAFT, reason=f"drafted {len(entries)} file(s)", entries=entries)
+        phase=Stage.DRAFT, reason=f"drafted {len(entries)} file(s){_uses(allowed)}",
+        entries=entries)
     crash_point("prepare.draft-recorded")
     return job
 
@@ -283,7 +298,10 @@ def _judge(ctx: Context, job: Job, command: Command) -> Job:
 
 def _gates(ctx: Context, job: Job) -> Job:
     files = _artifact_files(ctx, job)
-    problems = gates.secret_problems(files)
+    try:
+        problems, allowed = gates.secret_scan(files, _allowlist(ctx, job))
+    except AllowlistError as e:
+        return to_review(ctx, job, Stage.GATES, FailureCode.GATE_FAILED, [e.message])
     if problems:
         return to_review(ctx, job, Stage.GATES, FailureCode.SECRET_IN_CONTENT, problems)
     problems = gates.text_problems(files)
@@ -321,7 +339,7 @@ def _gates(ctx: Context, job: Job) -> Job:
         job,
         record.evolve(state=State.READY_TO_COMMIT, manifest_sha256=manifest.sha256(),
                       commit_time=int(ctx.clock()), author=author.as_bytes().decode()),
-        phase=Stage.GATES, reason=f"gates passed; manifest {manifest.sha256()}",
+        phase=Stage.GATES, reason=f"gates passed; manifest {manifest.sha256()}{_uses(allowed)}",
         files={"manifest": manifest.serialize()} | {f"artifacts/{p}": d
                                                      for p, d in fonts.items()})
     crash_point("prepare.ready-recorded")

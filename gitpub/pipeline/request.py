@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 
 from gitpub.config.model import Config
+from gitpub.core.allowlist import NO_RULES, Allowlist, Hit, keep, scan
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import KeyReusedError, LostRace, UsageError
 from gitpub.core.globs import shown
@@ -21,6 +22,7 @@ from gitpub.core.sanitize import find_secrets, sanitize, sanitize_bytes
 from gitpub.core.states import Kind, Phase, State
 from gitpub.git import paths as git_paths
 from gitpub.pipeline.context import Context
+from gitpub.pipeline.gates import allowlist_at
 from gitpub.store.jobs import Job, job_id_for_key
 
 REQUEST_VERSION = 1
@@ -149,15 +151,38 @@ def check_base(ctx: Context, request: Request) -> None:
                 hint="a submodule's files belong to its own repository: publish there")
 
 
-def source_files(request: Request) -> dict[str, bytes]:
-    """The sources as stored in the job: sanitized, at ``source/<target>`` (or ``source/input``).
-    A sync job has none: the commit it delivers is kept alive by the job instead."""
+def source_files(request: Request, allowlist: Allowlist = NO_RULES) -> dict[str, bytes]:
+    """The sources as stored in the job: sanitized, at ``source/<target>`` (or ``source/input``);
+    known non-secrets (``core.allowlist``) are kept, since they are content to publish. A sync job
+    has none: the commit it delivers is kept alive by the job instead."""
     if request.kind == Kind.SYNC:
         return {}
     if request.drafted:
-        return {"source/input": sanitize_bytes(request.sources[0].data)}
-    return {f"source/{t}": sanitize_bytes(s.data)
+        return {"source/input": sanitize_bytes(request.sources[0].data,
+                                               keep(request.targets, allowlist))}
+    return {f"source/{t}": sanitize_bytes(s.data, keep((t,), allowlist))
             for t, s in zip(request.targets, request.sources, strict=True)}
+
+
+def source_hits(ctx: Context, request: Request) -> tuple[list[Hit], Allowlist]:
+    """The secrets in the sources, allowed or not, and the allowlist that decided: the one
+    committed in the base the job will snapshot (read only when something was found)."""
+    def hits(allowlist: Allowlist) -> list[Hit]:
+        # (what the text is published as, how messages name it: the target, or a draft input)
+        files = ([(request.targets, request.sources[0].label)] if request.drafted
+                 else [((t,), t) for t in request.targets])
+        return [hit for s, (paths, label) in zip(request.sources, files, strict=True)
+                for hit in scan(s.data.decode("utf-8", "surrogateescape"), paths, allowlist,
+                                label)]
+
+    found = hits(Allowlist())
+    if not found:
+        return [], Allowlist()
+    ref = None if request.base is not None else ctx.base_ref()
+    base = request.base if request.base is not None else (
+        None if ref is None else ctx.repo.read_ref(ref))
+    allowlist = allowlist_at(ctx.repo, base)  # AllowlistError: exit 2, nothing written
+    return hits(allowlist), allowlist
 
 
 def ensure_job(ctx: Context, request: Request) -> tuple[Job, bool]:
@@ -185,11 +210,10 @@ def ensure_job(ctx: Context, request: Request) -> tuple[Job, bool]:
 
 
 def _create(ctx: Context, request: Request, key: str, job_id: str, request_hash: str) -> Job:
-    files = source_files(request)
-    findings = [
-        sanitize(f"{s.label}:{f.line}: possible secret ({f.kind})")
-        for s in request.sources for f in find_secrets(s.data.decode("utf-8", "replace"))
-    ]
+    hits, allowlist = source_hits(ctx, request)
+    files = source_files(request, allowlist)
+    findings = [sanitize(h.problem()) for h in hits if h.allowed_by is None]
+    allowed = [sanitize(h.use()) for h in hits if h.allowed_by is not None]
     now = ctx.clock()
     record = JobRecord(
         job_id=job_id,
@@ -211,7 +235,8 @@ def _create(ctx: Context, request: Request, key: str, job_id: str, request_hash:
         phases={Phase.SOURCE_SCAN: "secret: " + "; ".join(findings)} if findings else {},
     )
     reason = ("accepted " + ", ".join(request.targets) if request.commit is None
-              else f"accepted commit {request.commit}: {', '.join(request.targets)}")
+              else f"accepted commit {request.commit}: {', '.join(request.targets)}") + (
+        f"; allowed as known non-secrets: {'; '.join(allowed)}" if allowed else "")
     job = ctx.store.create(record, files, reason=reason,
                            keep_alive=() if request.commit is None else (request.commit,))
     crash_point("prepare.job-created")

@@ -157,9 +157,16 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
             if not any(scan.has(c) for c in shallow):
                 return scan
         progress(f"shallow clone: fetching {depth} more commits of history")
+        before = _commit_count(repo, tip)
         remote.fetch_ref(f"refs/heads/{remote.branch}", remote.tracking_ref, deepen=depth)
-        report.deepened += depth
+        report.deepened += _commit_count(repo, tip) - before  # fewer than asked near the root
         depth *= 4
+
+
+def _commit_count(repo: Repository, tip: str) -> int:
+    """How many commits of ``tip``'s history this (shallow) clone has."""
+    proc = repo.git("rev-list", "--count", tip)
+    return int(proc.stdout.decode().strip() or 0) if proc.returncode == 0 else 0
 
 
 def _rev_parse(repo: Repository, rev: str) -> str:
