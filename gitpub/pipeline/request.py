@@ -166,7 +166,11 @@ def source_files(request: Request, allowlist: Allowlist = NO_RULES) -> dict[str,
 
 def source_hits(ctx: Context, request: Request) -> tuple[list[Hit], Allowlist]:
     """The secrets in the sources, allowed or not, and the allowlist that decided: the one
-    committed in the base the job will snapshot (read only when something was found)."""
+    committed in the base the job will snapshot (read only when something was found). A sync
+    job has no sources: its commit's files are scanned by the gates."""
+    if request.kind == Kind.SYNC:
+        return [], Allowlist()
+
     def hits(allowlist: Allowlist) -> list[Hit]:
         # (what the text is published as, how messages name it: the target, or a draft input)
         files = ([(request.targets, request.sources[0].label)] if request.drafted
