@@ -42,9 +42,17 @@ class Result:
     code: int
     out: str
     err: str
+    args: tuple[str, ...] = ()
 
     def json(self) -> Any:
-        return json.loads(self.out)
+        """The command's JSON output, validated against its shipped schema."""
+        from schemas import schema_for, validate
+
+        data = json.loads(self.out)
+        name = schema_for(self.args, data)
+        assert name is not None, f"no schema for the output of {self.args}"
+        validate(name, data)
+        return data
 
 
 @dataclass
@@ -71,7 +79,7 @@ class Site:
             input=data, capture_output=True, env={**self.env, **(env or {})}, timeout=timeout,
         )
         return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                      proc.stderr.decode("utf-8", "replace"))
+                      proc.stderr.decode("utf-8", "replace"), args)
 
     def call(self, *args: str, input: bytes | str = b"") -> Result:
         """``git pub ARGS`` in this process: same code path, no interpreter start-up."""
@@ -86,7 +94,7 @@ class Site:
             code = main(["-C", str(self.path), *args])
         finally:
             sys.stdin, sys.stdout, sys.stderr = old
-        return Result(code, out.getvalue(), err.getvalue())
+        return Result(code, out.getvalue(), err.getvalue(), args)
 
     def job_refs(self) -> dict[str, str]:
         out = self.git("for-each-ref", "--format=%(refname) %(objectname)", "refs/pub/jobs/")

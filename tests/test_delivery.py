@@ -103,19 +103,6 @@ def test_new_path_created_remotely_is_a_conflict(site: Site, tmp_path: Path) -> 
     assert git(site.remote, "show", "main:posts/same.md") == article("theirs")
 
 
-def test_resolve_retry_after_conflict_resnapshots(site: Site, tmp_path: Path) -> None:
-    other = other_writer(tmp_path, site)
-    data = prepare(site, "k1", "posts/welcome.md", "# Welcome\n\nMine.\n")
-    commit_file(other, "posts/welcome.md", "# Welcome\n\nTheirs.\n")
-    assert site.call("push").code == 4
-    r = site.call("resolve", "--json", str(data["job_id"]), "--retry")
-    assert r.code == 0, r.out + r.err
-    assert r.json()["jobs"][0]["state"] == "PUBLISHED"
-    assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nMine.\n"
-    log = site.call("log", "--json", str(data["job_id"])).json()["events"]
-    assert any(e["phase"] == "resolve" for e in log)
-
-
 def test_resolve_abandon(site: Site, tmp_path: Path) -> None:
     other = other_writer(tmp_path, site)
     data = prepare(site, "k1", "posts/welcome.md", "# Welcome\n\nMine.\n")

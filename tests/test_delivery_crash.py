@@ -36,8 +36,12 @@ def judge_runs(counter: Path) -> int:
 
 
 def break_remote(site: Site) -> str:
+    """A transient failure: nothing listens at the remote's address (a misconfigured one, such
+    as a path that is no repository, is a usage error and uses no attempt)."""
+    from netfaults import free_port
+
     url = site.git("remote", "get-url", "origin").strip()
-    site.git("remote", "set-url", "origin", str(site.path.parent / "no-such-remote.git"))
+    site.git("remote", "set-url", "origin", f"git://127.0.0.1:{free_port()}/site.git")
     return url
 
 

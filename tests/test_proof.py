@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import Site, git
+from netfaults import free_port
 from test_delivery import article, other_writer, prepare
 
 from gitpub.core.errors import EXIT_KEY_REUSED
@@ -135,7 +136,9 @@ def test_one_key_same_content_two_clones_is_one_publication(site: Site,
 def test_a_failed_job_whose_key_was_used_elsewhere_stops(site: Site, tmp_path: Path) -> None:
     other = second_site(site, tmp_path)
     job = prepare(other, "k", "posts/b.md", article("b"))
-    git(other.path, "remote", "set-url", "origin", str(tmp_path / "nowhere.git"))
+    # an unreachable remote (a refused port: a transient failure; a missing path would be a
+    # misconfiguration, which uses no attempt)
+    git(other.path, "remote", "set-url", "origin", f"git://127.0.0.1:{free_port()}/site.git")
     for _ in range(6):
         other.call("push", str(job["job_id"]))
     assert other.call("status", "--json", str(job["job_id"])).json()["state"] == "FAILED"

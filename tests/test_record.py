@@ -42,6 +42,7 @@ def full() -> JobRecord:
                  Target("posts/c.md", "delete", "1" * 64, 0o120000)),
         manifest_sha256="m" * 64, commit_time=1234, author="A <a@b>", local_commit="e" * 40,
         remote_commit="f" * 40, attempt=2, max_attempts=7, next_retry_at=99.0,
+        retry_remote="0123456789abcdef",
         last_recheck_head="a" * 40, recheck_fingerprints=("fp1", "fp2"),
         failure_code=FailureCode.DELIVERY_UNCONFIRMED, failure_detail="why",
         phases={Phase.DRAFT: "ok", Phase.GATES: "passed"},

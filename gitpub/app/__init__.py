@@ -4,6 +4,9 @@
 - ``sources``   reading what ``prepare`` is given (files, directories, stdin)
 - ``targets``   the ``--to`` rule: repository paths from the root, cwd-relative ones refused
 - ``commands``  one function per command; the exit code is part of each result
+- ``advice``    the ``hint:`` of every outcome that is not simply done (what to run next)
+- ``doctor``    ``git pub doctor [--fix]``: the checks, and the safe fixes
+- ``dryrun``    ``push --dry-run`` / ``sync --dry-run``: what would be pushed, writing nothing
 
 May import: ``hooks``, ``delivery`` and everything below. Never click, never printing: the
 command line (``gitpub.cli``) renders what these return.

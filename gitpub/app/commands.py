@@ -8,12 +8,12 @@ error is part of the result, and the exit code aggregates.
 
 from __future__ import annotations
 
-import contextlib
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
+from gitpub.app.advice import next_step
 from gitpub.app.session import find_job, open_session
 from gitpub.app.sources import read_sources
 from gitpub.app.targets import check_targets
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from gitpub.app.initialize import Initialized
     from gitpub.delivery.deliver import Deliverer
     from gitpub.delivery.handplan import Outcome
+    from gitpub.delivery.resolve import Action
     from gitpub.delivery.sync import Pending
     from gitpub.hooks.install import HookState
     from gitpub.verify.confirm import ConfirmReport
@@ -64,10 +65,19 @@ class Prepared:
     job: Job
     created: bool
     note: str | None = None  # what happened to the local checkout (with --push)
+    hint: str | None = None  # what to do next
 
     @property
     def exit_code(self) -> int:
         return exit_code_for(self.job.state, self.job.record.failure_code)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One job, and what to do next with it."""
+
+    job: Job
+    hint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,22 +92,28 @@ class Jobs:
     remark: str | None = None  # sync: what happened to hand edits that made no job
     commits: tuple[Outcome, ...] = ()  # sync: what became of each unpushed commit
     local: str | None = None  # sync: what happened to the local branch
+    hints: Mapping[str, str] = field(default_factory=dict)  # job id -> what to do next
+    #: Work that is not confirmed yet and needs another run (sync: hand edits not delivered
+    #: because the remote did not answer): exit 5, as a job in RETRY_WAIT.
+    unconfirmed: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
         if self.errors:
             return EXIT_ERROR
-        jobs = aggregate_exit(self.jobs)
-        if jobs != EXIT_OK:
-            return jobs if jobs != EXIT_UNCONFIRMED or not self._needs_person else EXIT_NEEDS_PERSON
-        if self._needs_person:
-            return EXIT_NEEDS_PERSON
-        return EXIT_UNCONFIRMED if any(c.status == "pending" for c in self.commits) else EXIT_OK
+        code = aggregate_exit(self.jobs)
+        if code in (EXIT_KEY_REUSED, EXIT_NEEDS_PERSON):
+            return code
+        if any(c.status.needs_person for c in self.commits):
+            return EXIT_NEEDS_PERSON  # sync: a commit a person must act on
+        if code == EXIT_UNCONFIRMED or self.unconfirmed or any(
+                c.status == "pending" for c in self.commits):
+            return EXIT_UNCONFIRMED
+        return code
 
-    @property
-    def _needs_person(self) -> bool:
-        """sync: a commit a person must act on (refused, conflicting, in review, blocked)."""
-        return any(c.status.needs_person for c in self.commits)
+
+def _hints(ctx: Context, jobs: Sequence[Job]) -> dict[str, str]:
+    return {j.job_id: hint for j in jobs if (hint := next_step(ctx, j)) is not None}
 
 
 @dataclass(frozen=True)
@@ -117,13 +133,13 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
         paths, srcs = read_sources(targets, sources, drafted)
         job, created = run_prepare(ctx, Request(tuple(paths), tuple(srcs), drafted, key))
         if not push:
-            return Prepared(job, created, _no_base_note(ctx, job))
+            return Prepared(job, created, _no_base_note(ctx, job), next_step(ctx, job))
         # Deliver it now, in this process: one interpreter start instead of two.
         from gitpub.delivery.deliver import Deliverer
 
         deliverer = Deliverer(ctx, ctx.remote(), now_please=True)
         job = deliverer.deliver(job)
-        return Prepared(job, created, deliverer.notes.get(job.job_id))
+        return Prepared(job, created, deliverer.notes.get(job.job_id), next_step(ctx, job))
 
 
 def _no_base_note(ctx: Context, job: Job) -> str | None:
@@ -137,11 +153,12 @@ def _no_base_note(ctx: Context, job: Job) -> str | None:
 
 
 def status(where: Path, progress: Progress, job_ref: str | None,
-           show_all: bool) -> Job | Jobs:
+           show_all: bool) -> Shown | Jobs:
     """One job, or the unfinished ones (``show_all``: every job)."""
     with open_session(where, progress) as ctx:
         if job_ref is not None:
-            return find_job(ctx.store, job_ref)
+            job = find_job(ctx.store, job_ref)
+            return Shown(job, next_step(ctx, job))
         jobs: list[Job] = []
         errors: list[str] = []
         for item in ctx.store.iter_jobs(finished=show_all):
@@ -149,8 +166,8 @@ def status(where: Path, progress: Progress, job_ref: str | None,
                 errors.append(item.message)
             elif show_all or item.state not in TERMINAL:
                 jobs.append(item)
-    jobs.sort(key=lambda j: j.record.created_at)
-    return Jobs(tuple(jobs), tuple(errors))
+        jobs.sort(key=lambda j: j.record.created_at)
+        return Jobs(tuple(jobs), tuple(errors), hints=_hints(ctx, jobs))
 
 
 def log(where: Path, progress: Progress, job_ref: str) -> History:
@@ -180,19 +197,24 @@ def _unfinished(ctx: Context, errors: list[str], states: frozenset[State]) -> li
 
 
 def _deliver_one(job: Job, deliverer: Deliverer, errors: list[str]) -> Job:
-    """The job delivered as far as it goes; on an error, the job as it was (error recorded)."""
+    """The job delivered as far as it goes; on an error, the job as it was (error recorded).
+    A misconfigured remote or a missing branch is not the job's error: it stops the command
+    (exit 2) and changes nothing."""
     from gitpub.delivery.deliver import BranchMissingError
+    from gitpub.git.remote import RemoteConfigError
 
     try:
         return deliverer.deliver(job)
-    except BranchMissingError:
-        raise  # the configuration is wrong for every job: stop (exit 2), change nothing
+    except (BranchMissingError, RemoteConfigError):
+        raise
     except GitpubError as e:  # one bad job must not stop the others
         errors.append(f"job {job.job_id}: {sanitize(e.message)}")
         return job
 
 
 def _deliver_all(jobs: Sequence[Job], deliverer: Deliverer, errors: list[str]) -> list[Job]:
+    if jobs:
+        deliverer.remote.check()  # no such remote, not a repository: exit 2, nothing changed
     return [_deliver_one(job, deliverer, errors) for job in jobs]
 
 
@@ -210,41 +232,57 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
             jobs = _unfinished(ctx, errors, DELIVERABLE | LOCAL)
         done = _deliver_all(jobs, deliverer, errors)
         pack_refs_if_needed(ctx.repo)
-    return Jobs(tuple(done), tuple(errors), dict(deliverer.notes))
+        return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), hints=_hints(ctx, done))
 
 
 def reconcile(where: Path, progress: Progress) -> Jobs:
     """Recover every unfinished job: local phases, unknown push outcomes, expired leases,
-    due retries, probes of FAILED jobs. Goes on past a bad job."""
+    due retries, probes of FAILED jobs. Goes on past a bad job. With a misconfigured remote,
+    the local phases are still recovered, then the configuration error is reported."""
     from gitpub.delivery.deliver import Deliverer
     from gitpub.delivery.sync import settle_outbox
+    from gitpub.git.remote import RemoteConfigError
+    from gitpub.pipeline.prepare import drive
 
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
         errors: list[str] = []
         everything = frozenset(State) - TERMINAL
-        done = _deliver_all(_unfinished(ctx, errors, everything), deliverer, errors)
+        jobs = _unfinished(ctx, errors, everything)
+        try:
+            done = _deliver_all(jobs, deliverer, errors)
+        except RemoteConfigError:
+            for job in jobs:
+                if job.state in LOCAL:
+                    drive(ctx, job)
+            raise
         pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         pack_refs_if_needed(ctx.repo)
-    return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), pending=pending)
+        return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), pending=pending,
+                    hints=_hints(ctx, done))
 
 
-def resolve(where: Path, progress: Progress, job_ref: str,
-            action: Literal["retry", "abandon"]) -> Jobs:
-    from gitpub.delivery.deliver import Deliverer
+def resolve(where: Path, progress: Progress, job_ref: str, action: Action,
+            from_file: str | None = None, push: bool = False) -> Jobs:
+    """A person's way out of REVIEW, CONFLICT or FAILED, or abandoning a job (see
+    ``delivery.resolve``); the merged content of ``--from`` is read from ``from_file``."""
+    from gitpub.delivery.resolve import Resolution
     from gitpub.delivery.resolve import resolve as resolve_job
-    from gitpub.git.remote import RemoteError
 
+    merged = None if from_file is None else _read_merged(from_file)
     with open_session(where, progress) as ctx:
-        job = resolve_job(ctx.store, find_job(ctx.store, job_ref), action)
-        deliverer = Deliverer(ctx, ctx.remote(), now_please=True)
-        errors: list[str] = []
-        if action == "retry":
-            if job.state == State.RECEIVED:
-                with contextlib.suppress(RemoteError):
-                    deliverer.remote.fetch()  # re-snapshot against the current remote
-            job = _deliver_one(job, deliverer, errors)
-    return Jobs((job,), tuple(errors), dict(deliverer.notes))
+        job = find_job(ctx.store, job_ref)
+        result = resolve_job(ctx, job, Resolution(action, merged, from_file, push))
+        notes = {} if result.note is None else {result.job.job_id: result.note}
+        return Jobs((result.job,), (), notes, hints=_hints(ctx, [result.job]))
+
+
+def _read_merged(path: str) -> bytes:
+    try:
+        return sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as e:
+        raise UsageError(f"--from {path}: {e.strerror}",
+                         hint="give the file holding the merged content") from None
 
 
 def sync(where: Path, progress: Progress) -> Jobs:
@@ -256,24 +294,27 @@ def sync(where: Path, progress: Progress) -> Jobs:
 
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
+        deliverer.remote.check()  # no such remote, not a repository: exit 2, nothing changed
         errors: list[str] = []
         try:
             tip: str | None = deliverer.remote.fetch()
             unreachable = None
-        except RemoteError as e:
+        except RemoteError as e:  # a transient: as a job in RETRY_WAIT, run again later
             tip, unreachable = None, e.message
         stale = supersede(ctx, tip) if unreachable is None else []
         done = _deliver_all(_unfinished(ctx, errors, DELIVERABLE | LOCAL), deliverer, errors)
         if unreachable is not None:
-            errors.append(f"hand edits not synced: {unreachable}")
-            return Jobs(tuple(done), tuple(errors), dict(deliverer.notes))
+            return Jobs(tuple(done), tuple(errors), dict(deliverer.notes),
+                        hints=_hints(ctx, done),
+                        unconfirmed=(f"hand edits not synced: {unreachable}",))
         tip = ctx.repo.read_ref(deliverer.remote.tracking_ref)
         report = sync_changes(ctx, tip, lambda job: _deliver_one(job, deliverer, errors))
         settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
-    touched = {j.job_id: j for j in [*stale, *done, *report.jobs]}
-    return Jobs(tuple(touched.values()), tuple(errors), dict(deliverer.notes),
+        touched = list({j.job_id: j for j in [*stale, *done, *report.jobs]}.values())
+        hints = _hints(ctx, touched)
+    return Jobs(tuple(touched), tuple(errors), dict(deliverer.notes),
                 remark="; ".join(report.notes) or None, commits=tuple(report.outcomes),
-                local=report.local)
+                local=report.local, hints=hints)
 
 
 # -- CI and hooks --------------------------------------------------------------------------

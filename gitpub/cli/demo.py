@@ -2,11 +2,14 @@
 
 It creates a site repository with a local bare remote in a temporary directory, prepares an
 article, publishes it to the remote, shows the job and its event history and the published
-commit on the remote, and removes everything unless ``--keep``.
+commit on the remote, and removes everything unless ``--keep``. Under ``--json`` (``quiet``)
+each step runs with ``--json`` and the report is one object: every command, its exit status and
+its own JSON output.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -14,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from gitpub.core.errors import EXIT_ERROR, EXIT_OK
 
@@ -38,22 +42,43 @@ def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, stdout=subprocess.DEVNULL)
 
 
-def _pub(cwd: Path, *args: str, stdin: str | None = None) -> int:
-    print(f"\n$ git pub {shlex.join(args)}", flush=True)
-    proc = subprocess.run([sys.executable, "-m", "gitpub", *args], cwd=cwd,
-                          input=None if stdin is None else stdin.encode())
-    return proc.returncode
+class _Demo:
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.steps: list[dict[str, Any]] = []
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            print(text, flush=True)
+
+    def pub(self, cwd: Path, *args: str, stdin: str | None = None) -> int:
+        self.say(f"\n$ git pub {shlex.join(args)}")
+        argv = [sys.executable, "-m", "gitpub", *args, *(["--json"] if self.quiet else [])]
+        proc = subprocess.run(argv, cwd=cwd, input=None if stdin is None else stdin.encode(),
+                              stdout=subprocess.PIPE if self.quiet else None,
+                              stderr=subprocess.DEVNULL if self.quiet else None)
+        if self.quiet:
+            try:
+                output = json.loads(proc.stdout.decode("utf-8", "replace"))
+            except ValueError:
+                output = None
+            self.steps.append({"command": f"git pub {shlex.join(args)}",
+                               "exit": proc.returncode, "output": output})
+        return proc.returncode
 
 
-def run_demo(keep: bool = False) -> int:
+def run_demo(keep: bool = False, quiet: bool = False) -> tuple[int, dict[str, Any]]:
+    """Run the demo; (exit code, the report ``--json`` prints)."""
+    demo = _Demo(quiet)
     top = Path(tempfile.mkdtemp(prefix="gitpub-demo-"))
     env_backup = dict(os.environ)
     os.environ.update({"GIT_AUTHOR_NAME": "Demo Writer", "GIT_AUTHOR_EMAIL": "demo@example.com",
                        "GIT_COMMITTER_NAME": "Demo Writer",
                        "GIT_COMMITTER_EMAIL": "demo@example.com"})
+    published = None
     try:
         remote, site = top / "remote.git", top / "site"
-        print(f"demo directory: {top}")
+        demo.say(f"demo directory: {top}")
         _git(top, "init", "-q", "--bare", "-b", "main", str(remote))
         _git(top, "init", "-q", "-b", "main", str(site))
         (site / "posts").mkdir()
@@ -65,27 +90,31 @@ def run_demo(keep: bool = False) -> int:
         _git(site, "push", "-q", "origin", "main")
         _git(site, "fetch", "-q", "origin")
         codes = [
-            _pub(site, "prepare", "--key", "demo-hello", "--to", "posts/hello.md", "-",
-                 stdin=ARTICLE),
-            _pub(site, "prepare", "--key", "demo-hello", "--to", "posts/hello.md", "-",
-                 stdin=ARTICLE),
-            _pub(site, "push"),
-            _pub(site, "status", "--all"),
-            _pub(site, "log", _job_id("demo-hello")),
+            demo.pub(site, "prepare", "--key", "demo-hello", "--to", "posts/hello.md", "-",
+                     stdin=ARTICLE),
+            demo.pub(site, "prepare", "--key", "demo-hello", "--to", "posts/hello.md", "-",
+                     stdin=ARTICLE),
+            demo.pub(site, "push"),
+            demo.pub(site, "status", "--all"),
+            demo.pub(site, "log", _job_id("demo-hello")),
         ]
-        print("\n(the second prepare found the same job: same key, same content)")
-        print("\n$ git log --format='%h %s%n%(trailers:key=Blog-Job-Id)' -1 origin/main "
-              "(in the bare remote)")
-        subprocess.run(["git", "log", "-1", "--format=%h %s%n%(trailers:key=Blog-Job-Id)",
-                        "main"], cwd=remote, check=True)
-        return EXIT_OK if all(c == EXIT_OK for c in codes) else EXIT_ERROR
+        demo.say("\n(the second prepare found the same job: same key, same content)")
+        demo.say("\n$ git log --format='%h %s%n%(trailers:key=Blog-Job-Id)' -1 origin/main "
+                 "(in the bare remote)")
+        published = subprocess.run(
+            ["git", "log", "-1", "--format=%h %s%n%(trailers:key=Blog-Job-Id)", "main"],
+            cwd=remote, check=True, capture_output=True, text=True).stdout
+        demo.say(published.rstrip("\n"))
+        code = EXIT_OK if all(c == EXIT_OK for c in codes) else EXIT_ERROR
     finally:
         os.environ.clear()
         os.environ.update(env_backup)
         if keep:
-            print(f"\nkept {top}")
+            demo.say(f"\nkept {top}")
         else:
             shutil.rmtree(top, ignore_errors=True)
+    return code, {"directory": str(top), "kept": keep, "steps": demo.steps,
+                  "published": published, "ok": code == EXIT_OK}
 
 
 def _job_id(key: str) -> str:

@@ -4,7 +4,10 @@
 PATH first, so every relative path on the command line (a SOURCE, a ``--from`` file) is read
 relative to it. Every command takes ``--json`` (one JSON object on stdout) and ``--debug``
 (tracebacks for unexpected errors). Exit codes: 0 done, 1 error, 2 usage, 3 key reused with
-different content, 4 needs a person, 5 delivery not confirmed yet.
+different content, 4 needs a person, 5 delivery not confirmed yet. Every outcome that is not
+simply done ends with a ``hint:`` line naming the command to run next; errors — the option
+parser's usage errors included — are ``git-pub: error: …`` plus ``hint:``, and under ``--json``
+one ``{"error", "hint", "exit"}`` object.
 """
 
 from __future__ import annotations
@@ -20,8 +23,12 @@ from gitpub import __version__
 from gitpub.app import commands
 from gitpub.cli import render
 from gitpub.cli.options import State, common_options, out_for, where
-from gitpub.cli.output import Output, report_error
+from gitpub.cli.output import Output, as_json, report_error
 from gitpub.core.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, GitpubError, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gitpub.delivery.resolve import Action
 
 #: The exit status of a run interrupted by ^C, as shells report it.
 EXIT_INTERRUPTED = 130
@@ -43,8 +50,9 @@ class _Group(click.Group):
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-C", "paths", multiple=True, metavar="PATH",
               help="Run as if started in PATH (as git -C).")
-@click.version_option(__version__, "--version", prog_name="git-pub",
-                      message="git-pub %(version)s")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=lambda ctx, _p, value: _version(ctx, value),
+              help="Show the version and exit.")
 @common_options
 @click.pass_context
 def cli(ctx: click.Context, paths: tuple[str, ...]) -> None:
@@ -55,6 +63,14 @@ def cli(ctx: click.Context, paths: tuple[str, ...]) -> None:
             os.chdir(p)
         except OSError as e:
             raise UsageError(f"cannot change to {p!r}: {e.strerror}") from None
+
+
+def _version(ctx: click.Context, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    wants_json = ctx.ensure_object(State).json
+    click.echo(as_json({"version": __version__}) if wants_json else f"git-pub {__version__}")
+    ctx.exit(EXIT_OK)
 
 
 @cli.command()
@@ -93,12 +109,11 @@ def prepare(ctx: click.Context, key: str | None, targets: tuple[str, ...], push_
     out = out_for(ctx)
     result = commands.prepare(where(), out.progress, key, targets, sources, push_now)
     job, note = result.job, result.note
-    data = job.record.public() | {"created": result.created} | (
-        {"note": note} if note else {})
+    data = render.job_json(job, note, result.hint) | {"created": result.created}
     human = (render.describe_job(job) + ("" if result.created
                                          else "\n  (existing job for this key)")
              + (f"\n  {note}" if note else ""))
-    out.emit(data, human)
+    out.emit(data, render.with_hint(human, result.hint))
     ctx.exit(result.exit_code)
 
 
@@ -112,7 +127,8 @@ def status(ctx: click.Context, job: str | None, show_all: bool) -> None:
     out = out_for(ctx)
     result = commands.status(where(), out.progress, job, show_all)
     if not isinstance(result, commands.Jobs):
-        out.emit(result.record.public(), render.describe_job(result))
+        out.emit(render.job_json(result.job, hint=result.hint),
+                 render.with_hint(render.describe_job(result.job), result.hint))
         ctx.exit(EXIT_OK)
     out.emit(render.jobs_json(result),
              render.jobs_text(result, "no jobs" if show_all else "no unfinished jobs"))
@@ -136,32 +152,64 @@ def _jobs(ctx: click.Context, out: Output, result: commands.Jobs, empty: str) ->
     ctx.exit(result.exit_code)
 
 
+_DRY_RUN = click.option("--dry-run", is_flag=True,
+                        help="Show what would be pushed; fetch, push and write nothing.")
+
+
 @cli.command()
 @click.argument("jobs", nargs=-1, metavar="[JOB]...")
 @click.option("--create-branch", is_flag=True,
               help="Create the configured branch on the remote if it does not exist there "
                    "(without it, a missing branch stops the push: exit 2).")
+@_DRY_RUN
 @common_options
 @click.pass_context
-def push(ctx: click.Context, jobs: tuple[str, ...], create_branch: bool) -> None:
+def push(ctx: click.Context, jobs: tuple[str, ...], create_branch: bool, dry_run: bool) -> None:
     """Deliver the given jobs, or every deliverable job: fetch, re-check, rebase, push,
     confirm."""
     out = out_for(ctx)
+    if dry_run:
+        _plan(ctx, out, jobs, hand_edits=False)
     _jobs(ctx, out, commands.push(where(), out.progress, jobs, create_branch),
           "nothing to deliver")
 
 
 @cli.command()
+@_DRY_RUN
 @common_options
 @click.pass_context
-def sync(ctx: click.Context) -> None:
+def sync(ctx: click.Context, dry_run: bool) -> None:
     """Deliver every pending job, then each hand commit whole (or change nothing)."""
     out = out_for(ctx)
+    if dry_run:
+        _plan(ctx, out, (), hand_edits=True)
     result = commands.sync(where(), out.progress)
     if result.remark:
         out.progress(result.remark)
     out.emit(render.sync_json(result), render.sync_text(result))
     ctx.exit(result.exit_code)
+
+
+def _plan(ctx: click.Context, out: Output, jobs: tuple[str, ...], hand_edits: bool) -> None:
+    from gitpub.app.dryrun import plan
+
+    result = plan(where(), out.progress, jobs, hand_edits)
+    out.emit(render.plan_json(result), render.plan_text(result))
+    ctx.exit(EXIT_OK)
+
+
+@cli.command()
+@click.option("--fix", is_flag=True, help="Apply the safe fixes (hooks, notes refspec, stale "
+                                          "locks, active index).")
+@common_options
+@click.pass_context
+def doctor(ctx: click.Context, fix: bool) -> None:
+    """Check configuration, remote access, hooks, notes refspec, locks and job refs."""
+    from gitpub.app.doctor import doctor as run_doctor
+
+    report = run_doctor(where(), fix)
+    out_for(ctx).emit(render.doctor_json(report), render.doctor_text(report, fix))
+    ctx.exit(report.exit_code)
 
 
 @cli.command()
@@ -180,18 +228,52 @@ def reconcile(ctx: click.Context) -> None:
 
 @cli.command()
 @click.argument("job")
-@click.option("--retry", "action", flag_value="retry", help="Run the job again.")
-@click.option("--abandon", "action", flag_value="abandon", help="Give the job up.")
+@click.option("--retry", is_flag=True,
+              help="REVIEW: run the pipeline again (stops before pushing unless --push). "
+                   "CONFLICT: re-check against the remote; never overwrites. FAILED: deliver "
+                   "the same content with a new attempt budget.")
+@click.option("--overwrite", is_flag=True,
+              help="CONFLICT: replace their version with the job's (recorded with both "
+                   "hashes).")
+@click.option("--from", "from_file", metavar="FILE",
+              help="CONFLICT: the merged content of the conflicting file (- for stdin): a new "
+                   "snapshot against the current remote tip, under the same job.")
+@click.option("--push", "push_now", is_flag=True,
+              help="With --retry on REVIEW: deliver the job once the pipeline passes.")
+@click.option("--abandon", is_flag=True,
+              help="Give the job up (SKIPPED). From PUSHING, RETRY_WAIT or FAILED only after a "
+                   "probe shows it is not on the remote.")
 @common_options
 @click.pass_context
-def resolve(ctx: click.Context, job: str, action: str | None) -> None:
-    """The way out of REVIEW, CONFLICT and FAILED."""
-    if action not in ("retry", "abandon"):
-        raise click.UsageError("give --retry or --abandon")
+def resolve(ctx: click.Context, job: str, retry: bool, overwrite: bool,
+            from_file: str | None, push_now: bool, abandon: bool) -> None:
+    """The way out of REVIEW, CONFLICT and FAILED, or abandoning a job."""
+    action = resolve_action(retry, overwrite, from_file, push_now, abandon)
     out = out_for(ctx)
-    result = commands.resolve(where(), out.progress, job,
-                              "retry" if action == "retry" else "abandon")
+    result = commands.resolve(where(), out.progress, job, action, from_file, push_now)
     _jobs(ctx, out, result, "")
+
+
+def resolve_action(retry: bool, overwrite: bool, from_file: str | None, push_now: bool,
+                   abandon: bool) -> Action:
+    """The one thing ``resolve`` is asked to do; contradictory options are a usage error."""
+    from gitpub.delivery.resolve import Action
+
+    if abandon and (retry or overwrite or from_file is not None or push_now):
+        raise click.UsageError("--abandon gives the job up: it cannot be combined with --retry, "
+                               "--overwrite, --from or --push")
+    if overwrite and from_file is not None:
+        raise click.UsageError("give --overwrite or --from FILE, not both")
+    if abandon:
+        return Action.ABANDON
+    if overwrite:
+        return Action.OVERWRITE
+    if from_file is not None:
+        return Action.FROM
+    if retry:
+        return Action.RETRY
+    raise click.UsageError("give --retry (optionally with --overwrite or --from FILE), or "
+                           "--abandon")
 
 
 @cli.command()
@@ -221,7 +303,11 @@ def demo(ctx: click.Context, keep: bool) -> None:
     """Run an end-to-end demo in a throwaway repository with a local bare remote."""
     from gitpub.cli.demo import run_demo
 
-    ctx.exit(run_demo(keep=keep))
+    out = out_for(ctx)
+    code, report = run_demo(keep=keep, quiet=out.json)
+    if out.json:
+        out.emit(report, "")
+    ctx.exit(code)
 
 
 _LAZY = ("hooks", "hook-impl")
@@ -237,6 +323,15 @@ def _register_hooks() -> None:
     cli.add_command(hook_impl_command)
 
 
+def usage_message(e: click.ClickException) -> tuple[str, str]:
+    """Click's usage error as gitpub's one line and hint (`git pub CMD -h` for the usage)."""
+    message = e.format_message().strip().rstrip(".")
+    ctx = getattr(e, "ctx", None)
+    path = ctx.command_path if ctx is not None else "git-pub"
+    path = "git pub" + path.removeprefix("git-pub")
+    return message, f"`{path} -h` shows the usage"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The entry point: runs a command and turns every outcome into an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -244,23 +339,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = "--json" in args
     start = os.getcwd()
     try:
-        rv = cli.main(args=args, prog_name="git-pub", standalone_mode=False)
+        state = State()
+        state.json, state.debug = as_json, debug
+        rv = cli.main(args=args, prog_name="git-pub", standalone_mode=False, obj=state)
         return rv if isinstance(rv, int) else EXIT_OK
     except click.exceptions.Exit as e:
         return int(e.exit_code)
     except click.ClickException as e:
-        e.show()
+        message, hint = usage_message(e)
+        report_error(message, hint, as_json, EXIT_USAGE)
         return EXIT_USAGE
     except (click.exceptions.Abort, KeyboardInterrupt):
         return EXIT_INTERRUPTED
     except GitpubError as e:
-        report_error(e.message, e.hint, as_json)
+        report_error(e.message, e.hint, as_json, e.exit_code)
         return e.exit_code
     except Exception as e:
         if debug:
             traceback.print_exc()
         report_error(f"unexpected error: {type(e).__name__}: {e}",
-                     "rerun with --debug for details", as_json)
+                     "rerun with --debug for details", as_json, EXIT_ERROR)
         return EXIT_ERROR
     finally:
         os.chdir(start)  # -C changed it; a caller in the same process keeps its own

@@ -1,7 +1,10 @@
 """Where a command reports: human lines on stdout and stderr, or one JSON object on stdout.
 
 Progress of long work goes to stderr (never mixed with ``--json``); every text passes the
-sanitizer before it is shown. Errors are one line (``git-pub: error: …``) and a ``hint:`` line.
+sanitizer before it is shown. Errors are one line (``git-pub: error: …``) and a ``hint:`` line
+on stderr — usage errors from the option parser too — and under ``--json`` also one object
+``{"error", "hint", "exit"}`` on stdout. Every JSON object carries ``schema_version``: the
+version of the schemas shipped in ``gitpub/cli/schemas/`` that describe it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,15 @@ from typing import Any
 
 from gitpub.core.sanitize import sanitize
 
+#: The version of the ``--json`` output formats (``gitpub/cli/schemas/*.json``). Adding a
+#: field keeps it; removing or changing the meaning of one raises it.
+SCHEMA_VERSION = 1
+
+
+def as_json(data: dict[str, Any]) -> str:
+    return json.dumps({**data, "schema_version": SCHEMA_VERSION}, ensure_ascii=False,
+                      sort_keys=True)
+
 
 @dataclass
 class Output:
@@ -20,7 +32,7 @@ class Output:
 
     def emit(self, data: dict[str, Any], human: str) -> None:
         if self.json:
-            sys.stdout.write(json.dumps(data, ensure_ascii=False, sort_keys=True) + "\n")
+            sys.stdout.write(as_json(data) + "\n")
         elif human:
             sys.stdout.write(human.rstrip("\n") + "\n")
         sys.stdout.flush()
@@ -31,11 +43,12 @@ class Output:
         sys.stderr.flush()
 
 
-def report_error(message: str, hint: str | None, as_json: bool) -> None:
+def report_error(message: str, hint: str | None, json_out: bool, exit_code: int) -> None:
     message = sanitize(message)
     hint = None if hint is None else sanitize(hint)
-    if as_json:
-        print(json.dumps({"error": message, "hint": hint}, ensure_ascii=False))
+    if json_out:
+        print(as_json({"error": message, "hint": hint, "exit": exit_code}))
+        sys.stdout.flush()
     print(f"git-pub: error: {message}", file=sys.stderr)
     if hint:
         print(f"hint: {hint}", file=sys.stderr)

@@ -15,6 +15,8 @@ from gitpub.store.jobs import Job
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from gitpub.app.doctor import Report
+    from gitpub.app.dryrun import Plan
     from gitpub.app.initialize import Initialized
     from gitpub.verify.confirm import ConfirmReport
 
@@ -49,6 +51,15 @@ def describe_job(job: Job) -> str:
     return "\n".join(lines)
 
 
+def with_hint(text: str, hint: str | None, indent: str = "") -> str:
+    return text if not hint else f"{text}\n{indent}hint: {hint}"
+
+
+def job_json(job: Job, note: str | None = None, hint: str | None = None) -> dict[str, Any]:
+    """A job's ``--json`` object: the record's public fields, the note and the hint."""
+    return job.record.public() | ({"note": note} if note else {}) | {"hint": hint}
+
+
 def job_line(job: Job, note: str | None = None) -> str:
     line = f"{job.job_id[:13]}  {job.state.value:<18} {', '.join(job.record.target_paths)}"
     code = job.record.failure_code
@@ -62,17 +73,21 @@ def job_line(job: Job, note: str | None = None) -> str:
 
 
 def jobs_json(result: Jobs) -> dict[str, Any]:
-    rows = [j.record.public() | ({"note": result.notes[j.job_id]}
-                                 if j.job_id in result.notes else {})
+    rows = [job_json(j, result.notes.get(j.job_id), result.hints.get(j.job_id))
             for j in result.jobs]
-    return {"jobs": rows, "errors": list(result.errors)}
+    return {"jobs": rows, "errors": list(result.errors), "unconfirmed": list(result.unconfirmed)}
 
 
 def jobs_text(result: Jobs, empty: str) -> str:
-    human = [job_line(j, result.notes.get(j.job_id)) for j in result.jobs]
+    single = len(result.jobs) == 1
+    human = [with_hint(job_line(j, result.notes.get(j.job_id)), result.hints.get(j.job_id),
+                       "" if single else "    ")
+             for j in result.jobs]
     if not human and empty:
         human = [empty]
     human += [f"error: {e}" for e in result.errors]
+    human += [f"not confirmed: {u}\nhint: the next `git pub sync` tries again"
+              for u in result.unconfirmed]
     return "\n".join(human)
 
 
@@ -100,13 +115,17 @@ def sync_text(result: Jobs) -> str:
              + (" (uncommitted changes)" if c.uncommitted else "")
              + (f"\n    {c.reason}" if c.reason else "") for c in result.commits]
     shown = {c.job_id for c in result.commits}
-    others = [j for j in result.jobs if j.job_id not in shown]
-    lines += [job_line(j, result.notes.get(j.job_id)) for j in others]
+    lines += [with_hint(job_line(j, result.notes.get(j.job_id)), result.hints.get(j.job_id),
+                        "    ") for j in result.jobs if j.job_id not in shown]
     if result.local:
         lines.append(result.local)
+    if any(c.status.needs_person for c in result.commits):
+        lines.append("hint: each reason above says what to do; then run `git pub sync` again")
     if not lines:
         lines = ["nothing to sync"]
     lines += [f"error: {e}" for e in result.errors]
+    lines += [f"not confirmed: {u}\nhint: the next `git pub sync` tries again"
+              for u in result.unconfirmed]
     return "\n".join(lines)
 
 
@@ -177,4 +196,59 @@ def init_text(result: Initialized) -> str:
     if steps:
         lines.append("next steps:")
         lines += [f"  {n}. {step}" for n, step in enumerate(steps, 1)]
+    return "\n".join(lines)
+
+
+def plan_json(plan: Plan) -> dict[str, Any]:
+    pending = plan.hand_edits
+    edits = None if pending is None else {
+        "uncommitted": list(pending.uncommitted), "unpushed": list(pending.unpushed),
+        "left_alone": sorted(pending.foreign)}
+    return {"dry_run": True, "remote_tip": plan.remote_tip, "fetched_tip": plan.fetched_tip,
+            "jobs": [{"job_id": s.job.job_id, "state": s.job.state.value,
+                      "target_paths": list(s.job.record.target_paths), "action": s.action,
+                      "detail": s.detail} for s in plan.steps],
+            "hand_edits": edits, "errors": list(plan.errors)}
+
+
+def plan_text(plan: Plan) -> str:
+    lines = ["dry run: nothing is fetched, pushed or written",
+             f"remote tip: {plan.remote_tip or '(unknown or no branch)'}; last fetched: "
+             f"{plan.fetched_tip or '(nothing)'}"]
+    for s in plan.steps:
+        lines.append(f"{s.job.job_id[:13]}  {s.job.state.value:<18} "
+                     f"{', '.join(s.job.record.target_paths)}\n    {s.detail}")
+    pending = plan.hand_edits
+    if pending is not None:
+        if pending.uncommitted:
+            lines.append(f"hand edits: would commit {len(pending.uncommitted)} content path(s): "
+                         + ", ".join(pending.uncommitted[:5]))
+        deliverable = [c for c in pending.unpushed if c not in pending.foreign]
+        if deliverable and not pending.foreign:
+            lines.append(f"hand edits: would deliver {len(deliverable)} unpushed commit(s) as "
+                         "one sync job")
+        for commit, paths in pending.foreign.items():
+            lines.append(f"hand edits: would leave {commit[:12]} alone (changes non-content "
+                         f"paths: {', '.join(paths[:3])})")
+    if not plan.steps and (pending is None or pending.empty):
+        lines.append("nothing would be pushed")
+    lines += [f"error: {e}" for e in plan.errors]
+    return "\n".join(lines)
+
+
+def doctor_json(report: Report) -> dict[str, Any]:
+    return {"ok": report.ok, "checks": [
+        {"name": c.name, "status": c.status, "message": c.message, "fix": c.fix,
+         "safe_fix": c.safe_fix, "fixed": c.fixed} for c in report.checks]}
+
+
+def doctor_text(report: Report, fixing: bool) -> str:
+    lines = []
+    for c in report.checks:
+        mark = "fixed" if c.fixed else c.status.upper() if c.status != "ok" else "ok"
+        lines.append(f"{mark:<7} {c.name}: {c.message}")
+        if c.fix and not c.fixed and c.status in ("warn", "fail"):
+            safe = " (safe: `git pub doctor --fix` applies it)" if c.safe_fix and not fixing \
+                else ""
+            lines.append(f"        fix: {c.fix}{safe}")
     return "\n".join(lines)

@@ -50,6 +50,13 @@ class FontError(UsageError):
     """
 
 
+class TryLaterError(GitpubError):
+    """Nothing was done because something is not available right now (another process holds
+    the job, the remote does not answer): the same command, run later, may succeed."""
+
+    exit_code = EXIT_UNCONFIRMED
+
+
 class NotARepositoryError(GitpubError):
     exit_code = EXIT_USAGE
 

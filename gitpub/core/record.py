@@ -89,6 +89,9 @@ class JobRecord:
     attempt: int = 0
     max_attempts: int = 5
     next_retry_at: float | None = None
+    #: The remote's fingerprint (hashed, credentials redacted) at the last failed attempt: a
+    #: retry is due at once when the remote's URL has changed since (someone fixed it).
+    retry_remote: str | None = None
     last_recheck_head: str | None = None
     recheck_fingerprints: tuple[str, ...] = ()
     failure_code: FailureCode | None = None

@@ -44,11 +44,14 @@ LOCAL = frozenset({S.RECEIVED, S.PREPARING, S.READY_TO_COMMIT, S.LOCAL_COMMITTIN
                    S.RECOVERING})
 
 ALLOWED: dict[State, frozenset[State]] = {
-    S.RECEIVED: frozenset({S.PREPARING, S.REVIEW, S.CONFLICT}),
+    # → SKIPPED from every state in which the job is not on the remote: `resolve --abandon`
+    # (from PUSHING, RETRY_WAIT and FAILED only after a probe found it absent).
+    S.RECEIVED: frozenset({S.PREPARING, S.REVIEW, S.CONFLICT, S.SKIPPED}),
     S.PREPARING: frozenset({S.SKIPPED, S.REVIEW, S.READY_TO_COMMIT, S.CONFLICT}),
-    S.READY_TO_COMMIT: frozenset({S.LOCAL_COMMITTING, S.RECHECK_CANDIDATES, S.CONFLICT}),
-    S.LOCAL_COMMITTING: frozenset({S.LOCAL_COMMITTED, S.RECOVERING, S.CONFLICT}),
-    S.RECOVERING: frozenset({S.LOCAL_COMMITTED, S.LOCAL_COMMITTING, S.REVIEW}),
+    S.READY_TO_COMMIT: frozenset({S.LOCAL_COMMITTING, S.RECHECK_CANDIDATES, S.CONFLICT,
+                                  S.SKIPPED}),
+    S.LOCAL_COMMITTING: frozenset({S.LOCAL_COMMITTED, S.RECOVERING, S.CONFLICT, S.SKIPPED}),
+    S.RECOVERING: frozenset({S.LOCAL_COMMITTED, S.LOCAL_COMMITTING, S.REVIEW, S.SKIPPED}),
     S.LOCAL_COMMITTED: frozenset(
         {S.PUSHING, S.RECHECK_CANDIDATES, S.CONFLICT, S.PUBLISHED, S.REVIEW, S.SKIPPED,
          S.RETRY_WAIT, S.FAILED}
@@ -58,18 +61,28 @@ ALLOWED: dict[State, frozenset[State]] = {
     ),
     S.PUSHING: frozenset(
         {S.PUBLISHED, S.RETRY_WAIT, S.CONFLICT, S.LOCAL_COMMITTED, S.RECHECK_CANDIDATES,
-         S.FAILED, S.REVIEW}
+         S.FAILED, S.REVIEW, S.SKIPPED}
     ),
     S.RETRY_WAIT: frozenset(
         {S.PUSHING, S.FAILED, S.PUBLISHED, S.LOCAL_COMMITTED, S.CONFLICT, S.RECHECK_CANDIDATES,
-         S.REVIEW}
+         S.REVIEW, S.SKIPPED}
     ),
     S.FAILED: frozenset({S.PUBLISHED, S.LOCAL_COMMITTED, S.RECEIVED, S.SKIPPED, S.REVIEW}),
-    S.REVIEW: frozenset({S.RECEIVED, S.SKIPPED}),
-    S.CONFLICT: frozenset({S.RECEIVED, S.SKIPPED}),
+    # `resolve --retry`: RECEIVED when the job never had a snapshot; PREPARING re-runs the
+    # pipeline on the job's own snapshot (its compare-and-swap conditions kept).
+    S.REVIEW: frozenset({S.RECEIVED, S.PREPARING, S.SKIPPED}),
+    # `resolve`: --retry when the conflicting change is gone, or --overwrite (LOCAL_COMMITTED);
+    # --from FILE (PREPARING: merged content against the current tip); a probe that finds the
+    # job on the remote (PUBLISHED); a conflict from the snapshot itself (RECEIVED).
+    S.CONFLICT: frozenset({S.RECEIVED, S.PREPARING, S.LOCAL_COMMITTED, S.PUBLISHED,
+                           S.SKIPPED}),
     S.PUBLISHED: frozenset(),
     S.SKIPPED: frozenset(),
 }
+
+#: States in which a job may be on the remote (a push was or may be under way): abandoning one
+#: needs a probe first. In every other state nothing of the job has been pushed.
+MAYBE_REMOTE = frozenset({S.PUSHING, S.RETRY_WAIT, S.FAILED})
 
 
 class IllegalTransition(Exception):

@@ -4,7 +4,8 @@ remote.
 - ``deliver``   the rounds: fetch, probe, dedup re-check, compare-and-swap, in-memory rebase,
                 push, confirm, bounded retries
 - ``checkout``  moving a branch together with the worktree that has it checked out, or not
-- ``resolve``   a person's way out of REVIEW, CONFLICT and FAILED
+- ``resolve``   a person's way out of REVIEW, CONFLICT and FAILED, or abandoning a job;
+                never destroys anything
 - ``handplan``  what becomes of each unpushed hand commit, decided before anything is done
 - ``sync``      the plan carried out: a sync job per hand commit, the local branch rebuilt
 

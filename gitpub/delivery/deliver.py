@@ -21,6 +21,14 @@ One round, for one job, under the per-repository delivery lock (the network segm
    (bounded); unknown (network error, timeout, lost reply) or any other failure → RETRY_WAIT with
    exponential backoff and jitter, FAILED(delivery_exhausted) when the attempt budget is spent.
 
+An attempt is used only by a delivery that is due: a RETRY_WAIT job whose backoff has not ended
+(or a FAILED one between its hourly probes) is only probed (a lost reply is recognised early),
+and a failed fetch leaves it exactly as it is — unless it is named on the command line, or the
+remote's URL changed since the failed attempt (then it is due now).
+A remote that cannot work as configured (``RemoteConfigError``: no such remote, not a
+repository, credentials refused) is not a transient: it propagates, no attempt is used, and a job
+whose push the remote refused that way goes back to LOCAL_COMMITTED (nothing was sent).
+
 A FAILED job is only probed afterwards (step 2, at most hourly unless asked for by name), never
 rebuilt. Steps 3 to 7 run under the job's lease; a worker that lost it stops at its next write.
 """
@@ -43,7 +51,7 @@ from gitpub.core.record import JobRecord
 from gitpub.core.states import LOCAL, Answer, FailureCode, Kind, Phase, Stage, State
 from gitpub.delivery.checkout import fast_forward_local
 from gitpub.fonts.step import font_outputs
-from gitpub.git.remote import PushResult, Remote, RemoteError, default_branch
+from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError, default_branch
 from gitpub.git.repo import MODE_FILE, Entry, Repository
 from gitpub.pipeline.commit import (
     Artifacts,
@@ -134,11 +142,12 @@ class Deliverer:
     # -- the rounds --------------------------------------------------------------------------
 
     def _rounds(self, job: Job) -> Job:
+        due = self.due(job)
         for _ in range(MAX_REBASE_ROUNDS):
             try:
                 tip = self.remote.fetch()
-            except RemoteError as e:
-                return self._transient(job, e.message)
+            except RemoteError as e:  # an attempt is used only by a delivery that was due
+                return self._transient(job, e.message) if due else job
             crash_point("delivery.fetched")
             if tip is None and not self.create_branch:
                 raise branch_missing(self.remote)
@@ -147,11 +156,11 @@ class Deliverer:
                 return job
             found = self._probe(job, tip)
             if found.published is not None:
-                return self._published(job, found.published)
+                return self.published(job, found.published)
             if found.reused is not None:
                 return self._key_reused(job, found.reused)
             self._tell_forged(job, found)
-            if not self._due(job):
+            if not self.due(job):
                 return job
             if job.state == S.FAILED:
                 return self.ctx.store.transition(
@@ -171,6 +180,12 @@ class Deliverer:
         return self._transient(job, f"the remote branch moved {MAX_REBASE_ROUNDS} times "
                                     "while we rebased")
 
+    def fetch_and_probe(self, job: Job) -> tuple[str | None, str | None]:
+        """Fetch the remote branch now: (its tip, the job's publication commit or None).
+        Raises ``RemoteError`` / ``RemoteConfigError``; changes no job."""
+        tip = self.remote.fetch()
+        return tip, self._probe(reload(self.ctx.store, job), tip).published
+
     def _probe(self, job: Job, tip: str | None) -> ProbeResult:
         if tip is None:
             return ProbeResult()
@@ -188,9 +203,13 @@ class Deliverer:
                               f"job's id but is not its publication ({'; '.join(v.problems)}); "
                               "ignored")
 
-    def _due(self, job: Job) -> bool:
+    def due(self, job: Job) -> bool:
+        """Whether a delivery attempt of ``job`` is due now (see the module docstring)."""
         if job.state not in (S.RETRY_WAIT, S.FAILED) or self.now_please:
             return True
+        failed_against = job.record.retry_remote
+        if failed_against is not None and failed_against != self.remote.fingerprint():
+            return True  # the remote's URL changed since the failure: try the new one now
         return (job.record.next_retry_at or 0) <= time.time()
 
     def _push_once(self, job: Job, tip: str | None) -> tuple[Job, bool]:
@@ -243,7 +262,12 @@ class Deliverer:
         crash_point("delivery.pushing-recorded")
         self.ctx.progress(f"pushing {job.job_id[:13]} to {self.remote.remote}/"
                           f"{self.remote.branch}")
-        outcome = self.remote.push(commit)
+        try:
+            outcome = self.remote.push(commit)
+        except RemoteConfigError as e:  # refused before anything was sent: no attempt used
+            store.transition(job, job.record.evolve(state=S.LOCAL_COMMITTED), phase=Stage.PUSH,
+                             reason=f"push refused, nothing sent: {e.message}")
+            raise
         crash_point("delivery.pushed")
         if outcome.result == PushResult.SENT:
             return self._confirm(job, commit), False
@@ -291,11 +315,13 @@ class Deliverer:
         if found is None:
             return self._transient(job, f"pushed {pushed}, but it is not the job's "
                                         "publication")
-        return self._published(job, found)
+        return self.published(job, found)
 
     # -- outcomes ----------------------------------------------------------------------------
 
-    def _published(self, job: Job, remote_commit: str) -> Job:
+    def published(self, job: Job, remote_commit: str) -> Job:
+        """Record PUBLISHED (the remote has ``remote_commit`` with the job's trailers) and
+        bring the local branch along when that is safe."""
         job = self.ctx.store.transition(
             job, job.record.evolve(state=S.PUBLISHED, remote_commit=remote_commit,
                                    failure_code=None, failure_detail=None, next_retry_at=None),
@@ -332,7 +358,7 @@ class Deliverer:
             return self.ctx.store.transition(
                 job, record.evolve(state=S.FAILED, attempt=attempt,
                                    failure_code=FailureCode.DELIVERY_EXHAUSTED,
-                                   failure_detail=detail,
+                                   failure_detail=detail, retry_remote=self.remote.fingerprint(),
                                    next_retry_at=time.time() + FAILED_PROBE_INTERVAL),
                 phase=Stage.RETRY, reason=f"attempt {attempt}/{record.max_attempts}: {detail}; "
                                       "giving up (only probes from now on)")
@@ -340,6 +366,7 @@ class Deliverer:
         job = self.ctx.store.transition(
             job, record.evolve(state=S.RETRY_WAIT, attempt=attempt,
                                failure_code=FailureCode.DELIVERY_UNCONFIRMED, failure_detail=detail,
+                               retry_remote=self.remote.fingerprint(),
                                next_retry_at=time.time() + wait),
             phase=Stage.RETRY, reason=f"attempt {attempt}/{record.max_attempts}: {detail}; "
                                   f"next try in {wait:.0f}s")

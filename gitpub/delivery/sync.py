@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import GitpubError
@@ -224,6 +224,9 @@ def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -
         assert extra.parent is not None
         if not _adopt(ctx, extra.parent, extra):
             report.local = f"local {branch} moved meanwhile: nothing done; run sync again"
+            report.outcomes = [replace(o, status=Status.BLOCKED, reason="not delivered: the "
+                                       "branch moved meanwhile") if o.status == Status.DELIVER
+                               else o for o in report.outcomes]
             return report
         crash_point("sync.uncommitted-adopted")
         report.notes.append(f"committed the uncommitted content changes as {extra.sha[:12]}")

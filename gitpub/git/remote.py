@@ -15,6 +15,12 @@ Every push ends in exactly one of four outcomes:
 - ``unknown``: the connection failed or timed out, or the reply was lost — the update may or may
   not have been applied, so the next attempt must probe the remote before pushing again.
 
+A remote that cannot work as configured is not a transient failure: a remote name with no URL,
+a local path that is not a repository (both found before any network traffic, by ``check``),
+a repository the server says does not exist, credentials it refuses. Those raise
+``RemoteConfigError`` (a usage error, exit 2): retrying would fail the same way, so no delivery
+attempt is used and no job changes; the hint says what to fix.
+
 Pushes are never forced: a push is a fast-forward of the remote branch or it is rejected, which is
 the compare-and-swap that makes concurrent writers safe. Nothing this module reads from git's
 output is persisted unsanitized (remote URLs may carry credentials).
@@ -22,11 +28,13 @@ output is persisted unsanitized (remote URLs may carry credentials).
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
-from gitpub.core.errors import GitpubError
+from gitpub.core.errors import GitpubError, UsageError
 from gitpub.core.sanitize import sanitize
 from gitpub.git.repo import Repository
 
@@ -36,6 +44,55 @@ PUSH_TIMEOUT = 300.0
 
 class RemoteError(GitpubError):
     """The remote could not be reached or did not answer: a transient failure."""
+
+
+class RemoteConfigError(UsageError):
+    """The remote cannot work as configured: retrying would not help (exit 2, no attempt)."""
+
+
+#: What git (and the servers behind it) say when credentials are missing or refused.
+AUTH_REFUSED = ("authentication failed", "could not read username", "could not read password",
+                "terminal prompts disabled", "permission denied (publickey",
+                "http basic: access denied", "returned error: 401", "returned error: 403",
+                "invalid username or password", "access denied or repository not exported")
+#: What they say when the repository at the URL does not exist.
+NO_REPOSITORY = ("does not appear to be a git repository", "repository not found",
+                 "not found: did you run git update-server-info")
+
+
+def misconfiguration(remote: str, stderr: str) -> RemoteConfigError | None:
+    """The configuration error git's message reports, if it is one (else a transient)."""
+    text = stderr.lower()
+    if any(p in text for p in AUTH_REFUSED):
+        return RemoteConfigError(
+            f"remote {sanitize(remote)!r} refused the credentials (or has no such repository "
+            f"for them): {_last_line(stderr)}",
+            hint=f"check the credentials for `git remote get-url {sanitize(remote)}` (a "
+                 "credential helper, an ssh key, a token with write access); no delivery "
+                 "attempt was used")
+    if any(p in text for p in NO_REPOSITORY):
+        return RemoteConfigError(
+            f"remote {sanitize(remote)!r} has no repository at its URL: {_last_line(stderr)}",
+            hint=f"`git remote set-url {sanitize(remote)} URL` to the right repository; no "
+                 "delivery attempt was used")
+    return None
+
+
+def _last_line(stderr: str) -> str:
+    lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
+    return sanitize(lines[0] if lines else "(no message)")[-300:]
+
+
+def local_path(url: str) -> str | None:
+    """The directory a remote URL names on this machine, or None for a network URL."""
+    if url.startswith("file://"):
+        return url[len("file://"):]
+    if "://" in url:
+        return None
+    head = url.split("/", 1)[0]
+    if ":" in head:
+        return None  # scp-like ``host:path``
+    return url
 
 
 class PushResult(StrEnum):
@@ -57,6 +114,9 @@ class PushOutcome:
     detail: str  # sanitized
 
 
+_UNREAD = object()
+
+
 def tracking_ref(remote: str, branch: str) -> str:
     """Where the fetched state of the remote branch is kept (the remote-tracking branch)."""
     return f"refs/remotes/{remote}/{branch}"
@@ -72,10 +132,64 @@ class Remote:
         self.branch = branch
         self.fetch_timeout = fetch_timeout
         self.push_timeout = push_timeout
+        self._checked = False
+        self._urls: object = _UNREAD
 
     @property
     def tracking_ref(self) -> str:
         return tracking_ref(self.remote, self.branch)
+
+    def urls(self) -> tuple[str, ...] | None:
+        """The fetch and push URLs of the remote (as git resolves them: ``insteadOf``
+        applied), a URL or path given as the remote itself, or None: no such remote."""
+        if self._urls is _UNREAD:
+            self._urls = self._read_urls()
+        return self._urls  # type: ignore[return-value]
+
+    def _read_urls(self) -> tuple[str, ...] | None:
+        found = []
+        for extra in ((), ("--push",)):
+            proc = self.repo.git("remote", "get-url", *extra, self.remote, timeout=30)
+            if proc.returncode != 0:
+                break
+            found.append(proc.stdout.decode("utf-8", "surrogateescape").strip())
+        if found:
+            return tuple(dict.fromkeys(found))
+        if "/" in self.remote or ":" in self.remote or self.remote in (".", ".."):
+            return (self.remote,)
+        return None
+
+    def fingerprint(self) -> str:
+        """Names the remote's URLs (credentials redacted, then hashed): a delivery that failed
+        against one fingerprint is due again as soon as the URL changes."""
+        text = "\n".join(sanitize(u) for u in (self.urls() or ()))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def check(self) -> None:
+        """Raise ``RemoteConfigError`` when the remote cannot work as configured, found without
+        the network: no such remote, or a local path that is not a repository."""
+        if self._checked:
+            return
+        urls = self.urls()
+        if urls is None:
+            raise RemoteConfigError(
+                f"no remote named {sanitize(self.remote)!r} in this repository",
+                hint=f"`git remote add {sanitize(self.remote)} URL`, or name an existing remote "
+                     "as `remote:` in .gitpub.yaml (`git remote -v` lists them); no delivery "
+                     "attempt was used")
+        for url in urls:
+            path = local_path(url)
+            if path is not None and not _is_repository(self._resolve(path)):
+                raise RemoteConfigError(
+                    f"remote {sanitize(self.remote)!r} is {sanitize(url)!r}, which is not a git "
+                    "repository",
+                    hint=f"`git remote set-url {sanitize(self.remote)} PATH` to the repository "
+                         "(for a new one: `git init --bare PATH`); no delivery attempt was used")
+        self._checked = True
+
+    def _resolve(self, path: str) -> Path:
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.repo.work_tree or self.repo.git_dir) / p
 
     def _git(self, args: list[str], timeout: float) -> subprocess.CompletedProcess[bytes]:
         return self.repo.git(*args, timeout=timeout)
@@ -90,6 +204,7 @@ class Remote:
         remote); the fetched tip, or None if the remote has no such ref."""
         # Negotiate only with branches: not with the thousands of refs/pub/ state refs, whose
         # histories the remote never has.
+        self.check()
         args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
                 "--no-recurse-submodules", "--negotiation-tip=refs/heads/*",
                 f"--negotiation-tip=refs/remotes/{self.remote}/*"]
@@ -103,6 +218,9 @@ class Remote:
         if proc.returncode != 0:
             if "couldn't find remote ref" in err:
                 return None
+            wrong = misconfiguration(self.remote, err)
+            if wrong is not None:
+                raise wrong
             raise RemoteError(f"fetch from {sanitize(self.remote)} failed: "
                               f"{sanitize(err.strip())[-500:]}")
         return self.repo.read_ref(dst)
@@ -112,14 +230,69 @@ class Remote:
         return self.push_ref(commit, f"refs/heads/{self.branch}")
 
     def push_ref(self, commit: str, dst: str) -> PushOutcome:
-        """Push ``commit`` to remote ref ``dst`` as a fast-forward (never forced)."""
+        """Push ``commit`` to remote ref ``dst`` as a fast-forward (never forced). Raises
+        ``RemoteConfigError`` when the remote refused the credentials (nothing was sent)."""
+        self.check()
         try:
             proc = self._git(["push", "--porcelain", "--no-recurse-submodules", self.remote,
                               f"{commit}:{dst}"], self.push_timeout)
         except subprocess.TimeoutExpired:
             return PushOutcome(PushResult.UNKNOWN, "push timed out")
-        return classify_push(proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                             proc.stderr.decode("utf-8", "replace"), dst)
+        out, err = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+        outcome = classify_push(proc.returncode, out, err, dst)
+        if outcome.result == PushResult.UNKNOWN:
+            wrong = misconfiguration(self.remote, err)
+            if wrong is not None:
+                raise wrong
+        return outcome
+
+    def dry_run_push(self, source: str) -> PushOutcome:
+        """``git push --dry-run`` of ``source`` to the remote branch: reaches the remote and
+        authenticates as a push would, and changes nothing (doctor's "writable" check)."""
+        self.check()
+        dst = f"refs/heads/{self.branch}"
+        try:
+            proc = self._git(["push", "--dry-run", "--porcelain", "--no-verify",
+                              "--no-recurse-submodules", self.remote, f"{source}:{dst}"],
+                             self.push_timeout)
+        except subprocess.TimeoutExpired:
+            return PushOutcome(PushResult.UNKNOWN, "push --dry-run timed out")
+        out, err = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+        outcome = classify_push(proc.returncode, out, err, dst)
+        if outcome.result == PushResult.UNKNOWN:
+            wrong = misconfiguration(self.remote, err)
+            if wrong is not None:
+                raise wrong
+        return outcome
+
+    def ls_remote(self) -> str | None:
+        """The remote branch's tip as the remote says now, without fetching anything (no
+        object and no ref written: what ``--dry-run`` may use). None: no such branch."""
+        self.check()
+        ref = f"refs/heads/{self.branch}"
+        try:
+            proc = self._git(["ls-remote", "--heads", self.remote, ref], self.fetch_timeout)
+        except subprocess.TimeoutExpired:
+            raise RemoteError(f"ls-remote of {sanitize(self.remote)} timed out") from None
+        err = proc.stderr.decode("utf-8", "replace")
+        if proc.returncode != 0:
+            wrong = misconfiguration(self.remote, err)
+            if wrong is not None:
+                raise wrong
+            raise RemoteError(f"ls-remote of {sanitize(self.remote)} failed: "
+                              f"{_last_line(err)}")
+        for line in proc.stdout.decode("ascii", "replace").splitlines():
+            sha, _, name = line.partition("\t")
+            if name == ref:
+                return sha
+        return None
+
+
+def _is_repository(path: Path) -> bool:
+    """A git repository (bare or not), or a bundle file (git fetches from those too)."""
+    if path.is_file():
+        return True
+    return (path / ".git").exists() or ((path / "HEAD").is_file() and (path / "objects").is_dir())
 
 
 def classify_push(code: int, out: str, err: str, dst: str) -> PushOutcome:

@@ -30,6 +30,7 @@ from dulwich.repo import Repo
 
 from gitpub.core.errors import CorruptStateError, NotARepositoryError
 from gitpub.core.files import fsync_dir
+from gitpub.git import packed
 from gitpub.git.locate import Location, locate
 from gitpub.git.run import run_git
 from gitpub.git.values import (
@@ -169,8 +170,12 @@ class Repository:
                     hint=f"inspect {raw_path}; restore it from `git reflog` or a backup",
                 )
             return _s(value)
-        packed = self._repo.refs.get_packed_refs().get(_r(name))
-        return None if packed is None else _s(packed)
+        try:
+            return packed.lookup(self.common_dir / "packed-refs", name)
+        except packed.PackedRefsError as e:
+            raise CorruptStateError(f"packed-refs is corrupt: {e}",
+                                    hint="`git pack-refs` rewrites it from the loose refs; "
+                                         "inspect it first") from None
 
     def head_ref(self) -> str | None:
         """The branch HEAD points at (``refs/heads/…``), None when detached or bare."""

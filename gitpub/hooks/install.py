@@ -71,6 +71,9 @@ def _git(cwd: Path, *args: str) -> str | None:
     if proc.returncode == 1:
         return None
     err = proc.stderr.decode("utf-8", "replace").strip()
+    if proc.returncode != 0 and "not a git repository" in err:
+        raise NotARepositoryError(f"not a git repository: {cwd}",
+                                  hint="run inside a git repository, or pass -C PATH")
     if proc.returncode != 0:
         said = (err.splitlines() or [f"exit status {proc.returncode}"])[-1]
         raise NotARepositoryError(f"git {args[0]} failed in {cwd}: {said}",

@@ -127,9 +127,11 @@ class JobStore:
     def job_ids(self) -> list[str]:
         return sorted(self.repo.list_refs(JOBS_PREFIX))
 
-    def iter_jobs(self, *, finished: bool = True) -> Iterator[Job | CorruptStateError]:
+    def iter_jobs(self, *, finished: bool = True,
+                  tidy: bool = True) -> Iterator[Job | CorruptStateError]:
         """Every job (``finished=False``: only those not yet terminal, from the active index);
-        an unreadable one is yielded as its error so callers can go on."""
+        an unreadable one is yielded as its error so callers can go on. ``tidy=False`` writes
+        nothing (a dry run): stale index entries are skipped but not removed."""
         active = self.repo.list_refs(ACTIVE_PREFIX) if not finished else {}
         for job_id in self.job_ids() if finished else sorted(active):
             try:
@@ -140,7 +142,8 @@ class JobStore:
             if job is None:
                 continue  # being created right now, or a creator died before the job ref
             if not finished and job.state in TERMINAL:
-                self.repo.delete_ref(ACTIVE_PREFIX + job_id, active[job_id])  # stale entry
+                if tidy:
+                    self.repo.delete_ref(ACTIVE_PREFIX + job_id, active[job_id])  # stale entry
                 continue
             yield job
 

@@ -1,0 +1,317 @@
+"""``git pub doctor [--fix]``: everything gitpub relies on, checked, one line each with its fix.
+
+Each check reads only; it returns a ``Check`` saying what it found and how to fix it. A fix is
+*safe* — applied by ``--fix`` — only when it cannot lose anything and needs nobody's judgement:
+
+- **hooks** (install or refresh the shims): planned first, written atomically, an existing hook
+  kept as ``.legacy`` and run first, undone byte for byte by ``git pub hooks uninstall``;
+- **notes refspec** (add ``+refs/notes/pub:refs/notes/remotes/<remote>/pub``): one more fetch
+  refspec into a namespace of its own; no ref moves now, no local note can be overwritten;
+- **stale locks** (remove ``*.lock`` files under ``refs/`` and ``objects/`` older than
+  ``STALE_LOCK_AGE``): git and gitpub hold such a lock for the milliseconds of one ref or object
+  write, so one that old is the leftover of a killed process, and it blocks every later write;
+- **active index** (add the missing entries of unfinished jobs, remove those of finished ones):
+  derived data, never the truth about a job, rebuilt from the job refs themselves.
+
+Everything else needs a person — a configuration to edit, credentials, a shallow clone to
+deepen (a download of unknown size), unreadable job state to inspect, font sources to commit,
+hand edits to sync (a push) — and is only reported, with the command to run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+from gitpub.app.session import load_repo_config
+from gitpub.config.model import Config
+from gitpub.core.errors import EXIT_ERROR, EXIT_OK, CorruptStateError, GitpubError
+from gitpub.core.states import TERMINAL
+from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError
+from gitpub.git.repo import Repository
+from gitpub.pipeline.context import Context
+from gitpub.store.jobs import ACTIVE_PREFIX, JOBS_PREFIX, JobStore
+
+#: A lock file older than this is a dead process's leftover (see the module docstring).
+STALE_LOCK_AGE = 600.0
+
+Status = Literal["ok", "warn", "fail", "skipped"]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    message: str
+    fix: str | None = None  # what to do about it (a command when there is one)
+    safe_fix: bool = False  # whether --fix applies it
+    fixed: bool = False
+
+
+@dataclass(frozen=True)
+class Report:
+    checks: tuple[Check, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != "fail" or c.fixed for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OK if self.ok else EXIT_ERROR
+
+
+@dataclass
+class _Env:
+    repo: Repository
+    config: Config | None
+    fix: bool
+
+
+def doctor(where: Path, fix: bool = False) -> Report:
+    with Repository.discover(where) as repo:
+        config_check, config = _config(repo)
+        env = _Env(repo, config, fix)
+        checks = [config_check] + [_guarded(name, check, env) for name, check in _CHECKS]
+        return Report(tuple(checks))
+
+
+def _guarded(name: str, check: Callable[[_Env], Check], env: _Env) -> Check:
+    """A check that needs the configuration is skipped without one; one that fails
+    unexpectedly is reported as failed, and the others still run."""
+    if env.config is None and name in _NEEDS_CONFIG:
+        return Check(name, "skipped", "needs a valid configuration")
+    try:
+        return check(env)
+    except GitpubError as e:
+        return Check(name, "fail", e.message, e.hint)
+
+
+# -- the checks --------------------------------------------------------------------------------
+
+def _config(repo: Repository) -> tuple[Check, Config | None]:
+    try:
+        config = load_repo_config(repo)
+    except GitpubError as e:
+        return Check("configuration", "fail", e.message, e.hint or "edit .gitpub.yaml"), None
+    return Check("configuration", "ok", ".gitpub.yaml is valid (or absent: defaults)"), config
+
+
+def _remote(env: _Env) -> Check:
+    assert env.config is not None
+    remote = Remote(env.repo, env.config.remote, env.config.branch, fetch_timeout=60,
+                    push_timeout=60)
+    name = f"{env.config.remote}/{env.config.branch}"
+    try:
+        tip = remote.ls_remote()
+        if tip is None:
+            return Check("remote", "fail", f"{env.config.remote} has no branch "
+                         f"{env.config.branch}", f"push the branch first (`git push "
+                         f"{env.config.remote} {env.config.branch}`), or set `branch:`")
+        source = tip if env.repo.has_object(tip) else remote.tracking_ref
+        if env.repo.read_ref(source) is None and not env.repo.has_object(source):
+            return Check("remote", "warn", f"{name} is reachable (at {tip[:12]}); writability "
+                         "not checked: nothing fetched yet", "`git fetch`, then run doctor again")
+        outcome = remote.dry_run_push(source)
+    except RemoteConfigError as e:
+        return Check("remote", "fail", e.message,
+                     (e.hint or "").replace("; no delivery attempt was used", "") or None)
+    except RemoteError as e:
+        return Check("remote", "fail", e.message, "check the network and the remote's URL "
+                                                  "(`git remote -v`)")
+    if outcome.result in (PushResult.SENT, PushResult.RACE):
+        return Check("remote", "ok", f"{name} is reachable and accepts a push (git push "
+                                     "--dry-run)")
+    return Check("remote", "fail" if outcome.result == PushResult.UNKNOWN else "warn",
+                 f"{name}: git push --dry-run: {outcome.detail}",
+                 "check write access to the remote")
+
+
+def _hooks(env: _Env) -> Check:
+    from gitpub.hooks.install import hooks_directory, install, plan_install, render_shim
+    from gitpub.hooks.shared import HOOKS
+
+    if env.repo.work_tree is None:
+        return Check("hooks", "skipped", "a bare repository runs no commit hooks")
+    directory = hooks_directory(env.repo.work_tree)  # raises (with a hint) on core.hooksPath
+    steps = plan_install(directory, {hook: render_shim(hook) for hook in HOOKS})
+    if not steps:
+        return Check("hooks", "ok", f"pre-push and post-commit installed and current in "
+                                    f"{directory}")
+    what = ", ".join(sorted({s.path.name for s in steps}))
+    check = Check("hooks", "warn", f"not installed or not current: {what}",
+                  "`git pub hooks install`", safe_fix=True)
+    if env.fix:
+        install(env.repo.work_tree)
+        return replace(check, fixed=True)
+    return check
+
+
+def _refspecs(repo: Repository, remote: str) -> list[str]:
+    proc = repo.git("config", "--get-all", f"remote.{remote}.fetch", timeout=30)
+    return proc.stdout.decode("utf-8", "replace").split()
+
+
+def _notes_refspec(env: _Env) -> Check:
+    assert env.config is not None
+    remote = env.config.remote
+    specs = _refspecs(env.repo, remote)
+    clobbering = [s for s in specs if s.startswith("+") and s.split(":")[-1] in
+                  ("refs/notes/pub", "refs/notes/*")]
+    if clobbering:
+        return Check("notes refspec", "fail",
+                     f"`git fetch` overwrites the local refs/notes/pub ({clobbering[0]}): notes "
+                     "written here would be lost",
+                     f"`git config --unset-all remote.{remote}.fetch '{clobbering[0]}'`, then "
+                     "`git pub doctor --fix`")
+    mirror = f"+refs/notes/pub:refs/notes/remotes/{remote}/pub"
+    if any(s.lstrip("+").split(":")[0] in ("refs/notes/pub", "refs/notes/*") for s in specs):
+        return Check("notes refspec", "ok", "`git fetch` brings the CI's verdicts "
+                                            "(refs/notes/pub)")
+    check = Check("notes refspec", "warn", "`git fetch` does not bring the CI's verdicts "
+                  "(refs/notes/pub)", f"`git config --add remote.{remote}.fetch {mirror}`; "
+                  f"read them with `git log --notes=remotes/{remote}/pub`", safe_fix=True)
+    if env.fix:
+        env.repo.git("config", "--add", f"remote.{remote}.fetch", mirror, timeout=30)
+        return replace(check, fixed=True)
+    return check
+
+
+def _shallow(env: _Env) -> Check:
+    if (env.repo.common_dir / "shallow").exists():
+        return Check("shallow clone", "warn", "shallow clone: publications are found only in "
+                     "the history fetched so far", "`git fetch --unshallow` (downloads the "
+                     "whole history)")
+    return Check("shallow clone", "ok", "complete history")
+
+
+def stale_locks(common_dir: Path, now: float | None = None,
+                age: float = STALE_LOCK_AGE) -> list[Path]:
+    """``*.lock`` files under ``refs/`` and ``objects/`` (and ``packed-refs.lock``) older than
+    ``age`` seconds."""
+    now = time.time() if now is None else now
+
+    def candidates() -> Iterator[Path]:
+        yield common_dir / "packed-refs.lock"
+        for top in ("refs", "objects"):
+            for root, _dirs, files in os.walk(common_dir / top):
+                yield from (Path(root) / f for f in files if f.endswith(".lock"))
+
+    old = []
+    for path in candidates():
+        try:
+            if now - path.lstat().st_mtime > age:
+                old.append(path)
+        except FileNotFoundError:
+            continue
+    return sorted(old)
+
+
+def _locks(env: _Env) -> Check:
+    old = stale_locks(env.repo.common_dir)
+    if not old:
+        return Check("stale locks", "ok", "no lock file older than "
+                                          f"{STALE_LOCK_AGE / 60:.0f} minutes")
+    names = ", ".join(str(p.relative_to(env.repo.common_dir)) for p in old[:5])
+    check = Check("stale locks", "fail", f"{len(old)} lock file(s) older than "
+                  f"{STALE_LOCK_AGE / 60:.0f} minutes (left by killed processes): {names}",
+                  "remove them (`git pub doctor --fix`)", safe_fix=True)
+    if env.fix:
+        for path in old:
+            path.unlink(missing_ok=True)
+        return replace(check, fixed=True)
+    return check
+
+
+def _job_refs(env: _Env) -> Check:
+    bad = [item.message for item in JobStore(env.repo).iter_jobs()
+           if isinstance(item, CorruptStateError)]
+    if not bad:
+        return Check("job refs", "ok", "every job's state is readable")
+    return Check("job refs", "fail", f"{len(bad)} unreadable job(s): {bad[0]}",
+                 "inspect with `git log -p refs/pub/jobs/ID`; repair, or delete the ref once "
+                 "you know the job is not wanted")
+
+
+def _active(env: _Env) -> Check:
+    repo, store = env.repo, JobStore(env.repo)
+    active = repo.list_refs(ACTIVE_PREFIX)
+    jobs = repo.list_refs(JOBS_PREFIX)
+    missing, stale = [], []
+    for job_id in jobs:
+        try:
+            job = store.load(job_id)
+        except CorruptStateError:
+            continue  # the job refs check reports it
+        if job is None:
+            continue
+        if job.state not in TERMINAL and job_id not in active:
+            missing.append((job_id, job.commit))
+        elif job.state in TERMINAL and job_id in active:
+            stale.append((job_id, active[job_id]))
+    orphans = sorted(set(active) - set(jobs))
+    if not missing and not stale and not orphans:
+        return Check("active index", "ok", f"consistent ({len(active)} unfinished job(s))")
+    parts = [f"{len(missing)} unfinished job(s) missing (invisible to push and status)"] * bool(
+        missing) + [f"{len(stale)} finished job(s) still listed"] * bool(stale)
+    if orphans:
+        parts.append(f"{len(orphans)} entr(ies) without a job ({orphans[0]}: a creator died, or "
+                     "one is running now)")
+    fixable = bool(missing or stale)
+    check = Check("active index", "fail" if missing else "warn", "; ".join(parts),
+                  "`git pub doctor --fix` rebuilds the entries from the job refs"
+                  + (f"; `git update-ref -d {ACTIVE_PREFIX}{orphans[0]}` once no prepare runs"
+                     if orphans else ""), safe_fix=fixable)
+    if env.fix and fixable:
+        for job_id, commit in missing:
+            repo.cas_ref(ACTIVE_PREFIX + job_id, None, commit, "gitpub doctor: active")
+        for job_id, value in stale:
+            repo.delete_ref(ACTIVE_PREFIX + job_id, value)
+        return replace(check, fixed=not orphans)
+    return check
+
+
+def _fonts(env: _Env) -> Check:
+    config, repo = env.config, env.repo
+    assert config is not None
+    if not config.fonts:
+        return Check("font sources", "ok", "no fonts configured")
+    ref = Context(repo, JobStore(repo), config).base_ref()
+    tree = None if ref is None else repo.commit(str(repo.read_ref(ref))).tree
+    absent = [f.source for f in config.fonts if tree is None or repo.lookup(tree, f.source) is None]
+    if not absent:
+        return Check("font sources", "ok", f"every font source is in {ref}")
+    return Check("font sources", "fail", f"not in {ref or 'any commit'}: {', '.join(absent)}",
+                 f"commit and push them (`git add {absent[0]} && git commit && git push`)")
+
+
+def _hand_edits(env: _Env) -> Check:
+    from gitpub.delivery.sync import discover
+
+    config, repo = env.config, env.repo
+    assert config is not None
+    ctx = Context(repo, JobStore(repo), config)
+    pending = discover(ctx, repo.read_ref(f"refs/remotes/{config.remote}/{config.branch}"))
+    if pending.empty:
+        return Check("hand edits", "ok", "no pending hand edits")
+    return Check("hand edits", "warn", f"{len(pending.uncommitted)} uncommitted content "
+                 f"path(s), {len(pending.unpushed)} unpushed commit(s)",
+                 "`git pub sync --dry-run` shows what `git pub sync` would deliver")
+
+
+_CHECKS: tuple[tuple[str, Callable[[_Env], Check]], ...] = (
+    ("remote", _remote),
+    ("hooks", _hooks),
+    ("notes refspec", _notes_refspec),
+    ("shallow clone", _shallow),
+    ("stale locks", _locks),
+    ("job refs", _job_refs),
+    ("active index", _active),
+    ("font sources", _fonts),
+    ("hand edits", _hand_edits),
+)
+_NEEDS_CONFIG = frozenset({"remote", "notes refspec", "font sources", "hand edits"})

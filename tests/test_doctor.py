@@ -1,0 +1,197 @@
+"""`git pub doctor [--fix]` and `push/sync --dry-run`, each check proven by injecting its fault:
+a stale lock, missing or outdated hooks, a clobbering notes refspec, a shallow clone, a garbage
+job ref, a lost active-index entry, an uncommitted font source, a hand edit, a bad remote."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from conftest import Site, git
+
+
+def doctor(site: Site, *args: str) -> tuple[int, dict[str, Any]]:
+    r = site.call("doctor", "--json", *args)
+    data = r.json()
+    return r.code, {c["name"]: c for c in data["checks"]}
+
+
+def healthy(site: Site) -> None:
+    assert site.call("hooks", "install").code == 0
+    _code, checks = doctor(site, "--fix")
+    assert checks["notes refspec"]["fixed"]
+
+
+def test_a_healthy_site(site: Site) -> None:
+    healthy(site)
+    code, checks = doctor(site)
+    assert code == 0, checks
+    assert {c["status"] for c in checks.values()} == {"ok"}, checks
+    assert "accepts a push" in checks["remote"]["message"]
+    text = site.call("doctor")
+    assert text.code == 0 and len(text.out.splitlines()) == len(checks)
+
+
+def test_stale_locks_are_removed_by_fix_fresh_ones_kept(site: Site) -> None:
+    healthy(site)
+    gitdir = site.path / ".git"
+    stale = gitdir / "refs" / "heads" / "main.lock"
+    stale.write_text("")
+    old = time.time() - 3600
+    os.utime(stale, (old, old))
+    obj = gitdir / "objects" / "ab"
+    obj.mkdir(exist_ok=True)
+    fresh = obj / "cd.lock"
+    fresh.write_text("")
+    code, checks = doctor(site)
+    assert code == 1 and checks["stale locks"]["status"] == "fail"
+    assert "refs/heads/main.lock" in checks["stale locks"]["message"]
+    assert checks["stale locks"]["safe_fix"]
+    code, checks = doctor(site, "--fix")
+    assert code == 0 and checks["stale locks"]["fixed"]
+    assert not stale.exists() and fresh.exists(), "a lock in use is left alone"
+    fresh.unlink()
+    obj.rmdir()
+
+
+def test_hooks_missing_or_outdated(site: Site) -> None:
+    healthy(site)
+    hook = site.path / ".git" / "hooks" / "pre-push"
+    hook.write_text(hook.read_text() + "# edited\n")
+    _code, checks = doctor(site)
+    assert checks["hooks"]["status"] == "warn" and "pre-push" in checks["hooks"]["message"]
+    _code, checks = doctor(site, "--fix")
+    assert checks["hooks"]["fixed"]
+    assert doctor(site)[1]["hooks"]["status"] == "ok"
+    assert "# edited" not in hook.read_text()
+
+
+def test_a_clobbering_notes_refspec_is_reported_not_changed(site: Site) -> None:
+    healthy(site)
+    site.git("config", "--add", "remote.origin.fetch", "+refs/notes/*:refs/notes/*")
+    code, checks = doctor(site, "--fix")
+    assert code == 1 and checks["notes refspec"]["status"] == "fail"
+    assert not checks["notes refspec"]["fixed"]
+    assert "+refs/notes/*:refs/notes/*" in site.git("config", "--get-all", "remote.origin.fetch")
+
+
+def test_shallow_clone(site: Site, tmp_path: Path) -> None:
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", site.remote.as_uri(), str(shallow))
+    site.repos.append(shallow)
+    clone = Site(shallow, site.remote, site.env)
+    _code, checks = doctor(clone)
+    assert checks["shallow clone"]["status"] == "warn"
+    assert "--unshallow" in checks["shallow clone"]["fix"]
+
+
+def test_unreadable_job_ref_and_active_index(site: Site) -> None:
+    healthy(site)
+    r = site.call("prepare", "--json", "--key", "k", "--to", "posts/a.md", "-", input="# A\n")
+    job_id = r.json()["job_id"]
+    active = f"refs/pub/active/{job_id}"
+    site.git("update-ref", "-d", active)
+    assert site.call("status", "--json").json()["jobs"] == [], "invisible without its entry"
+    code, checks = doctor(site)
+    assert checks["active index"]["status"] == "fail"
+    code, checks = doctor(site, "--fix")
+    assert checks["active index"]["fixed"]
+    assert [j["job_id"] for j in site.call("status", "--json").json()["jobs"]] == [job_id]
+    bad = site.path / ".git" / "refs" / "pub" / "jobs" / "x"
+    bad.write_text("garbage\n")
+    code, checks = doctor(site, "--fix")
+    assert code == 1 and checks["job refs"]["status"] == "fail"
+    assert bad.read_text() == "garbage\n", "unreadable state is left for repair"
+    bad.unlink()
+
+
+def test_font_source_not_committed_and_hand_edits(site: Site) -> None:
+    healthy(site)
+    site.write_config("fonts:\n  - {source: fonts/site.ttf, output: fonts/site.woff2, "
+                      "text: ['posts/**/*.md']}\n")
+    (site.path / "posts" / "typo.md").write_text("# Typo fixed by hand\n")
+    _code, checks = doctor(site)
+    assert checks["font sources"]["status"] == "fail"
+    assert "fonts/site.ttf" in checks["font sources"]["message"]
+    assert checks["hand edits"]["status"] == "warn"
+    assert "sync --dry-run" in checks["hand edits"]["fix"]
+
+
+def test_bad_remote_and_bad_config(site: Site) -> None:
+    site.git("remote", "set-url", "origin", str(site.path.parent / "nowhere.git"))
+    code, checks = doctor(site)
+    assert code == 1 and checks["remote"]["status"] == "fail"
+    assert "git remote set-url" in checks["remote"]["fix"]
+    site.write_config("retry: {max_attempts: three}\n")
+    code, checks = doctor(site)
+    assert checks["configuration"]["status"] == "fail"
+    assert checks["remote"]["status"] == "skipped"
+
+
+# -- dry runs ---------------------------------------------------------------------------------
+
+def snapshot(site: Site) -> tuple[str, str, str]:
+    return (site.git("for-each-ref"), site.git("count-objects", "-v"),
+            git(site.remote, "for-each-ref"))
+
+
+def test_push_dry_run_changes_nothing(site: Site, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(site.remote), str(other))
+    site.repos.append(other)
+    r = site.call("prepare", "--json", "--key", "k", "--to", "posts/a.md", "-", input="# A\n")
+    job_id = r.json()["job_id"]
+    (other / "posts" / "b.md").write_text("# B\n")
+    git(other, "add", ".")
+    git(other, "commit", "-qm", "B")
+    git(other, "push", "-q", "origin", "HEAD:main")
+    (site.path / "posts" / "hand.md").write_text("# by hand\n")
+    before = snapshot(site)
+    r = site.call("push", "--dry-run", "--json")
+    assert r.code == 0, r.out + r.err
+    (step,) = r.json()["jobs"]
+    assert step["job_id"] == job_id and step["action"] == "publish"
+    assert "the remote moved" in step["detail"]
+    r = site.call("sync", "--dry-run", "--json")
+    assert r.json()["hand_edits"]["uncommitted"] == ["posts/hand.md"]
+    text = site.call("sync", "--dry-run")
+    assert "would commit 1 content path(s): posts/hand.md" in text.out
+    assert snapshot(site) == before, "a dry run writes no ref and no object"
+    assert site.call("push").code == 0, "and the real push still works"
+
+
+def test_dry_run_sees_a_conflict_and_a_publication(site: Site, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(site.remote), str(other))
+    site.repos.append(other)
+    r = site.call("prepare", "--json", "--key", "k", "--to", "posts/welcome.md", "-",
+                  input="# Welcome\n\nMine.\n")
+    (other / "posts" / "welcome.md").write_text("# Welcome\n\nTheirs.\n")
+    git(other, "commit", "-qam", "theirs")
+    git(other, "push", "-q", "origin", "HEAD:main")
+    site.git("fetch", "-q", "origin")
+    before = snapshot(site)
+    r = site.call("push", "--dry-run", "--json")
+    assert r.json()["jobs"][0]["action"] == "conflict"
+    assert snapshot(site) == before
+    r2 = site.call("prepare", "--json", "--key", "k2", "--to", "posts/new.md", "-",
+                   input="# New\n")
+    assert site.call("push", r2.json()["job_id"]).code == 0
+    assert site.call("push", "--dry-run").out.count("would") == 1
+
+
+def test_dry_run_of_a_named_job_that_needs_a_person(site: Site, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(site.remote), str(other))
+    site.repos.append(other)
+    r = site.call("prepare", "--json", "--key", "k", "--to", "posts/welcome.md", "-",
+                  input="# Welcome\n\nMine.\n")
+    job_id = r.json()["job_id"]
+    (other / "posts" / "welcome.md").write_text("# Welcome\n\nTheirs.\n")
+    git(other, "commit", "-qam", "theirs")
+    git(other, "push", "-q", "origin", "HEAD:main")
+    assert site.call("push").code == 4
+    r = site.call("push", "--dry-run", "--json", job_id)
+    assert r.json()["jobs"][0]["action"] == "nothing"
