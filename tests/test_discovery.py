@@ -29,7 +29,7 @@ def pub(cwd: Path, *args: str, env: dict[str, str], extra: dict[str, str] | None
     proc = subprocess.run(argv, cwd=cwd, env=full, capture_output=True, timeout=120,
                           input=None if input is None else input.encode())
     return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                  proc.stderr.decode("utf-8", "replace"))
+                  proc.stderr.decode("utf-8", "replace"), args)
 
 
 def fingerprint(repo: Path) -> tuple[str, str]:

@@ -337,3 +337,14 @@ def test_a_job_of_an_amended_commit_is_superseded_not_delivered(site: Site,
     assert states == ["PUBLISHED", "SKIPPED"]
     assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nSecond try.\n"
     assert len(remote_job_ids(site)) == 1
+
+
+def test_a_scissors_line_after_a_divider_is_refused_without_hanging(site: Site) -> None:
+    """git 2.39 loops forever reading such a message: sync refuses it before git sees it."""
+    hand_commit(site, "posts/welcome.md", "# Welcome\n\nEdited.\n",
+                "edit\n\n---\n# ------------------------ >8 ------------------------\nx\n")
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["refused"] and "scissors" in r.json()["commits"][0]["reason"]
+    assert snapshot(site) == before

@@ -20,6 +20,7 @@ reason, never rewritten.
 
 from __future__ import annotations
 
+import subprocess
 from typing import TYPE_CHECKING
 
 from gitpub.core.manifest import HEADERS
@@ -33,9 +34,19 @@ class ProofMessageError(ValueError):
     """The message cannot carry gitpub's proof so that git reads it back unchanged."""
 
 
+#: git 2.39 loops forever on a scissors line after a ``---`` line; such a message is refused
+#: before git sees it, and git gets a timeout all the same.
+_CUT = b"# ------------------------ >8 ------------------------"
+_PARSE_TIMEOUT = 20.0
+
+
 def _parse(repo: Repository, message: bytes, *, divider: bool) -> bytes:
     args = ["interpret-trailers", "--parse", *([] if divider else ["--no-divider"])]
-    proc = repo.git(*args, input=message)
+    try:
+        proc = repo.git(*args, input=message, timeout=_PARSE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise ProofMessageError("git interpret-trailers did not finish reading the "
+                                "message") from None
     if proc.returncode != 0:
         raise ProofMessageError("git interpret-trailers could not read the message")
     return proc.stdout
@@ -47,6 +58,8 @@ def with_proof(repo: Repository, message: bytes, manifest: bytes,
     lines = message.split(b"\n")
     if any(line + b"\n" in HEADERS for line in lines):
         raise ProofMessageError("the message already holds a gitpub manifest line")
+    if any(line.startswith(_CUT) for line in lines):
+        raise ProofMessageError("the message has a scissors line, where git stops reading it")
     ours = b"".join(f"{k}: {v}\n".encode() for k, v in trailers.proof_pairs(proof, prefix))
     theirs = _parse(repo, message, divider=True)
     text = message.rstrip(b"\n")
