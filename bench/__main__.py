@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="fewer runs and small synthetic sizes (a smoke check)")
     parser.add_argument("--only", action="append", metavar="SCENARIO", default=[],
                         help="run only this scenario (repeatable; prefix match): "
-                             + ", ".join([*SCENARIOS, "fonts", "hooks"]))
+                             + ", ".join([*SCENARIOS, "fonts", "hooks", "channels"]))
     parser.add_argument("--profile", action="store_true",
                         help="profile one gitpub run of every scenario that misses its target")
     parser.add_argument("--fonts", action=argparse.BooleanOptionalAction, default=True,
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep bench/.work/run (the sites and remotes) afterwards")
     args = parser.parse_args(argv)
 
-    names = [*SCENARIOS, "fonts", "hooks"]
+    names = [*SCENARIOS, "fonts", "hooks", "channels"]
     selected = [n for n in names if not args.only or any(n.startswith(o) for o in args.only)]
     if args.only and not selected:
         parser.error(f"no scenario matches {args.only}; choose from {', '.join(names)}")

@@ -115,7 +115,8 @@ def test_version_and_demo_under_json(site: Site) -> None:
     r = site.run("demo", "--json", timeout=120)
     assert r.code == 0, r.out + r.err
     report = r.json()
-    assert report["ok"] and len(report["steps"]) == 5
+    assert report["ok"] and len(report["steps"]) == 6  # prepare x2, push x2, status, log
+    assert report["steps"][4]["output"]["channels"][0]["status"] == "confirmed"
     for step in report["steps"]:
         words = step["command"].split()[2:]
         from schemas import schema_for
@@ -132,14 +133,14 @@ def test_every_command_has_a_schema_and_matches_it(site: Site) -> None:
     for args in (["status"], ["status", job_id], ["log", job_id], ["push", "--dry-run"],
                  ["sync", "--dry-run"], ["push"], ["sync"], ["reconcile"],
                  ["confirm", "--no-push-notes"], ["hooks", "install"], ["hooks", "uninstall"],
-                 ["init"], ["doctor"]):
+                 ["init"], ["doctor"], ["metrics"]):
         out = site.call(*args, "--json")
         data = out.json()
         assert data["schema_version"] == 1, args
     used = {p.name for p in SCHEMAS.glob("*.json")}
     assert used == {"confirm.json", "demo.json", "doctor.json", "error.json", "history.json",
-                    "hooks.json", "init.json", "job.json", "jobs.json", "plan.json",
-                    "version.json"}
+                    "hooks.json", "init.json", "job.json", "jobs.json", "metrics.json",
+                    "plan.json", "version.json"}
     for name in used:
         assert load(name)["properties"]["schema_version"] == {
             "const": 1, "description": "the version of these schemas"}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitpub.app.advice import next_step
+from gitpub.app.contain import Failures
 from gitpub.app.session import find_job, open_session
 from gitpub.app.sources import read_sources
 from gitpub.app.targets import check_targets
@@ -24,10 +25,8 @@ from gitpub.core.errors import (
     EXIT_OK,
     EXIT_UNCONFIRMED,
     CorruptStateError,
-    GitpubError,
     UsageError,
 )
-from gitpub.core.sanitize import sanitize
 from gitpub.core.states import LOCAL, TERMINAL, State, exit_code_for
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import prepare as run_prepare
@@ -38,6 +37,8 @@ from gitpub.store.maintenance import pack_refs_if_needed
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gitpub.app.initialize import Initialized
+    from gitpub.channels.drive import Driver, Report
+    from gitpub.channels.resolve import Decision
     from gitpub.delivery.deliver import Deliverer
     from gitpub.delivery.handplan import Outcome
     from gitpub.delivery.resolve import Action
@@ -48,10 +49,10 @@ if TYPE_CHECKING:
 Progress = Callable[[str], None]
 
 
-def aggregate_exit(jobs: Sequence[Job]) -> int:
-    """3 if any job's key was used elsewhere for other content, else 4 if any job needs a
-    person, else 5 if any is not confirmed yet, else 0."""
-    codes = [exit_code_for(j.state, j.record.failure_code) for j in jobs]
+def aggregate_exit(jobs: Sequence[Job], extra: Sequence[int] = ()) -> int:
+    """3 if any job's key was used elsewhere for other content, else 4 if any job (or channel:
+    ``extra``) needs a person, else 5 if any is not confirmed yet, else 0."""
+    codes = [exit_code_for(j.state, j.record.failure_code) for j in jobs] + list(extra)
     for code in (EXIT_KEY_REUSED, EXIT_NEEDS_PERSON, EXIT_UNCONFIRMED):
         if code in codes:
             return code
@@ -66,10 +67,14 @@ class Prepared:
     created: bool
     note: str | None = None  # what happened to the local checkout (with --push)
     hint: str | None = None  # what to do next
+    channels: Report | None = None  # with --push: the published job's channels
 
     @property
     def exit_code(self) -> int:
-        return exit_code_for(self.job.state, self.job.record.failure_code)
+        if self.channels is not None and self.channels.errors:
+            return EXIT_ERROR
+        return aggregate_exit([self.job],
+                              [] if self.channels is None else [self.channels.exit_code])
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,7 @@ class Shown:
 
     job: Job
     hint: str | None = None
+    channels: Report | None = None  # a published job's channels, as recorded
 
 
 @dataclass(frozen=True)
@@ -96,12 +102,14 @@ class Jobs:
     #: Work that is not confirmed yet and needs another run (sync: hand edits not delivered
     #: because the remote did not answer): exit 5, as a job in RETRY_WAIT.
     unconfirmed: tuple[str, ...] = ()
+    channels: Mapping[str, Report] = field(default_factory=dict)  # job id -> its channels
+    tracebacks: tuple[str, ...] = ()  # of the unexpected errors among ``errors`` (--debug)
 
     @property
     def exit_code(self) -> int:
-        if self.errors:
+        if self.errors or any(r.errors for r in self.channels.values()):
             return EXIT_ERROR
-        code = aggregate_exit(self.jobs)
+        code = aggregate_exit(self.jobs, [r.exit_code for r in self.channels.values()])
         if code in (EXIT_KEY_REUSED, EXIT_NEEDS_PERSON):
             return code
         if any(c.status.needs_person for c in self.commits):
@@ -138,8 +146,18 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
         from gitpub.delivery.deliver import Deliverer
 
         deliverer = Deliverer(ctx, ctx.remote(), now_please=True)
+        driver = _driver(ctx)
+        driver.expect([job])
         job = deliverer.deliver(job)
-        return Prepared(job, created, deliverer.notes.get(job.job_id), next_step(ctx, job))
+        reports, failed = driver.drive_all([job], only_named=True)
+        job = ctx.store.load(job.job_id) or job
+        report = reports[0] if reports else None
+        if failed:
+            from gitpub.channels.drive import Report
+
+            report = Report(job.job_id, None, errors=tuple(failed))
+        return Prepared(job, created, deliverer.notes.get(job.job_id), next_step(ctx, job),
+                        report)
 
 
 def _no_base_note(ctx: Context, job: Job) -> str | None:
@@ -154,20 +172,29 @@ def _no_base_note(ctx: Context, job: Job) -> str | None:
 
 def status(where: Path, progress: Progress, job_ref: str | None,
            show_all: bool) -> Shown | Jobs:
-    """One job, or the unfinished ones (``show_all``: every job)."""
+    """One job, or the unfinished ones (``show_all``: every job); a published job whose
+    channels are not settled yet is unfinished too. Channel records are shown as they are."""
+    from gitpub.channels.drive import channel_reports, unsettled
+
     with open_session(where, progress) as ctx:
         if job_ref is not None:
             job = find_job(ctx.store, job_ref)
-            return Shown(job, next_step(ctx, job))
+            return Shown(job, next_step(ctx, job),
+                         channel_reports(ctx, [job], strict=True).get(job.job_id))
         jobs: list[Job] = []
-        errors: list[str] = []
+        failures = Failures()
+        errors = failures.errors
         for item in ctx.store.iter_jobs(finished=show_all):
             if isinstance(item, CorruptStateError):
-                errors.append(item.message)
+                failures.add(None, item)
             elif show_all or item.state not in TERMINAL:
                 jobs.append(item)
+        if not show_all:
+            jobs += unsettled(ctx, {j.job_id for j in jobs}, errors)
+        channels = channel_reports(ctx, jobs, errors=errors)
         jobs.sort(key=lambda j: j.record.created_at)
-        return Jobs(tuple(jobs), tuple(errors), hints=_hints(ctx, jobs))
+        return Jobs(tuple(jobs), tuple(errors), hints=_hints(ctx, jobs), channels=channels,
+                    tracebacks=tuple(failures.tracebacks))
 
 
 def log(where: Path, progress: Progress, job_ref: str) -> History:
@@ -185,37 +212,73 @@ def init(where: Path, remote: str | None = None, branch: str | None = None) -> I
 
 # -- delivering ----------------------------------------------------------------------------
 
-def _unfinished(ctx: Context, errors: list[str], states: frozenset[State]) -> list[Job]:
-    """The unfinished jobs in ``states``, oldest first; unreadable ones go to ``errors``."""
+def _unfinished(ctx: Context, failures: Failures, states: frozenset[State], *,
+                scan: bool = False) -> list[Job]:
+    """The unfinished jobs in ``states``, oldest first, from the active index (``scan``: from
+    every job ref, the index rebuilt on the way); unreadable ones go to ``failures``."""
     jobs = []
-    for item in ctx.store.iter_jobs(finished=False):
+    for item in ctx.store.iter_jobs(finished=scan):
         if isinstance(item, CorruptStateError):
-            errors.append(item.message)
+            failures.add(None, item)
         elif item.state in states:
             jobs.append(item)
+    if scan:
+        for job_id in ctx.store.rebuild_index(jobs):
+            ctx.progress(f"job {job_id} was missing from the active index: indexed again")
     return sorted(jobs, key=lambda j: j.record.created_at)
 
 
-def _deliver_one(job: Job, deliverer: Deliverer, errors: list[str]) -> Job:
-    """The job delivered as far as it goes; on an error, the job as it was (error recorded).
-    A misconfigured remote or a missing branch is not the job's error: it stops the command
+def _deliver_one(ctx: Context, job: Job, deliverer: Deliverer, failures: Failures) -> Job:
+    """The job delivered as far as it goes; a failure is the job's (see ``contain``). A
+    misconfigured remote or a missing branch is not the job's error: it stops the command
     (exit 2) and changes nothing."""
     from gitpub.delivery.deliver import BranchMissingError
     from gitpub.git.remote import RemoteConfigError
 
-    try:
-        return deliverer.deliver(job)
-    except (BranchMissingError, RemoteConfigError):
-        raise
-    except GitpubError as e:  # one bad job must not stop the others
-        errors.append(f"job {job.job_id}: {sanitize(e.message)}")
-        return job
+    return failures.contain(ctx, job, deliverer.deliver,
+                            stop=(BranchMissingError, RemoteConfigError))
 
 
-def _deliver_all(jobs: Sequence[Job], deliverer: Deliverer, errors: list[str]) -> list[Job]:
+def _deliver_all(ctx: Context, jobs: Sequence[Job], deliverer: Deliverer,
+                 failures: Failures) -> list[Job]:
+    """Each job delivered as far as it goes; a job that fails is reported and left as it
+    stands (or in REVIEW, see ``contain``), and the others go on."""
     if jobs:
         deliverer.remote.check()  # no such remote, not a repository: exit 2, nothing changed
-    return [_deliver_one(job, deliverer, errors) for job in jobs]
+    return [_deliver_one(ctx, job, deliverer, failures) for job in jobs]
+
+
+def _maintain(ctx: Context, failures: Failures, *, sweep: bool = False) -> None:
+    """Housekeeping after delivering (``sweep``: also stale lock files nobody ran into): a
+    failure there is reported, never fatal."""
+    try:
+        if sweep:
+            ctx.repo.sweep_stale_locks()
+        pack_refs_if_needed(ctx.repo)
+    except Exception as e:
+        failures.add(None, e)
+
+
+def _driver(ctx: Context) -> Driver:
+    from gitpub.channels.drive import Driver
+
+    return Driver(ctx)
+
+
+def _distribute(ctx: Context, driver: Driver, done: Sequence[Job], errors: list[str], *,
+                only_named: bool = False) -> tuple[list[Job], dict[str, Report]]:
+    """After delivery: drive the channels of the published jobs (``done``, and unless
+    ``only_named`` every job whose distribution is unsettled). Returns the jobs to show (as
+    they are now) and their channel reports."""
+    reports, failed = driver.drive_all(done, only_named=only_named)
+    errors += failed
+    by_id = {r.job_id: r for r in reports}
+    shown = {j.job_id: j for j in done}
+    for job_id in by_id:
+        fresh = ctx.store.load(job_id)
+        if fresh is not None:
+            shown[job_id] = fresh
+    return list(shown.values()), by_id
 
 
 def push(where: Path, progress: Progress, job_refs: Sequence[str],
@@ -225,20 +288,26 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote(), now_please=bool(job_refs),
                               create_branch=create_branch)
-        errors: list[str] = []
+        failures = Failures()
+        errors = failures.errors
         if job_refs:
             jobs = [find_job(ctx.store, ref) for ref in job_refs]
         else:
-            jobs = _unfinished(ctx, errors, DELIVERABLE | LOCAL)
-        done = _deliver_all(jobs, deliverer, errors)
-        pack_refs_if_needed(ctx.repo)
-        return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), hints=_hints(ctx, done))
+            jobs = _unfinished(ctx, failures, DELIVERABLE | LOCAL)
+        driver = _driver(ctx)
+        driver.expect(jobs)
+        done = _deliver_all(ctx, jobs, deliverer, failures)
+        done, channels = _distribute(ctx, driver, done, errors, only_named=bool(job_refs))
+        _maintain(ctx, failures)
+        return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), hints=_hints(ctx, done),
+                    channels=channels, tracebacks=tuple(failures.tracebacks))
 
 
 def reconcile(where: Path, progress: Progress) -> Jobs:
     """Recover every unfinished job: local phases, unknown push outcomes, expired leases,
-    due retries, probes of FAILED jobs. Goes on past a bad job. With a misconfigured remote,
-    the local phases are still recovered, then the configuration error is reported."""
+    due retries, probes of FAILED jobs. Scans every job ref (the active index is derived data,
+    rebuilt here, never trusted) and goes on past a bad job. With a misconfigured remote, the
+    local phases are still recovered, then the configuration error is reported."""
     from gitpub.delivery.deliver import Deliverer
     from gitpub.delivery.sync import settle_outbox
     from gitpub.git.remote import RemoteConfigError
@@ -246,20 +315,29 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
 
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
-        errors: list[str] = []
+        failures = Failures()
+        errors = failures.errors
         everything = frozenset(State) - TERMINAL
-        jobs = _unfinished(ctx, errors, everything)
+        jobs = _unfinished(ctx, failures, everything, scan=True)
+        driver = _driver(ctx)
+        driver.expect(jobs)
         try:
-            done = _deliver_all(jobs, deliverer, errors)
+            done = _deliver_all(ctx, jobs, deliverer, failures)
         except RemoteConfigError:
             for job in jobs:
                 if job.state in LOCAL:
-                    drive(ctx, job)
+                    failures.contain(ctx, job, lambda j: drive(ctx, j))
             raise
-        pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
-        pack_refs_if_needed(ctx.repo)
+        done, channels = _distribute(ctx, driver, done, errors)
+        pending = None
+        try:
+            pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
+        except Exception as e:
+            failures.add(None, e)
+        _maintain(ctx, failures, sweep=True)
         return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), pending=pending,
-                    hints=_hints(ctx, done))
+                    hints=_hints(ctx, done), channels=channels,
+                    tracebacks=tuple(failures.tracebacks))
 
 
 def resolve(where: Path, progress: Progress, job_ref: str, action: Action,
@@ -272,9 +350,34 @@ def resolve(where: Path, progress: Progress, job_ref: str, action: Action,
     merged = None if from_file is None else _read_merged(from_file)
     with open_session(where, progress) as ctx:
         job = find_job(ctx.store, job_ref)
+        driver = _driver(ctx)
+        driver.expect([job])  # a retry may publish it: its channels follow
         result = resolve_job(ctx, job, Resolution(action, merged, from_file, push))
         notes = {} if result.note is None else {result.job.job_id: result.note}
-        return Jobs((result.job,), (), notes, hints=_hints(ctx, [result.job]))
+        errors: list[str] = []
+        (shown,), channels = _distribute(ctx, driver, [result.job], errors, only_named=True)
+        return Jobs((shown,), tuple(errors), notes, hints=_hints(ctx, [shown]),
+                    channels=channels)
+
+
+def resolve_channel(where: Path, progress: Progress, job_ref: str, channel: str,
+                    decision: Decision, url: str | None) -> Jobs:
+    """A person's decision on one channel, recorded; then the job's channels are driven."""
+    from gitpub.channels.resolve import resolve_channel as resolve_one
+
+    with open_session(where, progress) as ctx:
+        job = resolve_one(ctx.store, find_job(ctx.store, job_ref), channel, decision, url)
+        errors: list[str] = []
+        done, channels = _distribute(ctx, _driver(ctx), [job], errors, only_named=True)
+        return Jobs(tuple(done), tuple(errors), hints=_hints(ctx, done), channels=channels)
+
+
+def metrics(where: Path, progress: Progress) -> str:
+    """The Prometheus text of ``git pub metrics``."""
+    from gitpub.channels.metrics import gather, render
+
+    with open_session(where, progress) as ctx:
+        return render(gather(ctx.store))
 
 
 def _read_merged(path: str) -> bytes:
@@ -295,26 +398,37 @@ def sync(where: Path, progress: Progress) -> Jobs:
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
         deliverer.remote.check()  # no such remote, not a repository: exit 2, nothing changed
-        errors: list[str] = []
+        failures = Failures()
+        errors = failures.errors
         try:
             tip: str | None = deliverer.remote.fetch()
             unreachable = None
         except RemoteError as e:  # a transient: as a job in RETRY_WAIT, run again later
             tip, unreachable = None, e.message
         stale = supersede(ctx, tip) if unreachable is None else []
-        done = _deliver_all(_unfinished(ctx, errors, DELIVERABLE | LOCAL), deliverer, errors)
+        jobs = _unfinished(ctx, failures, DELIVERABLE | LOCAL)
+        driver = _driver(ctx)
+        driver.expect(jobs)
+        done = _deliver_all(ctx, jobs, deliverer, failures)
+        done, channels = _distribute(ctx, driver, done, errors)
         if unreachable is not None:
             return Jobs(tuple(done), tuple(errors), dict(deliverer.notes),
                         hints=_hints(ctx, done),
-                        unconfirmed=(f"hand edits not synced: {unreachable}",))
+                        unconfirmed=(f"hand edits not synced: {unreachable}",),
+                        channels=channels, tracebacks=tuple(failures.tracebacks))
         tip = ctx.repo.read_ref(deliverer.remote.tracking_ref)
-        report = sync_changes(ctx, tip, lambda job: _deliver_one(job, deliverer, errors))
-        settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
+        report = sync_changes(ctx, tip,
+                              lambda job: _deliver_one(ctx, job, deliverer, failures))
+        try:
+            settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
+        except Exception as e:
+            failures.add(None, e)
         touched = list({j.job_id: j for j in [*stale, *done, *report.jobs]}.values())
         hints = _hints(ctx, touched)
     return Jobs(tuple(touched), tuple(errors), dict(deliverer.notes),
                 remark="; ".join(report.notes) or None, commits=tuple(report.outcomes),
-                local=report.local, hints=hints)
+                local=report.local, hints=hints, channels=channels,
+                tracebacks=tuple(failures.tracebacks))
 
 
 # -- CI and hooks --------------------------------------------------------------------------

@@ -26,6 +26,7 @@ def open_session(where: Path, progress: Callable[[str], None], *,
                  keep_lease_in: frozenset[State] = frozenset()) -> Iterator[Context]:
     """The context of one command in the repository at ``where``; closed when done."""
     with Repository.discover(where) as repo:
+        repo.notice = progress
         config = load_repo_config(repo)
         store = JobStore(repo, keep_lease_in=keep_lease_in)
         yield Context(repo, store, config, progress=progress)

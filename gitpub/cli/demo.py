@@ -1,10 +1,11 @@
 """``git pub demo``: the whole flow on a throwaway repository, as a user would type it.
 
 It creates a site repository with a local bare remote in a temporary directory, prepares an
-article, publishes it to the remote, shows the job and its event history and the published
-commit on the remote, and removes everything unless ``--keep``. Under ``--json`` (``quiet``)
-each step runs with ``--json`` and the report is one object: every command, its exit status and
-its own JSON output.
+article, publishes it to the remote, announces it on a channel (a command that posts to a local
+"platform" file: no network), shows the job with its per-channel state, its event history and
+the published commit on the remote, and removes everything unless ``--keep``. Under ``--json``
+(``quiet``) each step runs with ``--json`` and the report is one object: every command, its exit
+status and its own JSON output.
 """
 
 from __future__ import annotations
@@ -35,6 +36,35 @@ This article was published by a durable, replayable state machine whose database
 CONFIG = """remote: origin
 branch: main
 articles: ["posts/**/*.md"]
+site:
+  url: "https://blog.example.org"
+  path: "/posts/{{stem}}/"
+channels:
+  - name: social
+    kind: command
+    account: "@news"
+    required: true
+    send: {send}
+    probe: {probe}
+"""
+
+#: The demo's channel: a "platform" that is a file of posts, one JSON line each. It speaks the
+#: command protocol: the payload on stdin, the intent key in the environment, one JSON outcome.
+ANNOUNCE = """import json, os, sys
+platform, action = sys.argv[1], sys.argv[2]
+key = os.environ["GITPUB_INTENT_KEY"]
+posts = [json.loads(line) for line in open(platform)] if os.path.exists(platform) else []
+if action == "probe":
+    found = [p for p in posts if p["key"] == key]
+    print(json.dumps({"outcome": "found", "remote_id": found[0]["id"], "url": found[0]["url"]}
+                     if found else {"outcome": "not_found"}))
+    sys.exit(0)
+payload = json.load(sys.stdin)
+post = {"id": str(len(posts) + 1), "key": key, "text": payload["title"] + " " + payload["url"]}
+post["url"] = "https://social.example/@news/" + post["id"]
+with open(platform, "a") as f:
+    f.write(json.dumps(post) + "\\n")
+print(json.dumps({"outcome": "sent", "remote_id": post["id"], "url": post["url"]}))
 """
 
 
@@ -83,7 +113,10 @@ def run_demo(keep: bool = False, quiet: bool = False) -> tuple[int, dict[str, An
         _git(top, "init", "-q", "-b", "main", str(site))
         (site / "posts").mkdir()
         (site / "posts" / "welcome.md").write_text("# Welcome\n\nThe first post.\n")
-        (site / ".gitpub.yaml").write_text(CONFIG)
+        (top / "announce.py").write_text(ANNOUNCE)
+        tool = [sys.executable, str(top / "announce.py"), str(top / "platform.jsonl")]
+        (site / ".gitpub.yaml").write_text(CONFIG.format(
+            send=json.dumps([*tool, "send"]), probe=json.dumps([*tool, "probe"])))
         _git(site, "add", ".")
         _git(site, "commit", "-q", "-m", "Start the site")
         _git(site, "remote", "add", "origin", str(remote))
@@ -95,10 +128,14 @@ def run_demo(keep: bool = False, quiet: bool = False) -> tuple[int, dict[str, An
             demo.pub(site, "prepare", "--key", "demo-hello", "--to", "posts/hello.md", "-",
                      stdin=ARTICLE),
             demo.pub(site, "push"),
-            demo.pub(site, "status", "--all"),
+            demo.pub(site, "push"),
+            demo.pub(site, "status", _job_id("demo-hello")),
             demo.pub(site, "log", _job_id("demo-hello")),
         ]
-        demo.say("\n(the second prepare found the same job: same key, same content)")
+        demo.say("\n(the second prepare found the same job: same key, same content;"
+                 " the second push found nothing left to do: one post on the channel)")
+        demo.say("\n$ cat platform.jsonl   (what the channel's platform received)")
+        demo.say((top / "platform.jsonl").read_text().rstrip("\n"))
         demo.say("\n$ git log --format='%h %s%n%(trailers:key=Blog-Job-Id)' -1 origin/main "
                  "(in the bare remote)")
         published = subprocess.run(

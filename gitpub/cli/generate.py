@@ -22,7 +22,7 @@ from gitpub import __version__
 PACKAGE = Path(__file__).resolve().parent.parent
 #: The order a person reads the commands in; any other command follows, alphabetically.
 ORDER = ("init", "prepare", "push", "status", "log", "reconcile", "resolve", "sync",
-         "confirm", "hooks", "demo")
+         "confirm", "metrics", "hooks", "demo")
 #: Options every command has, described once.
 COMMON = ("--json", "--debug", "--help")
 
@@ -160,8 +160,9 @@ def man_page() -> str:
         ".SH EXIT STATUS",
         _roff("0 done (including SKIPPED); 1 unexpected error or unreadable state; 2 usage or "
               "invalid input (including configuration errors); 3 idempotency key reused with "
-              "different content; 4 a job needs a person (REVIEW or CONFLICT); 5 delivery not "
-              "confirmed yet (run again later)."),
+              "different content; 4 a job or a required channel needs a person (REVIEW, "
+              "CONFLICT, needs_manual); 5 delivery not confirmed yet (a push, a required "
+              "channel, the live check: run again later)."),
         ".SH FILES",
         ".TP", "\\fI.gitpub.yaml\\fR",
         _roff("The configuration, committed at the repository root (git pub init writes it)."),
@@ -174,6 +175,9 @@ def man_page() -> str:
         ".TP", "\\fBGITPUB_CRASH_AT\\fR",
         _roff("POINT[:N]: SIGKILL the process at a named crash point (fault-injection tests)."),
         ".TP", "\\fBGITPUB_CRASH_TRACE\\fR", _roff("FILE: record the crash points reached."),
+        ".TP", "\\fBGITPUB_PAUSE_AT\\fR",
+        _roff("POINT[:N]: SIGSTOP the process there instead (a frozen worker; resume it with "
+              "SIGCONT)."),
         ".SH SEE ALSO",
         _roff("git(1), git-push(1). The README of the gitpub project: configuration, data model, "
               "manifest serialization, shell completion."),

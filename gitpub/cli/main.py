@@ -16,6 +16,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Literal
 
 import click
 
@@ -109,10 +110,12 @@ def prepare(ctx: click.Context, key: str | None, targets: tuple[str, ...], push_
     out = out_for(ctx)
     result = commands.prepare(where(), out.progress, key, targets, sources, push_now)
     job, note = result.job, result.note
-    data = render.job_json(job, note, result.hint) | {"created": result.created}
-    human = (render.describe_job(job) + ("" if result.created
-                                         else "\n  (existing job for this key)")
-             + (f"\n  {note}" if note else ""))
+    data = (render.job_json(job, note, result.hint) | {"created": result.created}
+            | render.channels_json(result.channels))
+    human = "\n".join([render.describe_job(job) + ("" if result.created
+                                                   else "\n  (existing job for this key)")
+                       + (f"\n  {note}" if note else ""),
+                       *render.channels_text(result.channels, "  ")])
     out.emit(data, render.with_hint(human, result.hint))
     ctx.exit(result.exit_code)
 
@@ -127,9 +130,13 @@ def status(ctx: click.Context, job: str | None, show_all: bool) -> None:
     out = out_for(ctx)
     result = commands.status(where(), out.progress, job, show_all)
     if not isinstance(result, commands.Jobs):
-        out.emit(render.job_json(result.job, hint=result.hint),
-                 render.with_hint(render.describe_job(result.job), result.hint))
+        report = result.channels
+        out.emit(render.job_json(result.job, hint=result.hint) | render.channels_json(report),
+                 render.with_hint("\n".join([render.describe_job(result.job),
+                                             *render.channels_text(report, "  ")]),
+                                  result.hint))
         ctx.exit(EXIT_OK)
+    _debug_tracebacks(ctx, result)
     out.emit(render.jobs_json(result),
              render.jobs_text(result, "no jobs" if show_all else "no unfinished jobs"))
     ctx.exit(EXIT_ERROR if result.errors else EXIT_OK)
@@ -148,8 +155,16 @@ def log(ctx: click.Context, job: str) -> None:
 
 
 def _jobs(ctx: click.Context, out: Output, result: commands.Jobs, empty: str) -> None:
+    _debug_tracebacks(ctx, result)
     out.emit(render.jobs_json(result), render.jobs_text(result, empty))
     ctx.exit(result.exit_code)
+
+
+def _debug_tracebacks(ctx: click.Context, result: commands.Jobs) -> None:
+    """With ``--debug``, the traceback of every unexpected error a job met (on stderr)."""
+    if ctx.ensure_object(State).debug or os.environ.get("GITPUB_DEBUG") == "1":
+        for text in result.tracebacks:
+            sys.stderr.write(text)
 
 
 _DRY_RUN = click.option("--dry-run", is_flag=True,
@@ -243,15 +258,45 @@ def reconcile(ctx: click.Context) -> None:
 @click.option("--abandon", is_flag=True,
               help="Give the job up (SKIPPED). From PUSHING, RETRY_WAIT or FAILED only after a "
                    "probe shows it is not on the remote.")
+@click.option("--channel", metavar="NAME",
+              help="Resolve this channel of a published job (with one of the three below).")
+@click.option("--confirmed", "confirmed_url", metavar="URL",
+              help="With --channel: the post exists at URL (a person's evidence).")
+@click.option("--not-sent", "channel_action", flag_value="not_sent",
+              help="With --channel: nothing went out; send it again (same intent key).")
+@click.option("--skip", "channel_action", flag_value="skip",
+              help="With --channel: do not send this channel.")
 @common_options
 @click.pass_context
 def resolve(ctx: click.Context, job: str, retry: bool, overwrite: bool,
-            from_file: str | None, push_now: bool, abandon: bool) -> None:
-    """The way out of REVIEW, CONFLICT and FAILED, or abandoning a job."""
-    action = resolve_action(retry, overwrite, from_file, push_now, abandon)
+            from_file: str | None, push_now: bool, abandon: bool, channel: str | None,
+            confirmed_url: str | None, channel_action: str | None) -> None:
+    """The way out of REVIEW, CONFLICT and FAILED, or abandoning a job; with --channel, of a
+    channel that needs a person."""
     out = out_for(ctx)
+    if channel is not None or confirmed_url is not None or channel_action is not None:
+        if retry or overwrite or from_file is not None or push_now or abandon:
+            raise click.UsageError("--channel resolves one channel: it cannot be combined "
+                                   "with --retry, --overwrite, --from, --push or --abandon")
+        decision = channel_decision(channel, confirmed_url, channel_action)
+        result = commands.resolve_channel(where(), out.progress, job, str(channel), decision,
+                                          confirmed_url)
+        _jobs(ctx, out, result, "")
+    action = resolve_action(retry, overwrite, from_file, push_now, abandon)
     result = commands.resolve(where(), out.progress, job, action, from_file, push_now)
     _jobs(ctx, out, result, "")
+
+
+def channel_decision(channel: str | None, confirmed_url: str | None,
+                     channel_action: str | None) -> Literal["confirmed", "not_sent", "skip"]:
+    """What a person decided about one channel; exactly one decision, with --channel."""
+    given = [x for x in (confirmed_url, channel_action) if x is not None]
+    if channel is None or len(given) != 1:
+        raise click.UsageError("give --channel NAME with exactly one of --confirmed URL, "
+                               "--not-sent, --skip")
+    if confirmed_url is not None:
+        return "confirmed"
+    return "not_sent" if channel_action == "not_sent" else "skip"
 
 
 def resolve_action(retry: bool, overwrite: bool, from_file: str | None, push_now: bool,
@@ -274,6 +319,18 @@ def resolve_action(retry: bool, overwrite: bool, from_file: str | None, push_now
         return Action.RETRY
     raise click.UsageError("give --retry (optionally with --overwrite or --from FILE), or "
                            "--abandon")
+
+
+@cli.command()
+@common_options
+@click.pass_context
+def metrics(ctx: click.Context) -> None:
+    """Prometheus text: oldest pending, unknown outcomes, backlog needing a person, key
+    reuse, per-channel attempts and confirmations."""
+    out = out_for(ctx)
+    text = commands.metrics(where(), out.progress)
+    out.emit({"metrics": text}, text)
+    ctx.exit(EXIT_OK)
 
 
 @cli.command()

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from gitpub.app.doctor import Report
     from gitpub.app.dryrun import Plan
     from gitpub.app.initialize import Initialized
+    from gitpub.channels.drive import Report as ChannelReport
     from gitpub.verify.confirm import ConfirmReport
 
 
@@ -72,16 +73,55 @@ def job_line(job: Job, note: str | None = None) -> str:
     return line
 
 
+def channels_json(report: ChannelReport | None) -> dict[str, Any]:
+    """The ``channels`` (and ``live``) of a job's ``--json`` view; empty without any."""
+    if report is None or report.distribution is None:
+        return {"channel_errors": list(report.errors)} if report and report.errors else {}
+    dist = report.distribution
+    data: dict[str, Any] = {
+        "channels": [r.public() for r in dist.channels.values()],
+        "live": None if dist.live is None else dist.live.public(),
+    }
+    if report.notes or report.errors:
+        data["channel_notes"] = list(report.notes) + list(report.errors)
+    return data
+
+
+def channels_text(report: ChannelReport | None, indent: str = "    ") -> list[str]:
+    """One line per channel: name, status, evidence or what it waits for."""
+    if report is None or report.distribution is None:
+        return [f"{indent}error: {e}" for e in (report.errors if report else ())]
+    dist = report.distribution
+    lines = []
+    if dist.live is not None:
+        lines.append(f"{indent}live      {dist.live.status.value:<13} {dist.live.url}"
+                     + (f"  ({dist.live.detail})" if dist.live.detail else ""))
+    for r in dist.channels.values():
+        evidence = " ".join(x for x in (r.remote_id, r.url) if x)
+        what = evidence if r.status == "confirmed" else (r.detail or "")
+        flag = "required" if r.required else "optional"
+        lines.append(f"{indent}channel {r.channel} ({flag}, {r.account}): {r.status.value}"
+                     + (f"  {what}" if what else ""))
+    lines += [f"{indent}{n}" for n in (*report.notes, *report.errors)]
+    if any(r.waits_for_person for r in dist.channels.values()):
+        lines.append(f"{indent}hint: check the platform, then `git pub resolve "
+                     f"{report.job_id[:13]} --channel NAME --confirmed URL | --not-sent | "
+                     "--skip`")
+    return lines
+
+
 def jobs_json(result: Jobs) -> dict[str, Any]:
     rows = [job_json(j, result.notes.get(j.job_id), result.hints.get(j.job_id))
+            | channels_json(result.channels.get(j.job_id))
             for j in result.jobs]
     return {"jobs": rows, "errors": list(result.errors), "unconfirmed": list(result.unconfirmed)}
 
 
 def jobs_text(result: Jobs, empty: str) -> str:
     single = len(result.jobs) == 1
-    human = [with_hint(job_line(j, result.notes.get(j.job_id)), result.hints.get(j.job_id),
-                       "" if single else "    ")
+    human = [with_hint("\n".join([job_line(j, result.notes.get(j.job_id)),
+                                  *channels_text(result.channels.get(j.job_id))]),
+                       result.hints.get(j.job_id), "" if single else "    ")
              for j in result.jobs]
     if not human and empty:
         human = [empty]

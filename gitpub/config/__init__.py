@@ -3,6 +3,7 @@ writer node of a site.
 
 - ``model``   the configuration as frozen dataclasses; each key is a field, with its default
 - ``schema``  the file's rules, derived from those dataclasses; errors name the file and the key
+- ``channel_rules``  the rules of the ``site`` and ``channels`` sections (a mixin of the parser)
 - ``load``    reading the file (PyYAML, imported only here) and caching what was parsed
 
 May import: ``gitpub.core``. Nothing here talks to git: callers hand it the file's location.

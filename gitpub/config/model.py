@@ -33,6 +33,14 @@ DEFAULT_TRAILER_PREFIX = "Blog"
 DEFAULT_DRAFT_TIMEOUT = 600.0
 DEFAULT_JUDGE_TIMEOUT = 120.0
 DEFAULT_GATE_TIMEOUT = 120.0
+DEFAULT_CHANNEL_TIMEOUT = 30.0
+#: A channel lease covers one send (``timeout``) and the writes around it.
+CHANNEL_LEASE_GRACE = 60.0
+CHANNEL_KINDS = ("command", "webhook")
+CHANNEL_AFTER = ("publish", "live")
+LIVE_MATCHES = ("title", "hash")
+#: The fields a ``site.path`` template may use (see ``channels.payload``).
+PATH_FIELDS = ("path", "dir", "name", "stem", "slug")
 
 FONT_SOURCE_EXTENSIONS = (".ttf", ".otf", ".ttc")
 FONT_OUTPUT_EXTENSIONS = (".woff2", ".woff", ".ttf")
@@ -106,6 +114,71 @@ class RetryPolicy:
     jitter: float = field(default=0.2, metadata=check("fraction"))
 
 
+@dataclass(frozen=True)
+class Rate:
+    """At most ``count`` sends per ``per`` seconds for one channel's account (``"10/hour"``)."""
+
+    count: int
+    per: float
+
+    def __str__(self) -> str:
+        return f"{self.count}/{self.per:g}s"
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    """A distribution channel: where a published article is announced (docs/design.md §11).
+
+    ``command`` channels run ``send`` (and the optional ``probe``) with the frozen payload on
+    stdin; ``webhook`` channels POST it to ``url`` with an ``Idempotency-Key`` header. ``headers``
+    values may name environment variables (``${TOKEN}``), expanded at send time and never stored.
+    ``lease`` is how long one worker may hold the (channel, account) lease for one send; it must
+    exceed ``timeout`` (default: ``timeout`` + 60 s). ``after: live`` waits for the live check.
+    """
+
+    name: str = field(metadata=check("channel_name"))
+    kind: str = field(metadata=check("choice", choices=CHANNEL_KINDS))
+    account: str = field(metadata=check("name"))
+    required: bool = field(default=False, metadata=check("boolean"))
+    timeout: float = field(default=DEFAULT_CHANNEL_TIMEOUT, metadata=check("seconds"))
+    lease: float | None = field(default=None, metadata=check("seconds"))
+    rate: Rate | None = field(default=None, metadata=check("rate"))
+    retry: RetryPolicy = field(default_factory=RetryPolicy, metadata=check("retry"))
+    after: str = field(default="publish", metadata=check("choice", choices=CHANNEL_AFTER))
+    send: tuple[str, ...] | None = field(default=None, metadata=check("argv"))
+    probe: tuple[str, ...] | None = field(default=None, metadata=check("argv"))
+    url: str | None = field(default=None, metadata=check("http_url"))
+    headers: tuple[tuple[str, str], ...] = field(default=(), metadata=check("headers"))
+
+    @property
+    def lease_seconds(self) -> float:
+        return self.lease if self.lease is not None else self.timeout + CHANNEL_LEASE_GRACE
+
+
+@dataclass(frozen=True)
+class LiveCheck:
+    """Whether the published article is really public: its canonical URL answers 200 with the
+    article in it (``match``: its ``title``, or a ``hash`` the build embeds — the article's or
+    the manifest's SHA-256). One run waits at most ``timeout`` seconds, asking every
+    ``interval``; ``give_up`` seconds after publication a person has to look."""
+
+    match: str = field(default="title", metadata=check("choice", choices=LIVE_MATCHES))
+    timeout: float = field(default=30.0, metadata=check("seconds"))
+    interval: float = field(default=2.0, metadata=check("seconds"))
+    give_up: float = field(default=86400.0, metadata=check("seconds"))
+
+
+@dataclass(frozen=True)
+class SiteSpec:
+    """The site's public address: an article's canonical URL is ``url`` joined with ``path``, a
+    template over the article's repository path (fields: ``{path}``, ``{dir}``, ``{name}``,
+    ``{stem}``, ``{slug}`` — front matter ``slug``, else the stem)."""
+
+    url: str | None = field(default=None, metadata=check("http_url"))
+    path: str = field(default="/{stem}/", metadata=check("url_template"))
+    live: LiveCheck | None = field(default=None, metadata=check("live"))
+
+
 def default_node() -> str:
     """This machine's writer-node name: its host name, sanitised to ``[A-Za-z0-9._-]``.
 
@@ -154,10 +227,12 @@ class Config:
     #: ``articles`` and ``content`` globs. Font outputs are always in it. A steering path
     #: (``core.paths.is_steering``) is in it only when an entry names it exactly.
     publish: tuple[str, ...] | None = field(default=None, metadata=check("publish"))
+    site: SiteSpec = field(default_factory=SiteSpec, metadata=check("site"))
+    channels: tuple[ChannelSpec, ...] = field(default=(), metadata=check("channels"))
 
     def __post_init__(self) -> None:
         # Callers building a Config by hand may pass lists; keep the instance hashable.
-        for name in ("articles", "fonts", "gates", "content", "publish"):
+        for name in ("articles", "fonts", "gates", "content", "publish", "channels"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, tuple):
                 object.__setattr__(self, name, tuple(value))
@@ -173,6 +248,9 @@ class Config:
     @functools.cached_property
     def _content_re(self) -> re.Pattern[str]:
         return compile_globs(self.content)
+
+    def channel(self, name: str) -> ChannelSpec | None:
+        return next((c for c in self.channels if c.name == name), None)
 
     @functools.cached_property
     def font_outputs(self) -> frozenset[str]:

@@ -19,6 +19,7 @@ import math
 import re
 from dataclasses import MISSING, Field, fields
 
+from gitpub.config.channel_rules import ChannelRules
 from gitpub.config.model import (
     DEFAULT_REMOTE,
     Command,
@@ -74,7 +75,7 @@ def _ref_problem(name: str) -> tuple[str, str | None] | None:
     return None
 
 
-class Parser:
+class Parser(ChannelRules):
     """Turns the loaded YAML into a Config; every failure names ``source`` and the key path."""
 
     def __init__(self, source: str) -> None:
@@ -141,7 +142,14 @@ class Parser:
                 f"expected a mapping of keys at the top level, got {shown(data)}",
                 f"start from the template `git pub init` writes, e.g. 'remote: {DEFAULT_REMOTE}'",
             )
-        return Config(**self.section(Config, data, ""))
+        config = Config(**self.section(Config, data, ""))
+        if config.channels and config.site.url is None:
+            self.fail("site.url", "required when channels are configured",
+                      "every payload carries the article's canonical URL: site.url + site.path")
+        for index, channel in enumerate(config.channels):
+            if channel.after == "live" and config.site.live is None:
+                self.fail(f"channels[{index}].after", "'live' needs site.live configured")
+        return config
 
     # -- scalars
 

@@ -4,6 +4,15 @@ Setting ``GITPUB_CRASH_AT=<name>`` makes the process SIGKILL itself when it reac
 (``<name>:<n>`` waits for the n-th time). This is how the tests prove that every promise holds
 whatever step the process dies at. ``GITPUB_CRASH_TRACE=<file>`` appends the name of every point
 reached, so a test can check that each registered point is really on a code path.
+``GITPUB_PAUSE_AT=<name>`` makes the process SIGSTOP itself there instead (a test resumes it
+with SIGCONT): a worker frozen at an exact point, as a long GC pause or a suspended laptop
+would freeze it.
+``GITPUB_FAIL_AT=<name>[:<n>]`` raises ``InjectedFault`` there instead: an unexpected exception
+(a bug) at a known place, to prove that one job's failure is contained to that job.
+
+The ``git.*`` points are inside the git layer's writes while a lock file is held (dulwich has
+written a ref's or an object's ``.lock`` and not yet renamed it): a kill there leaves exactly
+the stale lock a real crash leaves.
 """
 
 from __future__ import annotations
@@ -30,12 +39,36 @@ CRASH_POINTS: tuple[str, ...] = (
     "delivery.pushed",
     "delivery.published-recorded",
     "delivery.retry-recorded",
+    "channels.initialized",
+    "channels.sending-recorded",
+    "channels.sent",
+    "channels.outcome-recorded",
+    "channels.reconciling-recorded",
+    "git.ref-locked",
+    "git.object-locked",
     "sync.uncommitted-adopted",
     "sync.local-rebuilt",
     "checkout.worktree-updated",
 )
 
 _counts: dict[str, int] = {}
+_fail_counts: dict[str, int] = {}
+
+
+class InjectedFault(RuntimeError):
+    """The unexpected exception ``GITPUB_FAIL_AT`` raises (tests only)."""
+
+
+def _due(variable: str, name: str, counts: dict[str, int]) -> bool:
+    """Whether this is the n-th time ``name`` is reached and ``variable`` asks for it then."""
+    wanted = os.environ.get(variable)
+    if not wanted:
+        return False
+    point, _, nth = wanted.partition(":")
+    if point != name:
+        return False
+    counts[name] = counts.get(name, 0) + 1
+    return counts[name] == int(nth or "1")
 
 
 def crash_point(name: str) -> None:
@@ -45,12 +78,17 @@ def crash_point(name: str) -> None:
     if trace:
         with open(trace, "a", encoding="utf-8") as f:
             f.write(name + "\n")
-    wanted = os.environ.get("GITPUB_CRASH_AT")
-    if not wanted:
-        return
-    point, _, nth = wanted.partition(":")
-    if point != name:
-        return
-    _counts[name] = _counts.get(name, 0) + 1
-    if _counts[name] >= int(nth or "1"):
-        os.kill(os.getpid(), signal.SIGKILL)
+    for variable, sig in (("GITPUB_CRASH_AT", signal.SIGKILL),
+                          ("GITPUB_PAUSE_AT", signal.SIGSTOP)):
+        wanted = os.environ.get(variable)
+        if not wanted:
+            continue
+        point, _, nth = wanted.partition(":")
+        if point != name:
+            continue
+        _counts[variable + name] = _counts.get(variable + name, 0) + 1
+        if _counts[variable + name] == int(nth or "1") or (
+                sig == signal.SIGKILL and _counts[variable + name] > int(nth or "1")):
+            os.kill(os.getpid(), sig)
+    if _due("GITPUB_FAIL_AT", name, _fail_counts):
+        raise InjectedFault(f"injected fault at {name}")

@@ -15,22 +15,23 @@ and the job store know dulwich. The rules it enforces, learnt the hard way (see 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from dulwich.errors import NotGitRepository, NotTreeError
+from dulwich.file import FileLocked
 from dulwich.object_store import tree_lookup_path
 from dulwich.objects import ZERO_SHA, Blob, Commit, ShaFile, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
+from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, NotARepositoryError
 from gitpub.core.files import fsync_dir
-from gitpub.git import packed
+from gitpub.git import locks, packed
 from gitpub.git.locate import Location, locate
 from gitpub.git.run import run_git
 from gitpub.git.values import (
@@ -48,19 +49,22 @@ from gitpub.git.values import (
     _b,
     _r,
     _s,
-    _while_locked,
 )
+from gitpub.git.writing import ObjectWriter
 
 if TYPE_CHECKING:
     import subprocess
+
+T = TypeVar("T")
 
 __all__ = ["BLOB_MODES", "MODE_EXEC", "MODE_FILE", "MODE_GITLINK", "MODE_LINK", "MODE_TREE",
            "STORE_IDENTITY", "Change", "CommitInfo", "Entry", "Identity", "Repository",
            "empty_ref_value"]
 
 
-class Repository:
-    """A git repository opened for gitpub: objects, refs and configuration."""
+class Repository(ObjectWriter):
+    """A git repository opened for gitpub: objects, refs and configuration (writing objects:
+    ``git.writing``)."""
 
     def __init__(self, repo: Repo, location: Location | None = None) -> None:
         self._repo = repo
@@ -69,6 +73,12 @@ class Repository:
         self.common_dir = Path(repo.commondir())
         self.git_dir = Path(repo.controldir())  # differs from common_dir in a linked worktree
         self.work_tree: Path | None = None if repo.bare else Path(repo.path)
+        #: Where a line about healing goes (a stale lock removed): the command's progress.
+        self.notice: Callable[[str], None] = lambda message: None
+        #: How long a write waits for a lock another process holds (see ``git.locks``).
+        self.lock_wait = locks.WAIT
+        self._presence: locks.Presence | None = None
+        self._healer: locks.Healer | None = None
         #: Where the command runs, relative to the top of the working tree ("" at the top or
         #: outside it): what ``git rev-parse --show-prefix`` says.
         self.prefix = ""
@@ -96,6 +106,9 @@ class Repository:
         return cls(repo, location)
 
     def close(self) -> None:
+        if self._presence is not None:
+            self._presence.close()
+            self._presence = None
         self._repo.close()
 
     def __enter__(self) -> Repository:
@@ -126,8 +139,53 @@ class Repository:
 
     @property
     def pub_dir(self) -> Path:
-        """gitpub's private space inside the git directory (scratch, caches, locks)."""
-        return self.common_dir / "pub"
+        """gitpub's private space inside the git directory (scratch, caches, locks); a
+        ``PubDirError`` if something else stands there."""
+        path = self.common_dir / "pub"
+        if path.exists() and not path.is_dir():
+            locks.ensure_pub_dir(path)  # raises, saying what is wrong
+        return path
+
+    # -- locks -----------------------------------------------------------------------------
+
+    def _while_locked(self, action: Callable[[], T], what: str,
+                      done: Callable[[], bool] | None = None) -> T | None:
+        """Run ``action``, retrying while another process holds the lock it needs (dulwich
+        raises ``FileLocked``), with a short exponential backoff; a stale lock is removed
+        (``git.locks``). ``done`` may say that the other process did our work meanwhile (then
+        ``None`` is returned). After ``lock_wait`` seconds: ``LockedError``."""
+        if self._presence is None:
+            self._presence = locks.Presence(locks.ensure_pub_dir(self.pub_dir))
+        delay = 0.001
+        deadline = time.monotonic() + self.lock_wait
+        while True:
+            try:
+                return action()
+            except FileLocked as e:
+                lock = Path(os.fsdecode(e.lockfilename))
+                if self.healer.heal(lock) and time.monotonic() <= deadline:
+                    continue  # it was stale and is gone, or its holder finished: at once
+                if time.monotonic() > deadline:
+                    raise self.healer.locked_error(lock, what) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+                if done is not None and done():
+                    return None
+
+    @property
+    def healer(self) -> locks.Healer:
+        if self._healer is None:
+            self._healer = locks.Healer(self.common_dir, self.common_dir / "pub",
+                                        lambda message: self.notice(message))
+        return self._healer
+
+    def sweep_stale_locks(self) -> int:
+        """Remove the stale lock files nobody ran into yet (see ``git.locks``); how many."""
+        return self.healer.sweep()
+
+    def heal_lock(self, lock: Path) -> bool:
+        """Remove ``lock`` (a C git command's) if it is stale; whether it is gone now."""
+        return self.healer.heal(lock)
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -195,8 +253,8 @@ class Repository:
     def cas_ref(self, name: str, old: str | None, new: str, message: str = "gitpub") -> bool:
         """Move ``name`` from ``old`` (``None``: must not exist) to ``new``; False if it moved."""
         old_b = ZERO_SHA if old is None else _b(old)
-        ok = _while_locked(lambda: self._repo.refs.set_if_equals(
-            _r(name), old_b, _b(new), message=message.encode()))
+        ok = self._while_locked(lambda: self._repo.refs.set_if_equals(
+            _r(name), old_b, _b(new), message=message.encode()), f"ref {name}")
         if ok:
             ref_dir = (self.common_dir / name).parent
             if ref_dir.is_dir():
@@ -204,7 +262,19 @@ class Repository:
         return bool(ok)
 
     def delete_ref(self, name: str, old: str) -> bool:
-        return bool(self._repo.refs.remove_if_equals(_r(name), _b(old)))
+        return bool(self._while_locked(
+            lambda: self._repo.refs.remove_if_equals(_r(name), _b(old)), f"ref {name}"))
+
+    def ref_names(self, prefix: str) -> list[str]:
+        """The names under ``prefix`` (ending with ``/``) of every ref, *including* damaged
+        loose ones (empty or garbage files), which dulwich's listing silently skips: a damaged
+        ref must be reported, never be taken for no ref."""
+        names = set(self.list_refs(prefix))
+        top = self.common_dir / prefix
+        for dirpath, _dirs, files in os.walk(top):
+            rel = Path(dirpath).relative_to(top)
+            names.update((rel / f).as_posix() for f in files if not f.endswith(".lock"))
+        return sorted(names)
 
     def list_refs(self, prefix: str) -> dict[str, str]:
         """Refs under ``prefix`` (which ends with ``/``), keyed by the rest of their name."""
@@ -221,6 +291,8 @@ class Repository:
             return self._repo.object_store[_b(sha)]
         except KeyError:
             raise CorruptStateError(f"object {sha} is missing from the repository") from None
+        except Exception as e:  # truncated, not zlib, bad header, wrong checksum, unreadable
+            raise _unreadable(sha, e) from None
 
     def blob(self, sha: str) -> bytes:
         obj = self._get(sha)
@@ -245,6 +317,8 @@ class Repository:
             )
         except (KeyError, NotADirectoryError, NotTreeError):
             return None
+        except Exception as e:  # a tree on the way is corrupt
+            raise _unreadable(tree, e) from None
         return Entry(mode, _s(sha))
 
     def file_in_the_way(self, tree: str, path: str) -> str | None:
@@ -291,13 +365,21 @@ class Repository:
     def diff_entries(self, old_tree: str | None, new_tree: str) -> list[Change]:
         """Every file (blob, symlink or submodule entry) that differs between two trees, with
         its entry on each side, sorted by path. A rename is a deletion and an addition; a type
-        change (file to symlink) is one change of mode."""
-        from dulwich.diff_tree import tree_changes
+        change (file to symlink) is one change of mode. Identical subtrees are skipped by id, so
+        the cost follows the change."""
+        from dulwich.diff_tree import tree_changes  # 20 ms to import: only where needed
 
+        changes = tree_changes(self._repo.object_store, None if old_tree is None else _b(old_tree),
+                               _b(new_tree))
+        try:
+            listed = list(changes)
+        except KeyError as e:
+            raise CorruptStateError(f"a tree below {new_tree} is missing ({e})") from None
+        except Exception as e:
+            raise _unreadable(new_tree, e, "a tree below ") from None
         old: dict[str, Entry] = {}
         new: dict[str, Entry] = {}
-        for change in tree_changes(self._repo.object_store,
-                                   None if old_tree is None else _b(old_tree), _b(new_tree)):
+        for change in listed:
             for side, found in ((old, change.old), (new, change.new)):
                 if found is not None and found.path is not None and found.sha is not None:
                     side[found.path.decode("utf-8", "surrogateescape")] = Entry(
@@ -307,166 +389,9 @@ class Repository:
 
     def changed_paths(self, old_tree: str | None, new_tree: str) -> list[tuple[str, str | None]]:
         """(path, new blob id or None if deleted) for every file that differs between two
-        trees. Identical subtrees are skipped by id, so the cost follows the change."""
+        trees."""
         return [(c.path, None if c.new is None else c.new.sha)
                 for c in self.diff_entries(old_tree, new_tree)]
-
-    # -- writing objects -------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
-        """Objects written inside are durable when the block ends (not each on its own): the
-        directories are fsynced once, together. Nothing may point at them before that."""
-        self._batch_dirs = set()
-        try:
-            yield
-            dirs, self._batch_dirs = self._batch_dirs, None
-            for d in sorted(dirs):
-                fsync_dir(d)
-        finally:
-            self._batch_dirs = None
-
-    def store(self, objects: Sequence[ShaFile]) -> None:
-        """Write objects durably: each file and its directory are fsynced before we return
-        (or, inside ``batch()``, before the batch ends)."""
-        store = self._repo.object_store
-        dirs: set[str] = set()
-        for obj in objects:
-            if obj.id in store:
-                continue
-            self._add_object(obj)
-            path = store._get_shafile_path(obj.id)
-            dirs.add(os.path.dirname(path))
-        if dirs:
-            dirs.add(os.path.dirname(next(iter(dirs))))  # objects/: new xx/ directories
-        if self._batch_dirs is not None:
-            self._batch_dirs |= dirs
-            return
-        for d in sorted(dirs):
-            fsync_dir(d)
-
-    def _add_object(self, obj: ShaFile) -> None:
-        """Add one loose object; another process writing the same object holds its lock file
-        (``FileLocked``) — wait for it to finish instead of failing."""
-        store = self._repo.object_store
-        _while_locked(lambda: store.add_object(obj), done=lambda: obj.id in store)
-
-    def write_blob(self, data: bytes) -> str:
-        blob = Blob.from_string(data)
-        self.store([blob])
-        return _s(blob.id)
-
-    def write_tree(self, base: str | None, changes: Mapping[str, Entry | None]) -> str:
-        """A new tree: ``base`` with each path set to its entry (``None`` deletes it).
-
-        Only the trees on the changed paths are rebuilt, so the cost follows the size of the
-        change, not of the repository. Directories left empty disappear, as in git.
-        """
-        split = {tuple(p.encode("utf-8").split(b"/")): e for p, e in changes.items()}
-        for parts in split:
-            if any(part in (b"", b".", b"..", b".git") for part in parts):
-                raise ValueError(f"unsafe path: {b'/'.join(parts)!r}")
-        new_objects: list[ShaFile] = []
-        tree = self._apply(None if base is None else self._get_tree(base), split, new_objects)
-        root = tree if tree is not None else Tree()
-        if tree is None:
-            new_objects.append(root)
-        self.store(new_objects)
-        return _s(root.id)
-
-    def _get_tree(self, sha: str) -> Tree:
-        obj = self._get(sha)
-        if not isinstance(obj, Tree):
-            raise CorruptStateError(f"object {sha} is not a tree")
-        return obj
-
-    def _apply(
-        self,
-        tree: Tree | None,
-        changes: Mapping[tuple[bytes, ...], Entry | None],
-        new_objects: list[ShaFile],
-    ) -> Tree | None:
-        result = Tree()
-        if tree is not None:
-            for item in tree.iteritems():
-                result.add(item.path, item.mode, item.sha)
-        nested: dict[bytes, dict[tuple[bytes, ...], Entry | None]] = {}
-        direct: dict[bytes, Entry | None] = {}
-        for parts, entry in changes.items():
-            if len(parts) > 1:
-                nested.setdefault(parts[0], {})[parts[1:]] = entry
-            else:
-                direct[parts[0]] = entry
-        for name, entry in direct.items():
-            if entry is None:
-                if name in result:
-                    del result[name]
-            elif any(e is not None for e in nested.get(name, {}).values()):
-                raise ValueError(f"{name!r} is set both as a file and as a directory")
-            else:
-                result.add(name, entry.mode, _b(entry.sha))
-        for name, sub in nested.items():
-            if direct.get(name) is not None:
-                continue  # a file replaces the directory (its files are all deleted)
-            old = result[name] if name in result else None  # noqa: SIM401 (Tree has no .get)
-            old_tree = self._get_tree(_s(old[1])) if old and old[0] == MODE_TREE else None
-            subtree = self._apply(old_tree, sub, new_objects)
-            if subtree is not None:
-                result.add(name, MODE_TREE, subtree.id)
-            elif old_tree is not None:
-                del result[name]  # the directory's last file is gone (a file there stays)
-        if len(result) == 0:
-            return None
-        new_objects.append(result)
-        return result
-
-    def write_commit(
-        self,
-        tree: str,
-        parents: Sequence[str],
-        message: bytes,
-        *,
-        author: Identity = STORE_IDENTITY,
-        committer: Identity | None = None,
-        when: int | None = None,
-    ) -> str:
-        """Write a commit object (durably) and return its id. Nothing points at it yet."""
-        c = Commit()
-        c.tree = _b(tree)
-        c.parents = [_b(p) for p in parents]
-        c.author = author.as_bytes()
-        c.committer = (committer or author).as_bytes()
-        stamp = int(time.time()) if when is None else when
-        c.author_time = c.commit_time = stamp
-        c.author_timezone = c.commit_timezone = 0
-        c.encoding = None
-        c.message = message
-        self.store([c])
-        return _s(c.id)
-
-    def rewrite_commit(self, original: str, *, tree: str, parents: Sequence[str],
-                       message: bytes, committer: Identity, when: int) -> str:
-        """``original`` with a new tree, parents and message, committed by ``committer`` at
-        ``when``: what ``git rebase`` makes of a commit. Its author (name, e-mail, date and time
-        zone, byte for byte) and its encoding are kept; a signature is dropped (it would no
-        longer verify). Written durably; nothing points at it yet."""
-        old = self._get(original)
-        if not isinstance(old, Commit):
-            raise CorruptStateError(f"object {original} is not a commit")
-        c = Commit()
-        c.tree = _b(tree)
-        c.parents = [_b(p) for p in parents]
-        c.author = old.author
-        c.author_time = old.author_time
-        c.author_timezone = old.author_timezone
-        c._author_timezone_neg_utc = old._author_timezone_neg_utc
-        c.committer = committer.as_bytes()
-        c.commit_time = when
-        c.commit_timezone = 0
-        c.encoding = old.encoding
-        c.message = message
-        self.store([c])
-        return _s(c.id)
 
     # -- history ---------------------------------------------------------------------------
 
@@ -476,6 +401,37 @@ class Repository:
             info = self.commit(sha)
             yield info
             sha = info.parents[0] if info.parents else None
+
+
+def _lock_crash_points() -> None:
+    """Crash points inside dulwich's locked writes (``git.ref-locked``, ``git.object-locked``):
+    its ``.lock`` file is written and not yet renamed. Installed only when the environment asks
+    for a crash point or a trace (tests); nothing changes otherwise."""
+    asked = [os.environ.get(v, "") for v in ("GITPUB_CRASH_AT", "GITPUB_FAIL_AT")]
+    if not any(a.startswith("git.") for a in asked) and not os.environ.get("GITPUB_CRASH_TRACE"):
+        return
+    from dulwich.file import _GitFile
+
+    original = _GitFile.close
+
+    def close(self: _GitFile) -> None:
+        if not self._closed:
+            self._file.flush()
+            lock = os.fsdecode(self._lockfilename)
+            inside_objects = f"{os.sep}objects{os.sep}" in lock
+            crash_point("git.object-locked" if inside_objects else "git.ref-locked")
+        original(self)
+
+    _GitFile.close = close  # type: ignore[method-assign]
+
+
+_lock_crash_points()
+
+
+def _unreadable(sha: str, error: Exception, what: str = "") -> CorruptStateError:
+    detail = " ".join(str(error).split())[:120] or type(error).__name__
+    return CorruptStateError(f"{what}object {sha} is unreadable ({type(error).__name__}: "
+                             f"{detail})", hint="`git fsck` lists the damaged objects")
 
 
 def empty_ref_value() -> str:

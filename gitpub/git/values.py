@@ -7,16 +7,11 @@ Entry`` keeps working).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
-from dulwich.file import FileLocked
 from dulwich.objects import ObjectID
 from dulwich.refs import Ref
-
-T = TypeVar("T")
 
 MODE_FILE = 0o100644
 MODE_EXEC = 0o100755
@@ -76,21 +71,3 @@ def _r(name: str) -> Ref:
 
 def _s(sha: bytes) -> str:
     return sha.decode("ascii")
-
-
-def _while_locked(action: Callable[[], T], done: Callable[[], bool] | None = None) -> T | None:
-    """Run ``action``, retrying while another process holds the lock it needs (dulwich raises
-    ``FileLocked``), with a short exponential backoff, for at most ten seconds. ``done`` may
-    say that the other process did our work meanwhile (then ``None`` is returned)."""
-    delay = 0.001
-    deadline = time.monotonic() + 10.0
-    while True:
-        try:
-            return action()
-        except FileLocked:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-            if done is not None and done():
-                return None

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from gitpub.config.model import Command
 from gitpub.core.allowlist import Allowlist, AllowlistError
 from gitpub.core.crashpoints import crash_point
-from gitpub.core.errors import LostRace
+from gitpub.core.errors import CorruptStateError, LostRace
 from gitpub.core.manifest import Manifest, content_sha256
 from gitpub.core.paths import case_twins
 from gitpub.core.record import Target
@@ -73,8 +73,14 @@ def drive(ctx: Context, job: Job, *, wait: float = 0.0) -> Job:
 
 
 def reload(store: JobStore, job: Job) -> Job:
+    """``job`` as its ref has it now. A job's ref never disappears by our doing: if it is gone,
+    someone deleted it by hand, which is corrupt state, not "no job"."""
     fresh = store.load(job.job_id)
-    assert fresh is not None, "a job's ref never disappears under us"
+    if fresh is None:
+        raise CorruptStateError(
+            f"job {job.job_id}: its ref {store.ref_name(job.job_id)} disappeared "
+            f"(it was at {job.commit})",
+            hint=f"restore it with `git update-ref {store.ref_name(job.job_id)} {job.commit}`")
     return fresh
 
 
@@ -137,6 +143,7 @@ def _snapshot(ctx: Context, job: Job) -> Job:
         base_ref = ctx.base_ref()
         base = None if base_ref is None else ctx.repo.read_ref(base_ref)
     tree = None if base is None else ctx.repo.commit(base).tree
+    record = record.evolve(targets=_requested(ctx, job))
     twins = case_collisions(ctx, tree, record.target_paths)
     if twins:
         return to_review(ctx, job, Stage.SNAPSHOT, FailureCode.CASE_COLLISION, twins)
@@ -160,7 +167,9 @@ def _snapshot(ctx: Context, job: Job) -> Job:
     if not record.drafted:
         for t in record.targets:
             src = ctx.repo.lookup(job.tree, f"source/{t.path}")
-            assert src is not None
+            if src is None:
+                raise CorruptStateError(f"job {job.job_id}: target {t.path} has no "
+                                        f"source/{t.path} in state commit {job.commit}")
             entries[f"artifacts/{t.path}"] = Entry(MODE_FILE, src.sha)
         phases[Phase.DRAFT] = "direct"
     job = ctx.store.transition(
@@ -171,6 +180,17 @@ def _snapshot(ctx: Context, job: Job) -> Job:
         entries=entries)
     crash_point("prepare.base-snapshotted")
     return job
+
+
+def _requested(ctx: Context, job: Job) -> tuple[Target, ...]:
+    """The targets the request names: without the font outputs an earlier run of the pipeline
+    derived (a job retried after a CONFLICT or REVIEW still lists them; the gates derive them
+    again from the new snapshot). A direct job's requested targets are its ``source/`` files."""
+    derived = fontstep.font_outputs(ctx.config)
+    return tuple(t for t in job.record.targets
+                 if t.path not in derived
+                 or (not job.record.drafted
+                     and ctx.repo.lookup(job.tree, f"source/{t.path}") is not None))
 
 
 def case_collisions(ctx: Context, tree: str | None, targets: Sequence[str]) -> list[str]:
@@ -308,8 +328,10 @@ def _gates(ctx: Context, job: Job) -> Job:
     for command in ctx.config.gates:
         ctx.progress(f"gate: running {command.name}")
         with _scratch(ctx, job, "gate") as scratch:
-            for path, data in files.items():
-                scratch.put(f"files/{path}", data)
+            unplaced = _place_files(scratch, files)
+            if unplaced:
+                problems.append(f"gate {command.name}: {unplaced}")
+                continue
             env = _phase_env(ctx, job) | {
                 "GITPUB_FILES": "\n".join(f"files/{p}" for p in sorted(files))}
             result = steps.run(command, scratch, env=env)
@@ -344,6 +366,16 @@ def _gates(ctx: Context, job: Job) -> Job:
                                                      for p, d in fonts.items()})
     crash_point("prepare.ready-recorded")
     return job
+
+
+def _place_files(scratch: steps.Scratch, files: dict[str, bytes]) -> str | None:
+    """Put the job's files in a gate's scratch; why one cannot be put there, or None."""
+    for path, data in files.items():
+        try:
+            scratch.put(f"files/{path}", data)
+        except OSError as e:  # a name too long for the file system, say
+            return sanitize(f"cannot give it {path[:80]}: {e.strerror or e}")
+    return None
 
 
 def derive_fonts(ctx: Context, commit: str | None, own: dict[str, bytes]) -> fontstep.Derived:
