@@ -17,6 +17,7 @@ from gitpub.app.advice import next_step
 from gitpub.app.contain import Failures
 from gitpub.app.session import find_job, open_session
 from gitpub.app.sources import read_sources
+from gitpub.app.targets import check_targets
 from gitpub.core.errors import (
     EXIT_ERROR,
     EXIT_KEY_REUSED,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from gitpub.channels.drive import Driver, Report
     from gitpub.channels.resolve import Decision
     from gitpub.delivery.deliver import Deliverer
+    from gitpub.delivery.handplan import Outcome
     from gitpub.delivery.resolve import Action
     from gitpub.delivery.sync import Pending
     from gitpub.hooks.install import HookState
@@ -94,6 +96,8 @@ class Jobs:
     notes: Mapping[str, str] = field(default_factory=dict)  # job id -> local checkout
     pending: Pending | None = None  # reconcile: hand edits waiting for `git pub sync`
     remark: str | None = None  # sync: what happened to hand edits that made no job
+    commits: tuple[Outcome, ...] = ()  # sync: what became of each unpushed commit
+    local: str | None = None  # sync: what happened to the local branch
     hints: Mapping[str, str] = field(default_factory=dict)  # job id -> what to do next
     #: Work that is not confirmed yet and needs another run (sync: hand edits not delivered
     #: because the remote did not answer): exit 5, as a job in RETRY_WAIT.
@@ -106,7 +110,14 @@ class Jobs:
         if self.errors or any(r.errors for r in self.channels.values()):
             return EXIT_ERROR
         code = aggregate_exit(self.jobs, [r.exit_code for r in self.channels.values()])
-        return EXIT_UNCONFIRMED if code == EXIT_OK and self.unconfirmed else code
+        if code in (EXIT_KEY_REUSED, EXIT_NEEDS_PERSON):
+            return code
+        if any(c.status.needs_person for c in self.commits):
+            return EXIT_NEEDS_PERSON  # sync: a commit a person must act on
+        if code == EXIT_UNCONFIRMED or self.unconfirmed or any(
+                c.status == "pending" for c in self.commits):
+            return EXIT_UNCONFIRMED
+        return code
 
 
 def _hints(ctx: Context, jobs: Sequence[Job]) -> dict[str, str]:
@@ -126,6 +137,7 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
     keep = frozenset({State.LOCAL_COMMITTED}) if push else frozenset()
     with open_session(where, progress, keep_lease_in=keep) as ctx:
         drafted = ctx.config.draft is not None
+        check_targets(targets, ctx.repo.prefix, ctx.repo.work_tree)
         paths, srcs = read_sources(targets, sources, drafted)
         job, created = run_prepare(ctx, Request(tuple(paths), tuple(srcs), drafted, key))
         if not push:
@@ -377,9 +389,10 @@ def _read_merged(path: str) -> bytes:
 
 
 def sync(where: Path, progress: Progress) -> Jobs:
-    """Deliver every deliverable job, then the content changes that belong to no job."""
+    """Deliver every deliverable job, then the local branch's hand commits and uncommitted
+    content changes (``delivery.sync``): whole, or not at all."""
     from gitpub.delivery.deliver import DELIVERABLE, Deliverer
-    from gitpub.delivery.sync import reset_to_published, settle_outbox, sync_changes
+    from gitpub.delivery.sync import settle_outbox, supersede, sync_changes
     from gitpub.git.remote import RemoteError
 
     with open_session(where, progress) as ctx:
@@ -387,41 +400,35 @@ def sync(where: Path, progress: Progress) -> Jobs:
         deliverer.remote.check()  # no such remote, not a repository: exit 2, nothing changed
         failures = Failures()
         errors = failures.errors
+        try:
+            tip: str | None = deliverer.remote.fetch()
+            unreachable = None
+        except RemoteError as e:  # a transient: as a job in RETRY_WAIT, run again later
+            tip, unreachable = None, e.message
+        stale = supersede(ctx, tip) if unreachable is None else []
         jobs = _unfinished(ctx, failures, DELIVERABLE | LOCAL)
         driver = _driver(ctx)
         driver.expect(jobs)
         done = _deliver_all(ctx, jobs, deliverer, failures)
         done, channels = _distribute(ctx, driver, done, errors)
-        try:
-            tip = deliverer.remote.fetch()
-        except RemoteError as e:  # a transient: as a job in RETRY_WAIT, run again later
+        if unreachable is not None:
             return Jobs(tuple(done), tuple(errors), dict(deliverer.notes),
                         hints=_hints(ctx, done),
-                        unconfirmed=(f"hand edits not synced: {e.message}",),
+                        unconfirmed=(f"hand edits not synced: {unreachable}",),
                         channels=channels, tracebacks=tuple(failures.tracebacks))
-        result = sync_changes(ctx, tip)
-        notes = dict(deliverer.notes)
-        job = result.job
-        if job is not None:
-            if job.state not in TERMINAL:
-                job = _deliver_one(ctx, job, deliverer, failures)
-                notes.update(deliverer.notes)
-            done = [j for j in done if j.job_id != job.job_id] + [job]
-            if job.state == State.PUBLISHED and job.record.remote_commit and result.local:
-                result.notes.append(reset_to_published(ctx, result.local,
-                                                       job.record.remote_commit))
+        tip = ctx.repo.read_ref(deliverer.remote.tracking_ref)
+        report = sync_changes(ctx, tip,
+                              lambda job: _deliver_one(ctx, job, deliverer, failures))
         try:
             settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         except Exception as e:
             failures.add(None, e)
-        hints = _hints(ctx, done)
-    remark = None
-    if result.notes and job is not None:
-        notes[job.job_id] = "; ".join(result.notes)
-    elif result.notes:
-        remark = "; ".join(result.notes)
-    return Jobs(tuple(done), tuple(errors), notes, remark=remark, hints=hints,
-                channels=channels, tracebacks=tuple(failures.tracebacks))
+        touched = list({j.job_id: j for j in [*stale, *done, *report.jobs]}.values())
+        hints = _hints(ctx, touched)
+    return Jobs(tuple(touched), tuple(errors), dict(deliverer.notes),
+                remark="; ".join(report.notes) or None, commits=tuple(report.outcomes),
+                local=report.local, hints=hints, channels=channels,
+                tracebacks=tuple(failures.tracebacks))
 
 
 # -- CI and hooks --------------------------------------------------------------------------

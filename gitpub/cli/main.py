@@ -194,14 +194,15 @@ def push(ctx: click.Context, jobs: tuple[str, ...], create_branch: bool, dry_run
 @common_options
 @click.pass_context
 def sync(ctx: click.Context, dry_run: bool) -> None:
-    """Deliver every pending job and every content change that belongs to no job."""
+    """Deliver every pending job, then each hand commit whole (or change nothing)."""
     out = out_for(ctx)
     if dry_run:
         _plan(ctx, out, (), hand_edits=True)
     result = commands.sync(where(), out.progress)
     if result.remark:
         out.progress(result.remark)
-    _jobs(ctx, out, result, "nothing to sync")
+    out.emit(render.sync_json(result), render.sync_text(result))
+    ctx.exit(result.exit_code)
 
 
 def _plan(ctx: click.Context, out: Output, jobs: tuple[str, ...], hand_edits: bool) -> None:

@@ -170,16 +170,32 @@ def load_config(repo_root: pathlib.Path, cache_dir: pathlib.Path | None = None) 
         raise ConfigError(
             f"{CONFIG_FILE}: cannot read: {error.strerror or error}", source=CONFIG_FILE
         ) from None
+    return config_from_text(text, CONFIG_FILE, cache_dir)
+
+
+def config_from_text(text: str, source: str = CONFIG_FILE,
+                     cache_dir: pathlib.Path | None = None) -> Config:
+    """The Config of a ``.gitpub.yaml`` whose text is ``text`` (read from a file or a commit),
+    through the cache in ``cache_dir`` when given; ``source`` names it in error messages."""
     if cache_dir is None:
-        return parse_config(text, CONFIG_FILE)
-    return _cached_config(text, cache_dir)
+        return parse_config(text, source)
+    return _cached_config(text, cache_dir, source)
+
+
+def decode_config(data: bytes, source: str) -> str:
+    """A ``.gitpub.yaml``'s bytes as text (UTF-8, a BOM allowed), or ConfigError."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{source}: not valid UTF-8 (byte {error.start})",
+                          "save the file as UTF-8", source=source) from None
 
 
 CACHE_NAME = "config-cache.json"
 CACHE_VERSION = 2  # v1 copied every file's data, secrets included
 
 
-def _cached_config(text: str, cache_dir: pathlib.Path) -> Config:
+def _cached_config(text: str, cache_dir: pathlib.Path, source: str = CONFIG_FILE) -> Config:
     """``parse_config(text)``, with the YAML's data through a JSON cache (derived data: a bad
     cache is a miss). Only data that passed validation is ever cached.
 
@@ -198,11 +214,11 @@ def _cached_config(text: str, cache_dir: pathlib.Path) -> Config:
             cached = json.load(file)
         if (isinstance(cached, dict) and cached.get("v") == CACHE_VERSION
                 and cached.get("key") == key and "data" in cached):
-            return Parser(CONFIG_FILE).config(cached["data"])
+            return Parser(source).config(cached["data"])
     except (OSError, ValueError, RecursionError):
         pass
-    data = _load_yaml(text, CONFIG_FILE)
-    config = Parser(CONFIG_FILE).config(data)  # refuses bad data before anything is written
+    data = _load_yaml(text, source)
+    config = Parser(source).config(data)  # refuses bad data before anything is written
     _write_cache(path, cache_dir, text, key, data)
     return config
 

@@ -50,6 +50,9 @@ CRASH_POINTS: tuple[str, ...] = (
     "channels.reconciling-recorded",
     "git.ref-locked",
     "git.object-locked",
+    "sync.uncommitted-adopted",
+    "sync.local-rebuilt",
+    "checkout.worktree-updated",
 )
 
 _counts: dict[str, int] = {}

@@ -182,3 +182,4 @@ class FailureCode(StrEnum):
     KEY_REUSED = "key_reused"  # REVIEW: the remote has this job id published with other content
     ABANDONED = "abandoned"  # SKIPPED: a person gave the job up
     INTERNAL_ERROR = "internal_error"  # REVIEW: handling the job failed unexpectedly
+    SUPERSEDED = "superseded"  # SKIPPED: sync: the hand commit left the local branch, unsent

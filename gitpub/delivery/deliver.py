@@ -57,7 +57,13 @@ from gitpub.fonts.step import font_outputs
 from gitpub.git.locks import LockedError, ensure_pub_dir
 from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError, default_branch
 from gitpub.git.repo import MODE_FILE, Entry, Repository
-from gitpub.pipeline.commit import Artifacts, build_commit, read_artifacts, target_problems
+from gitpub.pipeline.commit import (
+    Artifacts,
+    build_commit,
+    change_problems,
+    read_artifacts,
+    target_problems,
+)
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import derive_fonts, drive, reload, run_judge, to_review
 from gitpub.store.jobs import Job
@@ -163,7 +169,7 @@ class Deliverer:
             return job  # fenced: this node does not write it again in this run
         if job.state in LOCAL:
             job = drive(self.ctx, job)
-        if job.state not in DELIVERABLE:
+        if job.state not in DELIVERABLE or self.waits(job):
             return job
         try:
             with delivery_lock(self.ctx.repo, progress=self.ctx.progress):
@@ -173,6 +179,15 @@ class Deliverer:
                 return job
         except LostRace:
             return reload(self.ctx.store, job)
+
+    def waits(self, job: Job) -> bool:
+        """A sync job waits while the job of the hand commit before it may still land: the
+        commits reach the remote in the order they were made."""
+        after = job.record.sync_after
+        if after is None:
+            return False
+        before = self.ctx.store.load(after)
+        return before is not None and (before.state in LOCAL or before.state in DELIVERABLE)
 
     # -- the rounds --------------------------------------------------------------------------
 
@@ -263,7 +278,8 @@ class Deliverer:
         """Rebase, record, push. Returns the job and whether to go another round."""
         store, repo, record = self.ctx.store, self.ctx.repo, job.record
         tip_tree = None if tip is None else repo.commit(tip).tree
-        fonts = font_outputs(self.ctx.config) & set(record.target_paths)
+        hand = record.kind == Kind.SYNC  # a hand commit: delivered exactly, fonts included
+        fonts = frozenset() if hand else font_outputs(self.ctx.config) & set(record.target_paths)
         problems = target_problems(repo, tip_tree,
                                    [t for t in record.targets if t.path not in fonts])
         if problems:
@@ -287,7 +303,19 @@ class Deliverer:
             if files:
                 note = "; font-only resolution: regenerated " + ", ".join(
                     sorted(p for p in files if p != "manifest"))
-        commit = build_commit(repo, record, artifacts, tip, self.ctx.config.trailer_prefix)
+        try:
+            commit = build_commit(repo, record, artifacts, tip, self.ctx.config.trailer_prefix)
+        except ManifestError as e:
+            return to_review(self.ctx, job, Stage.REBASE, FailureCode.ARTIFACTS_UNSAFE,
+                             [str(e)]), False
+        inexact = change_problems(repo, tip_tree, repo.commit(commit).tree,
+                                  artifacts.manifest) if hand else []
+        if inexact:
+            detail = "; ".join(inexact)
+            return store.transition(
+                job, record.evolve(state=S.CONFLICT, failure_code=FailureCode.TARGET_BLOCKED,
+                                   failure_detail=detail),
+                phase=Stage.REBASE, reason=f"cannot rebase onto {tip}: {detail}"), False
         problem = self._not_its_publication(job, record, commit)
         if problem is not None:
             return self._transient(job, problem), False

@@ -189,6 +189,12 @@ class Healer:
         for top in ("refs", "objects", "pub/fetch.git/refs"):
             for dirpath, _dirs, files in os.walk(self.git_dir / top):
                 found += [Path(dirpath) / f for f in files if f.endswith(".lock")]
+        found = [lock for lock in found if lock.exists() and self.healable(lock)]
+        ages = [a for a in map(self.age, found) if a is not None]
+        if ages and min(ages) < GRACE and not others_alive(self.pub_dir):
+            # A young lock with no gitpub alive: its holder is dead or a short C git write;
+            # the grace is waited out here (at most GRACE seconds), as a writer would.
+            time.sleep(GRACE - min(ages))
         return sum(1 for lock in found if lock.exists() and self.heal(lock) and not lock.exists())
 
     @contextlib.contextmanager

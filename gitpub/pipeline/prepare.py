@@ -92,8 +92,46 @@ def to_review(ctx: Context, job: Job, phase: Stage, code: FailureCode,
         phase=phase, reason=detail)
 
 
+def sync_targets(ctx: Context, parent: str, commit: str) -> tuple[list[Target],
+                                                                   dict[str, Entry | None]]:
+    """A hand commit's changes against its parent as targets (each with the compare-and-swap
+    condition of the entry it replaces: content *and* mode) and artifact entries (the commit's
+    own blobs and modes, byte for byte)."""
+    repo = ctx.repo
+    targets: list[Target] = []
+    entries: dict[str, Entry | None] = {}
+    for change in repo.diff_entries(repo.commit(parent).tree, repo.commit(commit).tree):
+        old, new = change.old, change.new
+        if new is not None:
+            entries[f"artifacts/{change.path}"] = new
+        if old is None:
+            targets.append(Target(change.path, "new"))
+        else:
+            targets.append(Target(change.path, "update" if new is not None else "delete",
+                                  content_sha256(repo.blob(old.sha)), old.mode))
+    return targets, entries
+
+
+def _snapshot_sync(ctx: Context, job: Job) -> Job:
+    """A sync job's snapshot: the hand commit's parent is the base, its changes the targets."""
+    record = job.record
+    assert record.sync_commit is not None and record.requested_base is not None
+    targets, entries = sync_targets(ctx, record.requested_base, record.sync_commit)
+    base = record.requested_base
+    job = ctx.store.transition(
+        job, record.evolve(state=State.PREPARING, base_ref="(parent of the hand commit)",
+                           base_commit=base, first_base=record.first_base or base,
+                           targets=tuple(targets),
+                           phases=record.phases | {Phase.DRAFT: "direct"}),
+        phase=Stage.SNAPSHOT, reason=f"commit {record.sync_commit} on {base}", entries=entries)
+    crash_point("prepare.base-snapshotted")
+    return job
+
+
 def _snapshot(ctx: Context, job: Job) -> Job:
     record = job.record
+    if record.kind == Kind.SYNC and record.sync_commit is not None:
+        return _snapshot_sync(ctx, job)
     if Phase.SOURCE_SCAN in record.phases:
         return to_review(ctx, job, Stage.SOURCE_SCAN, FailureCode.SECRET_IN_SOURCE,
                          [record.phases[Phase.SOURCE_SCAN]])
@@ -306,7 +344,7 @@ def _gates(ctx: Context, job: Job) -> Job:
     modes = {p: e.mode for p, e in ctx.repo.walk_files(tree)} if tree else {}
     record = job.record.evolve(phases=job.record.phases | {Phase.GATES: "passed"})
     fonts: dict[str, bytes] = {}
-    if ctx.config.fonts:
+    if ctx.config.fonts and record.kind != Kind.SYNC:  # a hand commit is delivered as it is
         derived = derive_fonts(ctx, record.base_commit, files)
         if derived.problems:
             return to_review(ctx, job, Stage.FONTS, FailureCode.FONT_FAILED, derived.problems)
@@ -316,7 +354,8 @@ def _gates(ctx: Context, job: Job) -> Job:
                                            for out in sorted(fonts)),
             phases=record.phases | {Phase.FONTS: derived.summary()})
     manifest = Manifest.build([(p, modes[p], d) for p, d in files.items()]
-                              + [(p, MODE_FILE, d) for p, d in fonts.items()])
+                              + [(p, MODE_FILE, d) for p, d in fonts.items()],
+                              deleted=[t.path for t in record.targets if t.op == "delete"])
     author = ctx.repo.user_identity()
     job = ctx.store.transition(
         job,

@@ -234,9 +234,11 @@ class JobStore:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def create(self, record: JobRecord, files: Mapping[str, bytes], reason: str) -> Job:
-        """Record a new job; ``LostRace`` if a job with this id already exists."""
-        return self._write(None, record, files, {}, (), Stage.RECEIVED, reason)
+    def create(self, record: JobRecord, files: Mapping[str, bytes], reason: str,
+               keep_alive: Sequence[str] = ()) -> Job:
+        """Record a new job; ``LostRace`` if a job with this id already exists. ``keep_alive``
+        commits become parents of the first state commit (a sync job's hand commit)."""
+        return self._write(None, record, files, {}, keep_alive, Stage.RECEIVED, reason)
 
     def transition(
         self,

@@ -5,9 +5,11 @@ A commit is job J's publication only when all of these hold (README, "Proof of p
 1. its message claims J the same way under both of git's readings (``git.trailers.claim``):
    exactly one ``<prefix>-Job-Id`` and one ``<prefix>-Manifest-Sha256``;
 2. the manifest paragraph of its message hashes to that ``Manifest-Sha256``;
-3. its tree holds every manifest entry: path, mode and SHA-256 of the content;
+3. its tree holds every manifest entry: path, mode and SHA-256 of the content — and no file at
+   a path the manifest lists as deleted (v2: a hand commit delivered by ``sync``);
 4. against its first parent it changes the manifest's paths and nothing else (no extra file, no
-   deletion), and none of them is a path that steers git, CI or gitpub (``steers``).
+   deletion the manifest does not list), and none of them is a path that steers git, CI or
+   gitpub (``steers``).
 
 Trailers alone prove nothing (anyone can copy a message), and neither does a tree that merely
 holds the files (a forged commit may carry them plus something else). The probe of delivery,
@@ -19,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gitpub.core.manifest import HEADER, Manifest, ManifestError, content_sha256
+from gitpub.core.manifest import HEADERS, Manifest, ManifestError, content_sha256
 from gitpub.core.paths import is_steering
 from gitpub.git import trailers
-from gitpub.git.repo import CommitInfo, Repository
+from gitpub.git.repo import MODE_TREE, CommitInfo, Repository
 
 #: The prefix gitpub writes by default: claims under it are always checked by ``confirm``.
 DEFAULT_PREFIX = "Blog"
@@ -52,8 +54,9 @@ class Verdict:
 
 
 def manifest_paragraph(message: bytes) -> bytes | None:
-    """The manifest text embedded in a commit message, if any."""
-    start = message.find(b"\n" + HEADER)
+    """The manifest text embedded in a commit message, if any (the last paragraph that opens
+    with a manifest header: a hand commit's own text comes before gitpub's)."""
+    start = max(message.rfind(b"\n" + header) for header in HEADERS)
     if start < 0:
         return None
     start += 1
@@ -101,7 +104,10 @@ def tree_problems(repo: Repository, info: CommitInfo, manifest: Manifest) -> lis
     problems = []
     for entry in manifest.entries:
         found = repo.lookup(info.tree, entry.path)
-        if found is None:
+        if entry.deleted:
+            if found is not None and found.mode != MODE_TREE:
+                problems.append(f"{entry.path}: present, manifest says deleted")
+        elif found is None:
             problems.append(f"{entry.path}: missing")
         elif found.mode != entry.mode:
             problems.append(f"{entry.path}: mode {found.mode:o}, manifest says {entry.mode:o}")
