@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gitpub.core.crashpoints import crash_point
-from gitpub.core.errors import LostRace
+from gitpub.core.errors import CorruptStateError, LostRace
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import NEEDS_PERSON, SETTLED, TERMINAL, FailureCode, Stage, State
 from gitpub.git.push import PushOutcome, PushResult, Update
@@ -118,6 +118,8 @@ class Shared:
         mine = self.pushed.get(job_id)
         if mine is not None and theirs != mine and job_id not in self.lost:
             self.lost[job_id] = "another node moved it on the remote"
+            self.ctx.progress(f"{job_id[:13]}: another node moved it on the remote since this "
+                              "node wrote it; this node leaves it")
         relation = self.view.relation(job.commit, theirs)
         if relation in (Relation.SAME, Relation.LOCAL_AHEAD, Relation.LOCAL_ONLY):
             return job
@@ -315,6 +317,50 @@ class Shared:
                 done.append(job.job_id)
         return done
 
+
+    # -- take-over and lookup ----------------------------------------------------------------
+
+    def orphans(self) -> list[Job]:
+        """The remote's unfinished jobs that no live worker holds (their lease expired, or
+        their holder's process on this host is gone) and that this clone does not have yet:
+        adopted here and marked taken over (a local record only, ``JobStore.acquire``: the
+        take-over reaches the remote with the claim, after the probe). Needs ``fetch``."""
+        taken: list[Job] = []
+        store = self.ctx.store
+        for item in self.view.remote_jobs():
+            if isinstance(item, CorruptStateError):
+                continue  # damaged remote state is not taken over blindly
+            if item.state in TERMINAL or store.load(item.job_id) is not None:
+                continue  # finished, or this clone's own (reconciled by ``sync``)
+            lease = item.record.lease
+            if lease is not None and held_by_other(lease, store.worker):
+                self.held[item.job_id] = lease.owner
+                continue
+            try:
+                job = store.adopt(item.job_id, None, item.commit)
+                acquired = store.acquire(job)
+            except LostRace:
+                continue  # someone here got there first
+            if acquired is None:
+                continue
+            holder = "nobody" if lease is None else lease.owner
+            self.ctx.progress(f"{item.job_id[:13]}: taken over from {holder} "
+                              f"({item.state.value} on the remote); probing first")
+            taken.append(acquired)
+        return taken
+
+    def locate(self, ref: str) -> Job | None:
+        """A job this clone does not have, by id or unique id prefix, from a fresh fetch of
+        the remote's job store (its job refs, else the archive for a full id); None when the
+        remote has no such job either. Raises ``RemoteError`` / ``RemoteConfigError``."""
+        self.fetch()
+        ids = [i for i in self.view.remote_ids() if i == ref or i.startswith(ref)]
+        if len(ids) == 1:
+            return self.view.remote_job(ids[0])
+        if len(ids) > 1:
+            return None
+        found = self.view.find(ref) if len(ref) == 36 else None
+        return None if found is None else found.job
 
 def _reachable(state: State) -> frozenset[State]:
     from gitpub.core.states import ALLOWED
