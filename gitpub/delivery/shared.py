@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, LostRace
+from gitpub.core.record import Lease
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import NEEDS_PERSON, SETTLED, TERMINAL, FailureCode, Stage, State
 from gitpub.git.push import PushOutcome, PushResult, Update
@@ -99,10 +100,16 @@ class Shared:
             return False
         theirs = job if sha == job.commit else self.ctx.store.load_at(job.job_id, sha)
         lease = theirs.record.lease
-        if lease is not None and held_by_other(lease, self.ctx.store.worker):
+        if lease is not None and self._held_by_other(lease):
             self.held[job.job_id] = lease.owner
             return True
         return False
+
+    def _held_by_other(self, lease: Lease) -> bool:
+        """A remote lease another live worker holds. One of this very process (an earlier
+        command run in it, whose claim outlived its local lease) is ours."""
+        worker = self.ctx.store.worker
+        return lease.owner != worker.owner and held_by_other(lease, worker)
 
     # -- sync --------------------------------------------------------------------------------
 
@@ -333,7 +340,7 @@ class Shared:
             if item.state in TERMINAL or store.load(item.job_id) is not None:
                 continue  # finished, or this clone's own (reconciled by ``sync``)
             lease = item.record.lease
-            if lease is not None and held_by_other(lease, store.worker):
+            if lease is not None and self._held_by_other(lease):
                 self.held[item.job_id] = lease.owner
                 continue
             try:

@@ -82,8 +82,8 @@ def owner_alive(owner: str) -> bool:
 
 def held_by_other(lease: Lease | None, worker: Worker, now: float | None = None) -> bool:
     """Whether someone else holds a live lease (so we must leave the job alone)."""
-    if lease is None or worker.holds(lease) or lease.owner == worker.owner:
-        return False  # a lease of this very process (an earlier command in it) is ours
+    if lease is None or worker.holds(lease):
+        return False
     if lease.expires_at <= (time.time() if now is None else now):
         return False
     return owner_alive(lease.owner)
