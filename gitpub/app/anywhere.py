@@ -72,11 +72,17 @@ def take_over(ctx: Context, deliverer: Deliverer, failures: Failures) -> list[Jo
     """The remote's unfinished jobs whose holder is gone (``Shared.orphans``), adopted here
     to be delivered like this clone's own: probed first. A remote that does not answer is
     reported; one that is not configured leaves only this clone's jobs to recover."""
+    from gitpub.delivery.deliver import delivery_lock
+    from gitpub.git.locks import LockedError
     from gitpub.git.remote import RemoteConfigError, RemoteError
 
     try:
-        deliverer.shared.fetch()
-        return deliverer.shared.orphans()
+        with delivery_lock(ctx.repo, progress=ctx.progress):  # the network segment's lock
+            deliverer.shared.fetch()
+            return deliverer.shared.orphans()
+    except LockedError:
+        ctx.progress("no take-over of other nodes' jobs in this run: another gitpub here holds "
+                     "the delivery lock")
     except RemoteConfigError as e:
         ctx.progress(f"no take-over of other nodes' jobs: {e.message}")
     except RemoteError as e:
