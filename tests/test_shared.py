@@ -272,3 +272,61 @@ def test_without_atomic_push_the_safe_order(site: Site, daemon: GitDaemon,
     if point != "shared.content-pushed":  # (then the probe finds it: nothing to push)
         assert "does not support atomic pushes" in r.err + r.out
     assert_store_agrees(site, [job_id])
+
+
+# -- any clone resolves any job --------------------------------------------------------------
+
+def test_another_clone_resolves_a_job_it_never_had(site: Site, daemon: GitDaemon,
+                                                   tmp_path: Path) -> None:
+    """A's job ends in CONFLICT (its state goes to the remote store); B, which never had the
+    job, abandons it; A's clone then adopts the remote's SKIPPED and pushes nothing."""
+    b = node(site, tmp_path, "node-b")
+    data = prepare(site, "k1", "posts/welcome.md", "# Welcome\n\nMine.\n")
+    job_id = str(data["job_id"])
+    (b.path / "posts/welcome.md").write_text("# Welcome\n\nTheirs.\n")
+    b.git("commit", "-qam", "their edit")
+    b.git("push", "-q", "origin", "HEAD:main")
+    assert site.call("push").code == 4
+    conflict = remote_state(site, job_id)
+    assert conflict is not None and conflict["state"] == "CONFLICT"
+    r = b.call("resolve", "--json", job_id, "--abandon")
+    assert r.code == 0, r.out + r.err
+    assert r.json()["jobs"][0]["state"] == "SKIPPED"
+    skipped = remote_state(site, job_id)
+    assert skipped is not None and skipped["state"] == "SKIPPED", "shared by compare-and-swap"
+    tip = branch_tip(site)
+    assert site.call("reconcile").code == 0  # fetches the store: syncs the job A has
+    assert site.call("status", "--json", job_id).json()["state"] == "SKIPPED"
+    assert branch_tip(site) == tip and remote_job_ids(site) == []
+
+
+# -- three nodes, random kills ---------------------------------------------------------------
+
+def test_three_nodes_with_random_kills_publish_each_job_once(site: Site, daemon: GitDaemon,
+                                                             tmp_path: Path) -> None:
+    """Three clones deliver three jobs each at once; each node's first run is SIGKILLed at a
+    delivery crash point drawn from a seeded generator. Reconcile (take-over included) on
+    every node until nothing is left: every job on the branch exactly once, the remote's job
+    refs agreeing with the trailers."""
+    import random
+
+    points = ["delivery.fetched", "delivery.claimed", "delivery.pushing-recorded",
+              "delivery.pushed", "delivery.published-recorded"]
+    rng = random.Random(15)
+    site.write_config(FAST)
+    nodes = [site, node(site, tmp_path, "node-b", FAST), node(site, tmp_path, "node-c", FAST)]
+    expected = []
+    for n, writer in enumerate(nodes):
+        for i in range(3):
+            data = prepare(writer, f"n{n}-{i}", f"posts/n{n}/{i}.md", article(f"{n}-{i}"))
+            expected.append(str(data["job_id"]))
+    kills = {str(w.path): f"{rng.choice(points)}:{rng.randint(1, 3)}" for w in nodes}
+    procs = [spawn(w, "push", env={"GITPUB_CRASH_AT": kills[str(w.path)]}) for w in nodes]
+    for p in procs:
+        p.communicate(timeout=300)
+    for _ in range(6):
+        codes = [w.run("reconcile", timeout=300).code for w in nodes]
+        if not codes[0] and not codes[1] and not codes[2] and \
+                sorted(remote_job_ids(site)) == sorted(expected):
+            break
+    assert_store_agrees(site, expected)

@@ -169,6 +169,11 @@ class Deliverer:
             return job  # fenced: this node does not write it again in this run
         if job.state in LOCAL:
             job = drive(self.ctx, job)
+        if job.state not in DELIVERABLE and job.state not in LOCAL and self.shared.fetched:
+            try:  # the store was fetched (reconcile): a person may have resolved it elsewhere
+                return self.shared.sync(job)
+            except LostRace:
+                return reload(self.ctx.store, job)
         if job.state not in DELIVERABLE or self.waits(job):
             return job
         try:
