@@ -83,8 +83,8 @@ def take_over(ctx: Context, deliverer: Deliverer, failures: Failures) -> list[Jo
     except LockedError:
         ctx.progress("no take-over of other nodes' jobs in this run: another gitpub here holds "
                      "the delivery lock")
-    except RemoteConfigError as e:
-        ctx.progress(f"no take-over of other nodes' jobs: {e.message}")
+    except RemoteConfigError:
+        pass  # said once, by the delivery of this clone's jobs (exit 2) if it has any
     except RemoteError as e:
         failures.add(None, e)
     return []
