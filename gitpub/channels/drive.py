@@ -118,6 +118,30 @@ class Driver:
                     article_path(self.ctx.config, job.record) is not None:
                 self.state.expect(job)
 
+    def rediscover(self, errors: list[str]) -> list[str]:
+        """Put back in the index every published job whose distribution is recorded and not
+        settled but that the index lost (it is derived data: ``reconcile`` never trusts it);
+        the ids put back. Reads every job ref."""
+        if not self.enabled:
+            return []
+        indexed = set(self.state.indexed())
+        found = []
+        for item in self.ctx.store.iter_jobs(finished=True):
+            if isinstance(item, CorruptStateError) or item.state != State.PUBLISHED \
+                    or item.job_id in indexed or item.record.kind != Kind.PUBLISH:
+                continue  # an unreadable job is reported by the delivery's own scan
+            try:
+                dist = self.state.load(item)
+            except CorruptStateError as e:
+                errors.append(sanitize(e.message))
+                continue
+            if dist is not None and not dist.settled:
+                self.state.expect(item)
+                found.append(item.job_id)
+                self.ctx.progress(f"job {item.job_id[:13]}: its unsettled channels were "
+                                  "missing from the distribution index: indexed again")
+        return found
+
     def drive_all(self, named: Sequence[Job] = (), *,
                   only_named: bool = False) -> tuple[list[Report], list[str]]:
         """``named`` and (unless ``only_named``) every indexed job: their reports, and the
