@@ -23,7 +23,6 @@ from gitpub.channels.model import Unknown
 from gitpub.channels.webhook import MAX_RETRY_AFTER, WebhookAdapter, retry_after
 from gitpub.pipeline.steps import StepResult
 
-
 SLOW_RETRY = "{max_attempts: 3, backoff_base: 30, backoff_max: 30, jitter: 0}"
 
 
