@@ -7,11 +7,13 @@ outcome. Write order for a send, each a compare-and-swap of the job's ref:
 
 1. the account's lease (its own ref) — one sender per account, the rate window counted;
 2. SENDING, with the lease holder's token, the attempt and the payload's hash;
-3. the send itself, only if the lease still covers it;
-4. the outcome — only if the record is still our SENDING (else we were fenced off: a worker
+3. the intent's claim on the remote (``claim``): without it nothing is sent — another clone's
+   claim makes the outcome ``unknown``, a remote that cannot be asked ``not_sent``;
+4. the send itself, only if the lease still covers it;
+5. the outcome — only if the record is still our SENDING (else we were fenced off: a worker
    that found our lease expired has turned it ``unknown``, and reconciliation decides).
 
-A process killed between 2 and 4 leaves SENDING under a lease whose owner is gone: the next
+A process killed between 2 and 5 leaves SENDING under a lease whose owner is gone: the next
 holder makes it ``unknown`` and reconciles it (probe, or a resend with the same key), never
 sends it as new. Optional channels are driven the same way; none of this touches the blog.
 """
