@@ -272,7 +272,7 @@ def test_adapter_exception_is_unknown_not_a_crash(site: Site,
         raise RuntimeError("adapter bug")
 
     with Platform() as platform:
-        configure(site, webhook_channel(platform.url))
+        configure(site, webhook_channel(platform.url, retry=SLOW_RETRY))
         job_id = prepare(site)
         monkeypatch.setattr(WebhookAdapter, "send", broken)
         r = site.call("push")
