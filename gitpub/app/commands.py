@@ -323,6 +323,7 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
         jobs += take_over(ctx, deliverer, failures)
         driver = _driver(ctx)
         driver.expect(jobs)
+        driver.rediscover(errors)
         try:
             done = _deliver_all(ctx, jobs, deliverer, failures)
         except RemoteConfigError:

@@ -45,6 +45,7 @@ CRASH_POINTS: tuple[str, ...] = (
     "shared.archived",
     "channels.initialized",
     "channels.sending-recorded",
+    "channels.claimed",
     "channels.sent",
     "channels.outcome-recorded",
     "channels.reconciling-recorded",
