@@ -62,6 +62,7 @@ class CommitInfo:
     parents: tuple[str, ...]
     message: bytes
     commit_time: int
+    encoding: str | None = None  # the ``encoding`` header, when the commit has one
 
 
 @dataclass(frozen=True)
@@ -310,7 +311,24 @@ class Repository:
             parents=tuple(_s(p) for p in obj.parents),
             message=bytes(obj.message),
             commit_time=int(obj.commit_time),
+            encoding=None if obj.encoding is None else obj.encoding.decode("ascii", "replace"),
         )
+
+    def raw_tree(self, sha: str) -> bytes:
+        """A tree object's content exactly as stored (dulwich's parsed view drops duplicate
+        entries; ``git.treecheck`` must see them)."""
+        obj = self._get(sha)
+        if not isinstance(obj, Tree):
+            raise CorruptStateError(f"object {sha} is a {obj.type_name.decode()}, not a tree")
+        return bytes(obj.as_raw_string())
+
+    def message_as_git_shows(self, sha: str) -> bytes:
+        """A commit's message as C git shows it: re-encoded to UTF-8 from the commit's
+        ``encoding`` header (what ``git log`` and ``%(trailers)`` read)."""
+        proc = self.git("show", "-s", "--no-notes", "--encoding=UTF-8", "--format=%B", sha)
+        if proc.returncode != 0:
+            raise CorruptStateError(f"git cannot show commit {sha}")
+        return proc.stdout.removesuffix(b"\n")
 
     def changed_paths(self, old_tree: str | None, new_tree: str) -> list[tuple[str, str | None]]:
         """(path, new blob id or None if deleted) for every file that differs between two
