@@ -12,7 +12,6 @@ from test_delivery import article, prepare
 from gitpub.git.notes import add_notes
 from gitpub.git.repo import Repository
 
-
 #: CI's secret (``GITPUB_CONFIRM_KEY``): the runs in CI clones are authenticated.
 KEY = "ci-secret-0123456789abcdef"
 

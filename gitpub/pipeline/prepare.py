@@ -301,11 +301,11 @@ def _gates(ctx: Context, job: Job) -> Job:
             phases=record.phases | {Phase.FONTS: derived.summary()})
     manifest = Manifest.build([(p, modes[p], d) for p, d in files.items()]
                               + [(p, MODE_FILE, d) for p, d in fonts.items()])
-    author = ctx.repo.user_identity()
+    author = sanitize(ctx.repo.user_identity().as_bytes().decode())  # it is published
     job = ctx.store.transition(
         job,
         record.evolve(state=State.READY_TO_COMMIT, manifest_sha256=manifest.sha256(),
-                      commit_time=int(ctx.clock()), author=author.as_bytes().decode()),
+                      commit_time=int(ctx.clock()), author=author),
         phase=Stage.GATES, reason=f"gates passed; manifest {manifest.sha256()}{_uses(allowed)}",
         files={"manifest": manifest.serialize()} | {f"artifacts/{p}": d
                                                      for p, d in fonts.items()})
