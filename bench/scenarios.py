@@ -616,3 +616,12 @@ SCENARIOS: dict[str, Callable[[Harness, Sizes], list[Row]]] = {
     "throughput": throughput,
     "two-writers": two_writers,
 }
+
+
+def _discovery(h: Harness, s: Sizes) -> list[Row]:
+    from bench.discovery import discovery
+
+    return discovery(h, s)
+
+
+SCENARIOS["discovery"] = _discovery

@@ -224,7 +224,8 @@ def test_update_of_an_existing_path_records_the_base_hash(site: Site) -> None:
     data = ok(prepare(site, "--key", "upd", "--to", "posts/welcome.md", "-", input=new_text))
     record = job_record(site, data["job_id"])
     assert record["targets"] == [
-        {"path": "posts/welcome.md", "op": "update", "base_sha256": sha256(WELCOME)}]
+        {"path": "posts/welcome.md", "op": "update", "base_sha256": sha256(WELCOME),
+         "base_mode": None}]
     assert record["base_commit"] == site.git("rev-parse", "origin/main").strip()
     commit = data["local_commit"]
     assert site.git("show", f"{commit}:posts/welcome.md") == new_text
@@ -232,7 +233,7 @@ def test_update_of_an_existing_path_records_the_base_hash(site: Site) -> None:
 
     fresh = ok(prepare(site, "--key", "new", "--to", "posts/fresh.md", "-", input=ARTICLE))
     assert job_record(site, fresh["job_id"])["targets"] == [
-        {"path": "posts/fresh.md", "op": "new", "base_sha256": None}]
+        {"path": "posts/fresh.md", "op": "new", "base_sha256": None, "base_mode": None}]
 
 
 def test_prepare_never_touches_the_working_tree_index_or_branch(site: Site) -> None:

@@ -36,9 +36,10 @@ def full() -> JobRecord:
     return JobRecord(
         job_id="j", idempotency_key="k", request_hash="h" * 64, state=State.PUSHING,
         node="n", created_at=1.5, updated_at=2.5, source_sha256="s" * 64, drafted=True,
-        kind=Kind.SYNC, requested_base="b" * 40, base_ref="refs/remotes/origin/main",
-        base_commit="c" * 40, first_base="d" * 40,
-        targets=(Target("posts/a.md", "update", "0" * 64), Target("posts/b.md", "new")),
+        kind=Kind.SYNC, requested_base="b" * 40, sync_commit="9" * 40, sync_after="j0",
+        base_ref="refs/remotes/origin/main", base_commit="c" * 40, first_base="d" * 40,
+        targets=(Target("posts/a.md", "update", "0" * 64, 0o100755), Target("posts/b.md", "new"),
+                 Target("posts/c.md", "delete", "1" * 64, 0o120000)),
         manifest_sha256="m" * 64, commit_time=1234, author="A <a@b>", local_commit="e" * 40,
         remote_commit="f" * 40, attempt=2, max_attempts=7, next_retry_at=99.0,
         retry_remote="0123456789abcdef",
@@ -118,10 +119,10 @@ def test_an_absent_field_with_a_default_takes_it(name: str) -> None:
     (lambda d: d.update(phases={"draft": 1}), "field phases.draft: expected a string"),
     (lambda d: d.update(phases=[]), "field phases: expected an object"),
     (lambda d: d.update(targets={}), "field targets: expected a list"),
-    (lambda d: d["targets"][0].update(op="delete"), "field targets[0].op: expected one of"),
+    (lambda d: d["targets"][0].update(op="remove"), "field targets[0].op: expected one of"),
     (lambda d: d["targets"][0].update(x=1), "targets[0]: unknown fields in job record: x"),
     (lambda d: d["targets"][1].pop("path"), "missing field in job record: targets[1].path"),
-    (lambda d: d["targets"].append("posts/c.md"), "field targets[2]: expected an object"),
+    (lambda d: d["targets"].append("posts/c.md"), "field targets[3]: expected an object"),
     (lambda d: d["lease"].update(expires_at="soon"), "field lease.expires_at: expected a fin"),
     (lambda d: d["lease"].pop("token"), "missing field in job record: lease.token"),
     (lambda d: d["lease"].update(token=5), "field lease.token: expected a string, got 5"),
@@ -235,7 +236,7 @@ def assert_describes(result: Any, document: Any, top: bool = True) -> None:
                            else f.default_factory())
                 assert result[k] == json.loads(json.dumps(default)), k
             else:
-                assert k == "base_sha256" and result[k] is None, k  # Target's one default
+                assert k in ("base_sha256", "base_mode") and result[k] is None, k  # defaults
     elif isinstance(document, list):
         assert isinstance(result, list) and len(result) == len(document)
         for r, d in zip(result, document, strict=True):

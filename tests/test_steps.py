@@ -162,6 +162,36 @@ def test_children_left_behind_after_a_normal_exit_are_killed(
     assert wait_gone(read_pid(pidfile)), "a daemon the step left behind is still running"
 
 
+def test_timeout_kills_a_process_that_left_the_group(scratch: Scratch, tmp_path: Path) -> None:
+    """`setsid` puts the child in a session of its own: the process group kill misses it."""
+    pidfile = tmp_path / "child.pid"
+    started = time.monotonic()
+    result = run_in(scratch, f'setsid sleep 60 & echo $! > "{pidfile}"; sleep 60', timeout=1)
+    assert result.timed_out
+    assert time.monotonic() - started < 30, "the timeout waited for the setsid child"
+    assert wait_gone(read_pid(pidfile)), "the setsid child survived the timeout"
+
+
+def test_a_step_done_while_a_setsid_leftover_holds_its_pipes(scratch: Scratch,
+                                                            tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    started = time.monotonic()
+    result = run_in(scratch, f'setsid sleep 60 & echo $! > "{pidfile}"; echo done', timeout=50)
+    assert result.ok and result.stdout == b"done\n"
+    assert time.monotonic() - started < 30, "waited for a leftover instead of the step"
+    assert wait_gone(read_pid(pidfile))
+
+
+def test_a_double_forked_daemon_in_its_own_session_is_killed(scratch: Scratch,
+                                                            tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    script = (f"setsid sh -c 'sleep 60 & echo $! > \"{pidfile}\"; wait' "
+              ">/dev/null 2>&1 </dev/null & sleep 0.3; exit 0")
+    result = run_in(scratch, script)
+    assert result.ok
+    assert wait_gone(read_pid(pidfile)), "the daemon's own child survived"
+
+
 # -- the temp-file guard -------------------------------------------------------------------
 
 def test_declared_outputs_are_collected_with_their_modes(scratch: Scratch) -> None:

@@ -1,34 +1,122 @@
-"""`git pub sync`: hand edits reach the remote like jobs, and nothing unrelated is staged."""
+"""`git pub sync`: a person's commits reach the remote whole, or nothing changes at all.
+
+Every test works on real repositories and checks the result with C git: the published commit's
+tree, modes, author and message on the remote; and, when sync must stop, that the branch, the
+index and the working tree are byte for byte what they were.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 from conftest import Site, git
 from test_delivery import article, commit_file, other_writer, prepare, remote_job_ids
 
 
-def hand_commit(site: Site, path: str, text: str) -> str:
+def hand_commit(site: Site, path: str, text: str, message: str | None = None) -> str:
     (site.path / path).parent.mkdir(parents=True, exist_ok=True)
     (site.path / path).write_text(text)
     site.git("add", path)
-    site.git("commit", "-q", "-m", f"edit {path}")
+    site.git("commit", "-q", "-m", message or f"edit {path}", "--", path)  # only this path
     return site.git("rev-parse", "HEAD").strip()
 
 
-def test_hand_commit_reaches_the_remote(site: Site) -> None:
-    hand_commit(site, "posts/welcome.md", "# Welcome\n\nFixed a typo.\n")
+def snapshot(site: Site) -> dict[str, Any]:
+    """Everything a person could lose: the branch, the index, the working tree (bytes)."""
+    files = {}
+    for root, dirs, names in os.walk(site.path):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in names:
+            p = Path(root, name)
+            files[str(p.relative_to(site.path))] = (os.readlink(p) if p.is_symlink()
+                                                    else p.read_bytes())
+    return {"head": site.git("rev-parse", "HEAD"), "main": site.git("rev-parse", "main"),
+            "cached": site.git("diff", "--cached", "--binary"),
+            "unstaged": site.git("diff", "--binary"),
+            "status": site.git("status", "--porcelain=v2", "--untracked-files=all"),
+            "files": files}
+
+
+def statuses(r: Any) -> list[str]:
+    return [c["status"] for c in r.json()["commits"]]
+
+
+def test_hand_commit_reaches_the_remote_with_its_own_message(site: Site) -> None:
+    commit = hand_commit(site, "posts/welcome.md", "# Welcome\n\nFixed a typo.\n",
+                         "fix typo in issue 999")
     r = site.call("sync", "--json")
     assert r.code == 0, r.out + r.err
     (job,) = r.json()["jobs"]
-    assert job["state"] == "PUBLISHED" and job["idempotency_key"].startswith("sync:")
+    assert job["state"] == "PUBLISHED" and job["idempotency_key"] == f"sync:{commit}"
+    (line,) = r.json()["commits"]
+    assert line["commit"] == commit and line["status"] == "published"
     assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nFixed a typo.\n"
+    body = git(site.remote, "log", "-1", "--format=%B", "main")
+    assert body.startswith("fix typo in issue 999\n\ngitpub-manifest v1\n")
     sync_id = git(site.remote, "log", "-1", "--format=%(trailers:key=Blog-Sync-Id,valueonly)",
                   "main").strip()
-    assert sync_id == job["idempotency_key"].removeprefix("sync:")
+    assert sync_id == commit
     assert site.git("rev-parse", "main") == git(site.remote, "rev-parse", "main")
     assert site.git("status", "--porcelain") == ""
     assert site.call("sync").code == 0 and len(remote_job_ids(site)) == 1
+
+
+def test_deletion_rename_exec_and_symlink_are_published_exactly(site: Site) -> None:
+    """The Done-when case: one hand commit that deletes, renames, makes a file executable and
+    adds a symlink, by another author, with a signed-off message — published as it is. The
+    hooks are installed, so the pre-push check verifies the v2 manifest on the way out."""
+    assert site.call("hooks", "install").code == 0
+    (site.path / "posts/gone.md").write_text(article("gone"))
+    (site.path / "posts/old-name.md").write_text(article("renamed"))
+    (site.path / "posts/run.sh").write_text("#!/bin/sh\necho hi\n")
+    site.write_config("content: ['posts/**']\n")
+    site.git("add", ".")
+    site.git("commit", "-q", "-m", "setup")
+    site.git("push", "-q", "origin", "main")
+    site.git("fetch", "-q", "origin")
+    site.git("rm", "-q", "posts/gone.md")
+    site.git("mv", "posts/old-name.md", "posts/new-name.md")
+    os.chmod(site.path / "posts/run.sh", 0o755)
+    os.symlink("new-name.md", site.path / "posts/latest.md")
+    site.git("add", "-A", "posts")
+    message = ("Tidy the posts\n\nRemove one, rename one, make the script runnable.\n\n"
+               "Signed-off-by: Ada Lovelace <ada@example.com>\n")
+    site.git("commit", "-q", "--author", "Ada Lovelace <ada@example.com>", "-m", message)
+    commit = site.git("rev-parse", "HEAD").strip()
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert statuses(r) == ["published"]
+    published = git(site.remote, "rev-parse", "main").strip()
+    # byte- and mode-exact: nothing else changed on the remote, so the trees are identical
+    assert git(site.remote, "rev-parse", "main^{tree}") == site.git("rev-parse",
+                                                                    f"{commit}^{{tree}}")
+    tree = git(site.remote, "ls-tree", "-r", "main", "posts/").splitlines()
+    modes = {line.split("\t")[1]: line.split()[0] for line in tree}
+    assert modes["posts/run.sh"] == "100755" and modes["posts/latest.md"] == "120000"
+    assert "posts/gone.md" not in modes and "posts/old-name.md" not in modes
+    fmt = "%an <%ae>%n%ad"
+    assert git(site.remote, "log", "-1", f"--format={fmt}", "main") == site.git(
+        "log", "-1", f"--format={fmt}", commit)
+    body = git(site.remote, "log", "-1", "--format=%B", "main")
+    assert body.startswith("Tidy the posts\n\nRemove one, rename one, make the script "
+                           "runnable.\n\ngitpub-manifest v2\n")
+    signed = git(site.remote, "log", "-1",
+                 "--format=%(trailers:key=Signed-off-by,valueonly)", "main").strip()
+    assert signed == "Ada Lovelace <ada@example.com>", "the person's trailer stays a trailer"
+    parsed = git(site.remote, "interpret-trailers", "--parse", input=body.encode())
+    assert parsed.startswith("Signed-off-by: Ada Lovelace")
+    assert f"Blog-Sync-Id: {commit}" in parsed
+    # the proof checks out, deletions included
+    r = site.call("confirm", "--json", "--no-push-notes")
+    assert r.code == 0, r.out + r.err
+    assert [c["ok"] for c in r.json()["commits"] if c["commit"] == published] == [True]
+    # the local branch follows and the working tree is clean, symlink and mode included
+    assert site.git("rev-parse", "main") == published + "\n"
+    assert site.git("status", "--porcelain") == ""
+    assert os.readlink(site.path / "posts/latest.md") == "new-name.md"
+    assert os.access(site.path / "posts/run.sh", os.X_OK)
 
 
 def test_uncommitted_content_is_synced_and_nothing_else_is_staged(site: Site) -> None:
@@ -41,6 +129,24 @@ def test_uncommitted_content_is_synced_and_nothing_else_is_staged(site: Site) ->
     assert git(site.remote, "ls-tree", "--name-only", "main", "README.md") == ""
     status = site.git("status", "--porcelain").splitlines()
     assert sorted(status) == ["?? README.md", "?? notes.txt"]
+    assert r.json()["commits"][0]["uncommitted"] is True
+
+
+def test_a_staged_non_content_change_survives_sync(site: Site) -> None:
+    (site.path / "README.md").write_text("staged by the person\n")
+    site.git("add", "README.md")
+    (site.path / "README.md").write_text("staged by the person\nand more, unstaged\n")
+    hand_commit(site, "posts/welcome.md", "# Welcome\n\nEdited.\n")
+    (site.path / "posts/extra.md").write_text(article("extra"))  # uncommitted content
+    cached = site.git("diff", "--cached", "--", "README.md")
+    unstaged = site.git("diff", "--", "README.md")
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert statuses(r) == ["published", "published"]
+    assert site.git("diff", "--cached", "--", "README.md") == cached
+    assert site.git("diff", "--", "README.md") == unstaged
+    assert site.git("status", "--porcelain").splitlines() == ["AM README.md"]
+    assert git(site.remote, "ls-tree", "--name-only", "main", "README.md") == ""
 
 
 def test_with_every_hook_event_lost_reconcile_and_sync_deliver(site: Site,
@@ -56,28 +162,129 @@ def test_with_every_hook_event_lost_reconcile_and_sync_deliver(site: Site,
     for name in ("committed", "uncommitted", "theirs"):
         assert git(site.remote, "show", f"main:posts/{name}.md") == article(name)
     assert (site.path / "posts/theirs.md").read_text() == article("theirs")
+    assert site.git("status", "--porcelain") == ""
 
 
-def test_hand_edit_racing_a_remote_change_is_a_conflict(site: Site, tmp_path: Path) -> None:
+def test_a_conflicting_hand_commit_changes_nothing(site: Site, tmp_path: Path) -> None:
     other = other_writer(tmp_path, site)
     hand_commit(site, "posts/welcome.md", "# Welcome\n\nMine.\n")
+    hand_commit(site, "posts/second.md", article("second"))
     commit_file(other, "posts/welcome.md", "# Welcome\n\nTheirs.\n")
+    (site.path / "README.md").write_text("staged\n")
+    site.git("add", "README.md")
+    (site.path / "posts/draft.md").write_text(article("draft"))  # uncommitted content
+    before = snapshot(site)
+    remote_before = git(site.remote, "rev-parse", "main")
     r = site.call("sync", "--json")
     assert r.code == 4, r.out + r.err
-    assert r.json()["jobs"][0]["state"] == "CONFLICT"
-    assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nTheirs.\n"
+    assert statuses(r) == ["conflict", "blocked", "blocked"]
+    assert "posts/welcome.md: changed on the remote" in r.json()["commits"][0]["reason"]
+    assert "left as they were" in r.json()["local"]
+    assert snapshot(site) == before
+    assert git(site.remote, "rev-parse", "main") == remote_before
+    assert site.job_refs() == {}, "no job is made for a plan that stops"
+    # the person brings the remote in and sorts it out; then sync delivers
+    site.git("stash", "-q", "--include-untracked")
+    site.git("pull", "-q", "--rebase", "-X", "theirs", "origin", "main")
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
 
 
-def test_commit_with_non_content_paths_is_left_to_a_person(site: Site) -> None:
+def test_a_commit_mixing_content_and_other_paths_is_refused_whole(site: Site) -> None:
+    first = hand_commit(site, "posts/first.md", article("first"))
     (site.path / "README.md").write_text("readme\n")
-    hand_commit(site, "posts/welcome.md", "# Welcome\n\nEdited.\n")
-    site.git("add", "README.md")
-    site.git("commit", "-q", "-m", "readme too")
-    before = git(site.remote, "rev-parse", "main")
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nEdited.\n")
+    site.git("add", "README.md", "posts/welcome.md")
+    site.git("commit", "-q", "-m", "readme and post")
+    before = snapshot(site)
+    remote_before = git(site.remote, "rev-parse", "main")
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["blocked", "refused"]
+    assert "mixes content paths (posts/welcome.md) with other paths (README.md)" in \
+        r.json()["commits"][1]["reason"]
+    assert r.json()["commits"][0]["commit"] == first
+    assert snapshot(site) == before
+    assert git(site.remote, "rev-parse", "main") == remote_before
     r = site.call("sync")
-    assert r.code == 0
-    assert "push it yourself" in r.err + r.out
-    assert git(site.remote, "rev-parse", "main") == before
+    assert "refused" in r.out and "split it" in r.out, "the reason is in the text output too"
+
+
+def test_held_commits_stay_local_and_the_content_around_them_lands(site: Site,
+                                                                   tmp_path: Path) -> None:
+    other = other_writer(tmp_path, site)
+    commit_file(other, "posts/theirs.md", article("theirs"))
+    hand_commit(site, "posts/one.md", article("one"))
+    held = hand_commit(site, "README.md", "mine, not content\n", "my readme")
+    hand_commit(site, "posts/two.md", article("two"))
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert statuses(r) == ["published", "held", "published"]
+    assert r.json()["commits"][1]["commit"] == held
+    assert git(site.remote, "ls-tree", "--name-only", "main", "README.md") == ""
+    log = git(site.remote, "log", "--format=%s", "main").splitlines()
+    assert log[:3] == ["edit posts/two.md", "edit posts/one.md", "hand edit"]
+    # local main: the remote, then the held commit replayed on top (same author, message)
+    assert site.git("log", "--format=%s", "-1", "main").strip() == "my readme"
+    assert site.git("rev-parse", "main^") == git(site.remote, "rev-parse", "main")
+    assert site.git("status", "--porcelain") == ""
+    assert (site.path / "README.md").read_text() == "mine, not content\n"
+    assert (site.path / "posts/theirs.md").read_text() == article("theirs")
+    # the held commit is still the person's to push, and sync says so again
+    r = site.call("sync", "--json")
+    assert r.code == 0 and statuses(r) == ["held"]
+
+
+def test_a_held_commit_the_remote_conflicts_with_stops_sync(site: Site,
+                                                            tmp_path: Path) -> None:
+    other = other_writer(tmp_path, site)
+    commit_file(other, ".gitpub.yaml", (site.path / ".gitpub.yaml").read_text() + "# theirs\n")
+    hand_commit(site, "posts/one.md", article("one"))
+    site.write_config("# mine\n")
+    site.git("commit", "-q", "-am", "my config")
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["blocked", "conflict"]
+    assert "could not be rebuilt" in r.json()["commits"][1]["reason"]
+    assert snapshot(site) == before
+
+
+def test_a_merge_commit_is_refused(site: Site, tmp_path: Path) -> None:
+    other = other_writer(tmp_path, site)
+    commit_file(other, "posts/theirs.md", article("theirs"))
+    hand_commit(site, "posts/mine.md", article("mine"))
+    site.git("pull", "-q", "--no-rebase", "--no-edit", "origin", "main")
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["blocked", "refused"]
+    assert "a merge commit" in r.json()["commits"][1]["reason"]
+    assert snapshot(site) == before
+
+
+def test_a_message_git_reads_differently_is_refused(site: Site) -> None:
+    hand_commit(site, "posts/welcome.md", "# Welcome\n\nEdited.\n",
+                "edit welcome\n\n---\nnotes after a divider\n")
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["refused"]
+    assert "reword it" in r.json()["commits"][0]["reason"]
+    assert snapshot(site) == before
+
+
+def test_a_chain_lands_in_order_one_commit_each(site: Site) -> None:
+    shas = [hand_commit(site, "posts/welcome.md", f"# Welcome\n\nVersion {i}.\n",
+                        f"welcome v{i}") for i in range(3)]
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert statuses(r) == ["published"] * 3
+    ids = git(site.remote, "log", "--reverse", "-3",
+              "--format=%(trailers:key=Blog-Sync-Id,valueonly)", "main").split()
+    assert ids == shas
+    assert git(site.remote, "log", "--reverse", "-3", "--format=%s", "main").split("\n")[:3] \
+        == ["welcome v0", "welcome v1", "welcome v2"]
 
 
 def test_jobs_and_hand_edits_in_one_sync(site: Site) -> None:
@@ -97,3 +304,47 @@ def test_reconcile_registers_lost_events_and_sync_clears_them(site: Site) -> Non
         commit]
     assert site.call("sync").code == 0
     assert site.git("for-each-ref", "refs/pub/outbox/") == ""
+
+
+def test_unreachable_remote_leaves_everything_and_a_later_sync_delivers(site: Site) -> None:
+    hand_commit(site, "posts/welcome.md", "# Welcome\n\nOffline edit.\n")
+    url = site.git("remote", "get-url", "origin").strip()
+    site.git("remote", "set-url", "origin", str(site.path.parent / "nowhere.git"))
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code != 0
+    assert snapshot(site) == before
+    site.git("remote", "set-url", "origin", url)
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nOffline edit.\n"
+
+
+def test_a_job_of_an_amended_commit_is_superseded_not_delivered(site: Site,
+                                                                tmp_path: Path) -> None:
+    other = other_writer(tmp_path, site)
+    hand_commit(site, "posts/welcome.md", "# Welcome\n\nFirst try.\n")
+    # a job exists for it (e.g. made by an earlier sync that was interrupted), then the remote
+    # moves and the person amends their commit
+    r = site.run("sync", env={"GITPUB_CRASH_AT": "delivery.fetched"})
+    assert r.code < 0 or r.code == 137, r.out + r.err
+    commit_file(other, "posts/theirs.md", article("theirs"))
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nSecond try.\n")
+    site.git("commit", "-q", "-a", "--amend", "-m", "edit welcome, better")
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    states = sorted(j["state"] for j in r.json()["jobs"])
+    assert states == ["PUBLISHED", "SKIPPED"]
+    assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nSecond try.\n"
+    assert len(remote_job_ids(site)) == 1
+
+
+def test_a_scissors_line_after_a_divider_is_refused_without_hanging(site: Site) -> None:
+    """git 2.39 loops forever reading such a message: sync refuses it before git sees it."""
+    hand_commit(site, "posts/welcome.md", "# Welcome\n\nEdited.\n",
+                "edit\n\n---\n# ------------------------ >8 ------------------------\nx\n")
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["refused"] and "scissors" in r.json()["commits"][0]["reason"]
+    assert snapshot(site) == before

@@ -2,6 +2,7 @@
 
 - ``session``   opening a repository for a command: configuration, job store, context
 - ``sources``   reading what ``prepare`` is given (files, directories, stdin)
+- ``targets``   the ``--to`` rule: repository paths from the root, cwd-relative ones refused
 - ``commands``  one function per command; the exit code is part of each result
 - ``advice``    the ``hint:`` of every outcome that is not simply done (what to run next)
 - ``doctor``    ``git pub doctor [--fix]``: the checks, and the safe fixes

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitpub.app.advice import next_step
+from gitpub.app.contain import Failures
 from gitpub.app.session import find_job, open_session
 from gitpub.app.sources import read_sources
+from gitpub.app.targets import check_targets
 from gitpub.core.errors import (
     EXIT_ERROR,
     EXIT_KEY_REUSED,
@@ -24,10 +26,8 @@ from gitpub.core.errors import (
     EXIT_OK,
     EXIT_UNCONFIRMED,
     CorruptStateError,
-    GitpubError,
     UsageError,
 )
-from gitpub.core.sanitize import sanitize
 from gitpub.core.states import LOCAL, TERMINAL, State, exit_code_for
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import prepare as run_prepare
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from gitpub.channels.drive import Driver, Report
     from gitpub.channels.resolve import Decision
     from gitpub.delivery.deliver import Deliverer
+    from gitpub.delivery.handplan import Outcome
     from gitpub.delivery.resolve import Action
     from gitpub.delivery.sync import Pending
     from gitpub.hooks.install import HookState
@@ -96,18 +97,28 @@ class Jobs:
     notes: Mapping[str, str] = field(default_factory=dict)  # job id -> local checkout
     pending: Pending | None = None  # reconcile: hand edits waiting for `git pub sync`
     remark: str | None = None  # sync: what happened to hand edits that made no job
+    commits: tuple[Outcome, ...] = ()  # sync: what became of each unpushed commit
+    local: str | None = None  # sync: what happened to the local branch
     hints: Mapping[str, str] = field(default_factory=dict)  # job id -> what to do next
     #: Work that is not confirmed yet and needs another run (sync: hand edits not delivered
     #: because the remote did not answer): exit 5, as a job in RETRY_WAIT.
     unconfirmed: tuple[str, ...] = ()
     channels: Mapping[str, Report] = field(default_factory=dict)  # job id -> its channels
+    tracebacks: tuple[str, ...] = ()  # of the unexpected errors among ``errors`` (--debug)
 
     @property
     def exit_code(self) -> int:
         if self.errors or any(r.errors for r in self.channels.values()):
             return EXIT_ERROR
         code = aggregate_exit(self.jobs, [r.exit_code for r in self.channels.values()])
-        return EXIT_UNCONFIRMED if code == EXIT_OK and self.unconfirmed else code
+        if code in (EXIT_KEY_REUSED, EXIT_NEEDS_PERSON):
+            return code
+        if any(c.status.needs_person for c in self.commits):
+            return EXIT_NEEDS_PERSON  # sync: a commit a person must act on
+        if code == EXIT_UNCONFIRMED or self.unconfirmed or any(
+                c.status == "pending" for c in self.commits):
+            return EXIT_UNCONFIRMED
+        return code
 
 
 def _hints(ctx: Context, jobs: Sequence[Job]) -> dict[str, str]:
@@ -127,6 +138,7 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
     keep = frozenset({State.LOCAL_COMMITTED}) if push else frozenset()
     with open_session(where, progress, keep_lease_in=keep) as ctx:
         drafted = ctx.config.draft is not None
+        check_targets(targets, ctx.repo.prefix, ctx.repo.work_tree)
         paths, srcs = read_sources(targets, sources, drafted)
         job, created = run_prepare(ctx, Request(tuple(paths), tuple(srcs), drafted, key))
         if not push:
@@ -171,17 +183,19 @@ def status(where: Path, progress: Progress, job_ref: str | None,
             return Shown(job, next_step(ctx, job),
                          channel_reports(ctx, [job], strict=True).get(job.job_id))
         jobs: list[Job] = []
-        errors: list[str] = []
+        failures = Failures()
+        errors = failures.errors
         for item in ctx.store.iter_jobs(finished=show_all):
             if isinstance(item, CorruptStateError):
-                errors.append(item.message)
+                failures.add(None, item)
             elif show_all or item.state not in TERMINAL:
                 jobs.append(item)
         if not show_all:
             jobs += unsettled(ctx, {j.job_id for j in jobs}, errors)
         channels = channel_reports(ctx, jobs, errors=errors)
         jobs.sort(key=lambda j: j.record.created_at)
-        return Jobs(tuple(jobs), tuple(errors), hints=_hints(ctx, jobs), channels=channels)
+        return Jobs(tuple(jobs), tuple(errors), hints=_hints(ctx, jobs), channels=channels,
+                    tracebacks=tuple(failures.tracebacks))
 
 
 def log(where: Path, progress: Progress, job_ref: str) -> History:
@@ -199,37 +213,51 @@ def init(where: Path, remote: str | None = None, branch: str | None = None) -> I
 
 # -- delivering ----------------------------------------------------------------------------
 
-def _unfinished(ctx: Context, errors: list[str], states: frozenset[State]) -> list[Job]:
-    """The unfinished jobs in ``states``, oldest first; unreadable ones go to ``errors``."""
+def _unfinished(ctx: Context, failures: Failures, states: frozenset[State], *,
+                scan: bool = False) -> list[Job]:
+    """The unfinished jobs in ``states``, oldest first, from the active index (``scan``: from
+    every job ref, the index rebuilt on the way); unreadable ones go to ``failures``."""
     jobs = []
-    for item in ctx.store.iter_jobs(finished=False):
+    for item in ctx.store.iter_jobs(finished=scan):
         if isinstance(item, CorruptStateError):
-            errors.append(item.message)
+            failures.add(None, item)
         elif item.state in states:
             jobs.append(item)
+    if scan:
+        for job_id in ctx.store.rebuild_index(jobs):
+            ctx.progress(f"job {job_id} was missing from the active index: indexed again")
     return sorted(jobs, key=lambda j: j.record.created_at)
 
 
-def _deliver_one(job: Job, deliverer: Deliverer, errors: list[str]) -> Job:
-    """The job delivered as far as it goes; on an error, the job as it was (error recorded).
-    A misconfigured remote or a missing branch is not the job's error: it stops the command
+def _deliver_one(ctx: Context, job: Job, deliverer: Deliverer, failures: Failures) -> Job:
+    """The job delivered as far as it goes; a failure is the job's (see ``contain``). A
+    misconfigured remote or a missing branch is not the job's error: it stops the command
     (exit 2) and changes nothing."""
     from gitpub.delivery.deliver import BranchMissingError
     from gitpub.git.remote import RemoteConfigError
 
-    try:
-        return deliverer.deliver(job)
-    except (BranchMissingError, RemoteConfigError):
-        raise
-    except GitpubError as e:  # one bad job must not stop the others
-        errors.append(f"job {job.job_id}: {sanitize(e.message)}")
-        return job
+    return failures.contain(ctx, job, deliverer.deliver,
+                            stop=(BranchMissingError, RemoteConfigError))
 
 
-def _deliver_all(jobs: Sequence[Job], deliverer: Deliverer, errors: list[str]) -> list[Job]:
+def _deliver_all(ctx: Context, jobs: Sequence[Job], deliverer: Deliverer,
+                 failures: Failures) -> list[Job]:
+    """Each job delivered as far as it goes; a job that fails is reported and left as it
+    stands (or in REVIEW, see ``contain``), and the others go on."""
     if jobs:
         deliverer.remote.check()  # no such remote, not a repository: exit 2, nothing changed
-    return [_deliver_one(job, deliverer, errors) for job in jobs]
+    return [_deliver_one(ctx, job, deliverer, failures) for job in jobs]
+
+
+def _maintain(ctx: Context, failures: Failures, *, sweep: bool = False) -> None:
+    """Housekeeping after delivering (``sweep``: also stale lock files nobody ran into): a
+    failure there is reported, never fatal."""
+    try:
+        if sweep:
+            ctx.repo.sweep_stale_locks()
+        pack_refs_if_needed(ctx.repo)
+    except Exception as e:
+        failures.add(None, e)
 
 
 def _driver(ctx: Context) -> Driver:
@@ -261,24 +289,26 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote(), now_please=bool(job_refs),
                               create_branch=create_branch)
-        errors: list[str] = []
+        failures = Failures()
+        errors = failures.errors
         if job_refs:
             jobs = [find_job(ctx.store, ref) for ref in job_refs]
         else:
-            jobs = _unfinished(ctx, errors, DELIVERABLE | LOCAL)
+            jobs = _unfinished(ctx, failures, DELIVERABLE | LOCAL)
         driver = _driver(ctx)
         driver.expect(jobs)
-        done = _deliver_all(jobs, deliverer, errors)
+        done = _deliver_all(ctx, jobs, deliverer, failures)
         done, channels = _distribute(ctx, driver, done, errors, only_named=bool(job_refs))
-        pack_refs_if_needed(ctx.repo)
+        _maintain(ctx, failures)
         return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), hints=_hints(ctx, done),
-                    channels=channels)
+                    channels=channels, tracebacks=tuple(failures.tracebacks))
 
 
 def reconcile(where: Path, progress: Progress) -> Jobs:
     """Recover every unfinished job: local phases, unknown push outcomes, expired leases,
-    due retries, probes of FAILED jobs. Goes on past a bad job. With a misconfigured remote,
-    the local phases are still recovered, then the configuration error is reported."""
+    due retries, probes of FAILED jobs. Scans every job ref (the active index is derived data,
+    rebuilt here, never trusted) and goes on past a bad job. With a misconfigured remote, the
+    local phases are still recovered, then the configuration error is reported."""
     from gitpub.delivery.deliver import Deliverer
     from gitpub.delivery.sync import settle_outbox
     from gitpub.git.remote import RemoteConfigError
@@ -286,23 +316,29 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
 
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
-        errors: list[str] = []
+        failures = Failures()
+        errors = failures.errors
         everything = frozenset(State) - TERMINAL
-        jobs = _unfinished(ctx, errors, everything)
+        jobs = _unfinished(ctx, failures, everything, scan=True)
         driver = _driver(ctx)
         driver.expect(jobs)
         try:
-            done = _deliver_all(jobs, deliverer, errors)
+            done = _deliver_all(ctx, jobs, deliverer, failures)
         except RemoteConfigError:
             for job in jobs:
                 if job.state in LOCAL:
-                    drive(ctx, job)
+                    failures.contain(ctx, job, lambda j: drive(ctx, j))
             raise
         done, channels = _distribute(ctx, driver, done, errors)
-        pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
-        pack_refs_if_needed(ctx.repo)
+        pending = None
+        try:
+            pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
+        except Exception as e:
+            failures.add(None, e)
+        _maintain(ctx, failures, sweep=True)
         return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), pending=pending,
-                    hints=_hints(ctx, done), channels=channels)
+                    hints=_hints(ctx, done), channels=channels,
+                    tracebacks=tuple(failures.tracebacks))
 
 
 def resolve(where: Path, progress: Progress, job_ref: str, action: Action,
@@ -354,47 +390,46 @@ def _read_merged(path: str) -> bytes:
 
 
 def sync(where: Path, progress: Progress) -> Jobs:
-    """Deliver every deliverable job, then the content changes that belong to no job."""
+    """Deliver every deliverable job, then the local branch's hand commits and uncommitted
+    content changes (``delivery.sync``): whole, or not at all."""
     from gitpub.delivery.deliver import DELIVERABLE, Deliverer
-    from gitpub.delivery.sync import reset_to_published, settle_outbox, sync_changes
+    from gitpub.delivery.sync import settle_outbox, supersede, sync_changes
     from gitpub.git.remote import RemoteError
 
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
         deliverer.remote.check()  # no such remote, not a repository: exit 2, nothing changed
-        errors: list[str] = []
-        jobs = _unfinished(ctx, errors, DELIVERABLE | LOCAL)
+        failures = Failures()
+        errors = failures.errors
+        try:
+            tip: str | None = deliverer.remote.fetch()
+            unreachable = None
+        except RemoteError as e:  # a transient: as a job in RETRY_WAIT, run again later
+            tip, unreachable = None, e.message
+        stale = supersede(ctx, tip) if unreachable is None else []
+        jobs = _unfinished(ctx, failures, DELIVERABLE | LOCAL)
         driver = _driver(ctx)
         driver.expect(jobs)
-        done = _deliver_all(jobs, deliverer, errors)
+        done = _deliver_all(ctx, jobs, deliverer, failures)
         done, channels = _distribute(ctx, driver, done, errors)
-        try:
-            tip = deliverer.remote.fetch()
-        except RemoteError as e:  # a transient: as a job in RETRY_WAIT, run again later
+        if unreachable is not None:
             return Jobs(tuple(done), tuple(errors), dict(deliverer.notes),
                         hints=_hints(ctx, done),
-                        unconfirmed=(f"hand edits not synced: {e.message}",),
-                        channels=channels)
-        result = sync_changes(ctx, tip)
-        notes = dict(deliverer.notes)
-        job = result.job
-        if job is not None:
-            if job.state not in TERMINAL:
-                job = _deliver_one(job, deliverer, errors)
-                notes.update(deliverer.notes)
-            done = [j for j in done if j.job_id != job.job_id] + [job]
-            if job.state == State.PUBLISHED and job.record.remote_commit and result.local:
-                result.notes.append(reset_to_published(ctx, result.local,
-                                                       job.record.remote_commit))
-        settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
-        hints = _hints(ctx, done)
-    remark = None
-    if result.notes and job is not None:
-        notes[job.job_id] = "; ".join(result.notes)
-    elif result.notes:
-        remark = "; ".join(result.notes)
-    return Jobs(tuple(done), tuple(errors), notes, remark=remark, hints=hints,
-                channels=channels)
+                        unconfirmed=(f"hand edits not synced: {unreachable}",),
+                        channels=channels, tracebacks=tuple(failures.tracebacks))
+        tip = ctx.repo.read_ref(deliverer.remote.tracking_ref)
+        report = sync_changes(ctx, tip,
+                              lambda job: _deliver_one(ctx, job, deliverer, failures))
+        try:
+            settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
+        except Exception as e:
+            failures.add(None, e)
+        touched = list({j.job_id: j for j in [*stale, *done, *report.jobs]}.values())
+        hints = _hints(ctx, touched)
+    return Jobs(tuple(touched), tuple(errors), dict(deliverer.notes),
+                remark="; ".join(report.notes) or None, commits=tuple(report.outcomes),
+                local=report.local, hints=hints, channels=channels,
+                tracebacks=tuple(failures.tracebacks))
 
 
 # -- CI and hooks --------------------------------------------------------------------------

@@ -136,6 +136,7 @@ def status(ctx: click.Context, job: str | None, show_all: bool) -> None:
                                              *render.channels_text(report, "  ")]),
                                   result.hint))
         ctx.exit(EXIT_OK)
+    _debug_tracebacks(ctx, result)
     out.emit(render.jobs_json(result),
              render.jobs_text(result, "no jobs" if show_all else "no unfinished jobs"))
     ctx.exit(EXIT_ERROR if result.errors else EXIT_OK)
@@ -154,8 +155,16 @@ def log(ctx: click.Context, job: str) -> None:
 
 
 def _jobs(ctx: click.Context, out: Output, result: commands.Jobs, empty: str) -> None:
+    _debug_tracebacks(ctx, result)
     out.emit(render.jobs_json(result), render.jobs_text(result, empty))
     ctx.exit(result.exit_code)
+
+
+def _debug_tracebacks(ctx: click.Context, result: commands.Jobs) -> None:
+    """With ``--debug``, the traceback of every unexpected error a job met (on stderr)."""
+    if ctx.ensure_object(State).debug or os.environ.get("GITPUB_DEBUG") == "1":
+        for text in result.tracebacks:
+            sys.stderr.write(text)
 
 
 _DRY_RUN = click.option("--dry-run", is_flag=True,
@@ -185,14 +194,15 @@ def push(ctx: click.Context, jobs: tuple[str, ...], create_branch: bool, dry_run
 @common_options
 @click.pass_context
 def sync(ctx: click.Context, dry_run: bool) -> None:
-    """Deliver every pending job and every content change that belongs to no job."""
+    """Deliver every pending job, then each hand commit whole (or change nothing)."""
     out = out_for(ctx)
     if dry_run:
         _plan(ctx, out, (), hand_edits=True)
     result = commands.sync(where(), out.progress)
     if result.remark:
         out.progress(result.remark)
-    _jobs(ctx, out, result, "nothing to sync")
+    out.emit(render.sync_json(result), render.sync_text(result))
+    ctx.exit(result.exit_code)
 
 
 def _plan(ctx: click.Context, out: Output, jobs: tuple[str, ...], hand_edits: bool) -> None:

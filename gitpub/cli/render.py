@@ -142,6 +142,33 @@ def history_text(history: History) -> str:
                      f"[{e.phase}] {e.reason}" for e in history.events)
 
 
+def sync_json(result: Jobs) -> dict[str, Any]:
+    """``sync --json``: the jobs, plus a ``commits`` entry per unpushed commit (``status``:
+    published, pending, held, refused, conflict, review or blocked; ``reason``) and ``local``,
+    what happened to the local branch."""
+    return jobs_json(result) | {"commits": [c.public() for c in result.commits],
+                                "local": result.local, "remark": result.remark}
+
+
+def sync_text(result: Jobs) -> str:
+    lines = [f"{(c.commit or '')[:12]}  {c.status.value:<9} {c.subject}"
+             + (" (uncommitted changes)" if c.uncommitted else "")
+             + (f"\n    {c.reason}" if c.reason else "") for c in result.commits]
+    shown = {c.job_id for c in result.commits}
+    lines += [with_hint(job_line(j, result.notes.get(j.job_id)), result.hints.get(j.job_id),
+                        "    ") for j in result.jobs if j.job_id not in shown]
+    if result.local:
+        lines.append(result.local)
+    if any(c.status.needs_person for c in result.commits):
+        lines.append("hint: each reason above says what to do; then run `git pub sync` again")
+    if not lines:
+        lines = ["nothing to sync"]
+    lines += [f"error: {e}" for e in result.errors]
+    lines += [f"not confirmed: {u}\nhint: the next `git pub sync` tries again"
+              for u in result.unconfirmed]
+    return "\n".join(lines)
+
+
 def confirm_json(report: ConfirmReport) -> dict[str, Any]:
     rows = [{"commit": v.commit, "job_id": v.job_id, "ok": v.ok, "problems": list(v.problems)}
             for v in report.verdicts]

@@ -4,7 +4,10 @@ The file lives at the repository root and is committed, so every machine publish
 site applies the same rules. PyYAML is imported only here and only when a file is parsed; the
 parsed data may be cached as JSON under ``.git/pub/`` (keyed by the file's exact text), so a
 command does not pay PyYAML's import when the file did not change. The data is validated every
-time all the same (``config.schema``).
+time all the same (``config.schema``), and only data that passed is cached. Anchors and aliases
+are allowed but bounded: the document's node graph is measured with every alias expanded
+*before* anything is built from it, and refused past ``MAX_NODES`` (a "billion laughs" file is
+an error naming the file, not 3 GB of memory).
 """
 
 from __future__ import annotations
@@ -64,11 +67,60 @@ def _loader() -> type[yaml.SafeLoader]:
     return Loader
 
 
+#: The most YAML nodes a file may describe once its aliases are expanded. A real
+#: ``.gitpub.yaml`` has a few hundred; a "billion laughs" file (aliases of aliases) has 10**9.
+MAX_NODES = 100_000
+
+
+def _bounded(node: yaml.Node, source: str) -> None:
+    """Refuse a document whose aliases would expand past ``MAX_NODES`` nodes, or that refers
+    to itself, before anything is built from it (PyYAML builds aliases as shared objects, but
+    everything that walks the result — validation, the JSON cache — expands them)."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+
+    def size(n: yaml.Node) -> int:
+        key = id(n)
+        if key in sizes:
+            return sizes[key]
+        if key in on_path:
+            raise ConfigError(f"{source}: line {n.start_mark.line + 1}: an alias refers to "
+                              "the node that contains it", source=source)
+        on_path.add(key)
+        total = 1
+        if isinstance(n, yaml.SequenceNode):
+            total += sum(size(child) for child in n.value)
+        elif isinstance(n, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in n.value)
+        on_path.discard(key)
+        sizes[key] = total
+        if total > MAX_NODES:
+            raise ConfigError(
+                f"{source}: the document expands to more than {MAX_NODES} values "
+                "(through its aliases)",
+                "write the values out, or use fewer nested anchors and aliases", source=source)
+        return total
+
+    size(node)
+
+
 def _load_yaml(text: str, source: str) -> object:
     import yaml
 
     try:
-        return yaml.load(text, Loader=_loader())  # a SafeLoader subclass: safe
+        loader = _loader()(text)  # a SafeLoader subclass: safe
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _bounded(node, source)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except RecursionError:
+        raise ConfigError(f"{source}: invalid YAML: nested too deeply", source=source) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -118,17 +170,34 @@ def load_config(repo_root: pathlib.Path, cache_dir: pathlib.Path | None = None) 
         raise ConfigError(
             f"{CONFIG_FILE}: cannot read: {error.strerror or error}", source=CONFIG_FILE
         ) from None
+    return config_from_text(text, CONFIG_FILE, cache_dir)
+
+
+def config_from_text(text: str, source: str = CONFIG_FILE,
+                     cache_dir: pathlib.Path | None = None) -> Config:
+    """The Config of a ``.gitpub.yaml`` whose text is ``text`` (read from a file or a commit),
+    through the cache in ``cache_dir`` when given; ``source`` names it in error messages."""
     if cache_dir is None:
-        return parse_config(text, CONFIG_FILE)
-    return Parser(CONFIG_FILE).config(_cached_yaml(text, cache_dir))
+        return parse_config(text, source)
+    return _cached_config(text, cache_dir, source)
+
+
+def decode_config(data: bytes, source: str) -> str:
+    """A ``.gitpub.yaml``'s bytes as text (UTF-8, a BOM allowed), or ConfigError."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{source}: not valid UTF-8 (byte {error.start})",
+                          "save the file as UTF-8", source=source) from None
 
 
 CACHE_NAME = "config-cache.json"
 CACHE_VERSION = 2  # v1 copied every file's data, secrets included
 
 
-def _cached_yaml(text: str, cache_dir: pathlib.Path) -> object:
-    """``_load_yaml(text)``, through a JSON cache (derived data: a bad cache is a miss).
+def _cached_config(text: str, cache_dir: pathlib.Path, source: str = CONFIG_FILE) -> Config:
+    """``parse_config(text)``, with the YAML's data through a JSON cache (derived data: a bad
+    cache is a miss). Only data that passed validation is ever cached.
 
     A file holding text the sanitizer would redact (a token inside a gate command) is not
     cached: the cache would be a second, unsanitized copy of the secret under ``.git/pub/``.
@@ -145,10 +214,19 @@ def _cached_yaml(text: str, cache_dir: pathlib.Path) -> object:
             cached = json.load(file)
         if (isinstance(cached, dict) and cached.get("v") == CACHE_VERSION
                 and cached.get("key") == key and "data" in cached):
-            return cached["data"]
-    except (OSError, ValueError):
+            return Parser(source).config(cached["data"])
+    except (OSError, ValueError, RecursionError):
         pass
-    data = _load_yaml(text, CONFIG_FILE)
+    data = _load_yaml(text, source)
+    config = Parser(source).config(data)  # refuses bad data before anything is written
+    _write_cache(path, cache_dir, text, key, data)
+    return config
+
+
+def _write_cache(path: str, cache_dir: pathlib.Path, text: str, key: str,
+                 data: object) -> None:
+    import json
+
     from gitpub.core.sanitize import contains_secret
 
     try:
@@ -156,17 +234,16 @@ def _cached_yaml(text: str, cache_dir: pathlib.Path) -> object:
         if contains_secret(text) or contains_secret(blob):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-            return data
+            return
         if json.loads(blob)["data"] != data:
-            return data  # not plain JSON data (e.g. a YAML date): do not cache
+            return  # not plain JSON data (e.g. a YAML date): do not cache
         os.makedirs(cache_dir, exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as file:
             file.write(blob)
         os.replace(tmp, path)
-    except (OSError, TypeError, ValueError):
+    except (OSError, TypeError, ValueError, RecursionError):
         pass
-    return data
 
 
 def default_config_text() -> str:

@@ -7,6 +7,12 @@ reached, so a test can check that each registered point is really on a code path
 ``GITPUB_PAUSE_AT=<name>`` makes the process SIGSTOP itself there instead (a test resumes it
 with SIGCONT): a worker frozen at an exact point, as a long GC pause or a suspended laptop
 would freeze it.
+``GITPUB_FAIL_AT=<name>[:<n>]`` raises ``InjectedFault`` there instead: an unexpected exception
+(a bug) at a known place, to prove that one job's failure is contained to that job.
+
+The ``git.*`` points are inside the git layer's writes while a lock file is held (dulwich has
+written a ref's or an object's ``.lock`` and not yet renamed it): a kill there leaves exactly
+the stale lock a real crash leaves.
 """
 
 from __future__ import annotations
@@ -39,9 +45,31 @@ CRASH_POINTS: tuple[str, ...] = (
     "channels.sent",
     "channels.outcome-recorded",
     "channels.reconciling-recorded",
+    "git.ref-locked",
+    "git.object-locked",
+    "sync.uncommitted-adopted",
+    "sync.local-rebuilt",
+    "checkout.worktree-updated",
 )
 
 _counts: dict[str, int] = {}
+_fail_counts: dict[str, int] = {}
+
+
+class InjectedFault(RuntimeError):
+    """The unexpected exception ``GITPUB_FAIL_AT`` raises (tests only)."""
+
+
+def _due(variable: str, name: str, counts: dict[str, int]) -> bool:
+    """Whether this is the n-th time ``name`` is reached and ``variable`` asks for it then."""
+    wanted = os.environ.get(variable)
+    if not wanted:
+        return False
+    point, _, nth = wanted.partition(":")
+    if point != name:
+        return False
+    counts[name] = counts.get(name, 0) + 1
+    return counts[name] == int(nth or "1")
 
 
 def crash_point(name: str) -> None:
@@ -63,3 +91,5 @@ def crash_point(name: str) -> None:
         if _counts[variable + name] == int(nth or "1") or (
                 sig == signal.SIGKILL and _counts[variable + name] > int(nth or "1")):
             os.kill(os.getpid(), sig)
+    if _due("GITPUB_FAIL_AT", name, _fail_counts):
+        raise InjectedFault(f"injected fault at {name}")

@@ -26,7 +26,7 @@ from gitpub.core.states import FailureCode, Kind, Phase, State
 
 FORMAT_VERSION = 1
 
-Op = Literal["new", "update"]
+Op = Literal["new", "update", "delete"]
 
 
 class RecordError(CorruptStateError):
@@ -40,11 +40,16 @@ class Target:
     ``op`` is ``update`` when the path existed in the base snapshot; ``base_sha256`` is then the
     SHA-256 of its content there — the compare-and-swap condition checked at commit time and after
     every rebase. For ``new`` targets the condition is "the path still does not exist".
+    ``delete``
+    (hand commits delivered by ``sync`` only) removes the file; its condition is the same as an
+    update's. ``base_mode``, when set (sync), is part of the condition: a file whose mode changed
+    (made executable, turned into a symlink) has changed.
     """
 
     path: str
     op: Op
     base_sha256: str | None = None
+    base_mode: int | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,10 @@ class JobRecord:
     drafted: bool = False  # whether a draft command turns the source into the articles
     kind: Kind = Kind.PUBLISH  # SYNC: content changes made outside gitpub (no draft, no judge)
     requested_base: str | None = None  # snapshot this commit, not the tracking branch (sync)
+    sync_commit: str | None = None  # sync: the person's commit this job delivers (kept alive by
+    # the job's first state commit; its author, message and changes are the job's)
+    sync_after: str | None = None  # sync: the job of the commit before it, which must not be
+    # still on its way when this one is delivered (the commits land in their order)
     base_ref: str | None = None
     base_commit: str | None = None
     first_base: str | None = None  # the first snapshot's base: probes search from here, even

@@ -51,8 +51,9 @@ ALLOWED: dict[State, frozenset[State]] = {
     # clone); found by the once-per-job history search, never pushed again.
     S.PREPARING: frozenset({S.SKIPPED, S.REVIEW, S.READY_TO_COMMIT, S.CONFLICT, S.PUBLISHED}),
     S.READY_TO_COMMIT: frozenset({S.LOCAL_COMMITTING, S.RECHECK_CANDIDATES, S.CONFLICT,
-                                  S.SKIPPED}),
-    S.LOCAL_COMMITTING: frozenset({S.LOCAL_COMMITTED, S.RECOVERING, S.CONFLICT, S.SKIPPED}),
+                                  S.REVIEW, S.SKIPPED}),
+    S.LOCAL_COMMITTING: frozenset({S.LOCAL_COMMITTED, S.RECOVERING, S.CONFLICT, S.REVIEW,
+                                   S.SKIPPED}),
     S.RECOVERING: frozenset({S.LOCAL_COMMITTED, S.LOCAL_COMMITTING, S.REVIEW, S.SKIPPED}),
     S.LOCAL_COMMITTED: frozenset(
         {S.PUSHING, S.RECHECK_CANDIDATES, S.CONFLICT, S.PUBLISHED, S.REVIEW, S.SKIPPED,
@@ -155,6 +156,7 @@ class Stage(StrEnum):
     SEND = "send"  # a channel send: SENDING recorded before it, the outcome after
     RECONCILE = "reconcile"  # an unknown channel outcome looked for (probe, same-key resend)
     LIVE = "live"  # the live check of the published page
+    INTERNAL = "internal"  # an unexpected error while handling the job (a bug, or the disk)
 
 
 class Answer(StrEnum):
@@ -185,3 +187,5 @@ class FailureCode(StrEnum):
     DELIVERY_EXHAUSTED = "delivery_exhausted"  # FAILED: the attempt budget is spent
     KEY_REUSED = "key_reused"  # REVIEW: the remote has this job id published with other content
     ABANDONED = "abandoned"  # SKIPPED: a person gave the job up
+    INTERNAL_ERROR = "internal_error"  # REVIEW: handling the job failed unexpectedly
+    SUPERSEDED = "superseded"  # SKIPPED: sync: the hand commit left the local branch, unsent

@@ -3,10 +3,11 @@ remote.
 
 - ``deliver``   the rounds: fetch, probe, dedup re-check, compare-and-swap, in-memory rebase,
                 push, confirm, bounded retries
-- ``checkout``  fast-forwarding the user's branch and working tree when it is safe
+- ``checkout``  moving a branch together with the worktree that has it checked out, or not
 - ``resolve``   a person's way out of REVIEW, CONFLICT and FAILED, or abandoning a job;
                 never destroys anything
-- ``sync``      hand edits delivered as sync jobs
+- ``handplan``  what becomes of each unpushed hand commit, decided before anything is done
+- ``sync``      the plan carried out: a sync job per hand commit, the local branch rebuilt
 
 May import: ``pipeline`` and everything below it.
 """

@@ -41,10 +41,12 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import os
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import LostRace, UsageError
@@ -53,9 +55,16 @@ from gitpub.core.record import JobRecord
 from gitpub.core.states import LOCAL, Answer, FailureCode, Kind, Phase, Stage, State
 from gitpub.delivery.checkout import fast_forward_local
 from gitpub.fonts.step import font_outputs
+from gitpub.git.locks import LockedError, ensure_pub_dir
 from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError, default_branch
 from gitpub.git.repo import MODE_FILE, Entry, Repository
-from gitpub.pipeline.commit import Artifacts, build_commit, read_artifacts, target_problems
+from gitpub.pipeline.commit import (
+    Artifacts,
+    build_commit,
+    change_problems,
+    read_artifacts,
+    target_problems,
+)
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import (
     derive_fonts,
@@ -74,6 +83,8 @@ S = State
 MAX_REBASE_ROUNDS = 8
 #: How often a FAILED job is probed when nobody asks for it by name.
 FAILED_PROBE_INTERVAL = 3600.0
+#: How long a delivery waits for another process's network segment (fetch and push timeouts).
+DELIVERY_LOCK_WAIT = 600.0
 DELIVERABLE = frozenset({S.LOCAL_COMMITTED, S.RECHECK_CANDIDATES, S.PUSHING, S.RETRY_WAIT,
                          S.FAILED})
 
@@ -94,15 +105,50 @@ def branch_missing(remote: Remote) -> BranchMissingError:
 
 
 @contextlib.contextmanager
-def delivery_lock(repo: Repository) -> Iterator[None]:
-    """The per-repository lock of the network segment (flock: released if we die)."""
-    repo.pub_dir.mkdir(parents=True, exist_ok=True)
-    with open(repo.pub_dir / "delivery.lock", "a+b") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+def delivery_lock(repo: Repository, wait: float = DELIVERY_LOCK_WAIT,
+                  progress: Callable[[str], None] | None = None) -> Iterator[None]:
+    """The per-repository lock of the network segment.
+
+    An ``flock``: the kernel releases it when its holder dies, however it dies, and its file
+    descriptor is not inherited by the commands it runs (a ``git push`` left running by a
+    killed gitpub does not keep it), so it never outlives its holder. A live holder is waited
+    for at most ``wait`` seconds (its fetch and push have timeouts of their own); then
+    ``LockedError``: the job is left for the next run. The holder's pid is written in the file,
+    for the message.
+    """
+    path = ensure_pub_dir(repo.pub_dir) / "delivery.lock"
+    with open(path, "a+b") as f:
+        deadline = time.monotonic() + wait
+        delay = 0.01
+        while True:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockedError(
+                        f"the delivery lock is held by another gitpub process "
+                        f"({_holder(path)}) for more than {wait:.0f}s",
+                        hint="it is still delivering; run the command again later") from None
+                if progress is not None and delay == 0.01:
+                    progress(f"waiting for the delivery lock ({_holder(path)})")
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
         try:
+            f.truncate(0)
+            f.write(f"{os.getpid()}\n".encode())
+            f.flush()
             yield
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _holder(path: Path) -> str:
+    try:
+        pid = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        pid = ""
+    return f"pid {pid}" if pid.isdigit() else "pid unknown"
 
 
 def backoff(attempt: int, base: float, cap: float, jitter: float) -> float:
@@ -125,13 +171,22 @@ class Deliverer:
         """Take one job as far as it can go now. Never raises for a lost race."""
         if job.state in LOCAL:
             job = drive(self.ctx, job)
-        if job.state not in DELIVERABLE:
+        if job.state not in DELIVERABLE or self.waits(job):
             return job
         try:
-            with delivery_lock(self.ctx.repo):
+            with delivery_lock(self.ctx.repo, progress=self.ctx.progress):
                 return self._rounds(job)
         except LostRace:
             return reload(self.ctx.store, job)
+
+    def waits(self, job: Job) -> bool:
+        """A sync job waits while the job of the hand commit before it may still land: the
+        commits reach the remote in the order they were made."""
+        after = job.record.sync_after
+        if after is None:
+            return False
+        before = self.ctx.store.load(after)
+        return before is not None and (before.state in LOCAL or before.state in DELIVERABLE)
 
     # -- the rounds --------------------------------------------------------------------------
 
@@ -211,7 +266,8 @@ class Deliverer:
         """Rebase, record, push. Returns the job and whether to go another round."""
         store, repo, record = self.ctx.store, self.ctx.repo, job.record
         tip_tree = None if tip is None else repo.commit(tip).tree
-        fonts = font_outputs(self.ctx.config) & set(record.target_paths)
+        hand = record.kind == Kind.SYNC  # a hand commit: delivered exactly, fonts included
+        fonts = frozenset() if hand else font_outputs(self.ctx.config) & set(record.target_paths)
         problems = target_problems(repo, tip_tree,
                                    [t for t in record.targets if t.path not in fonts])
         if problems:
@@ -235,7 +291,19 @@ class Deliverer:
             if files:
                 note = "; font-only resolution: regenerated " + ", ".join(
                     sorted(p for p in files if p != "manifest"))
-        commit = build_commit(repo, record, artifacts, tip, self.ctx.config.trailer_prefix)
+        try:
+            commit = build_commit(repo, record, artifacts, tip, self.ctx.config.trailer_prefix)
+        except ManifestError as e:
+            return to_review(self.ctx, job, Stage.REBASE, FailureCode.ARTIFACTS_UNSAFE,
+                             [str(e)]), False
+        inexact = change_problems(repo, tip_tree, repo.commit(commit).tree,
+                                  artifacts.manifest) if hand else []
+        if inexact:
+            detail = "; ".join(inexact)
+            return store.transition(
+                job, record.evolve(state=S.CONFLICT, failure_code=FailureCode.TARGET_BLOCKED,
+                                   failure_detail=detail),
+                phase=Stage.REBASE, reason=f"cannot rebase onto {tip}: {detail}"), False
         job = store.transition(
             job, record.evolve(state=S.PUSHING, local_commit=commit),
             phase=Stage.PUSH, reason=f"pushing {commit} onto {tip or '(new branch)'}{note}",

@@ -1,50 +1,357 @@
-"""``git pub sync``: the relay for content changes that belong to no job.
+"""``git pub sync``: a person's commits delivered whole, or left exactly where they were.
 
-Hand edits — a typo fixed in an article, a note written straight into the working tree, a
-commit made by a person — must reach the remote as reliably as jobs do, without anybody running
-``git pull --rebase`` and without staging anything unrelated. The relay:
+Hand edits — a typo fixed in an article, a file written straight into the working tree, a
+commit made by a person — reach the remote as reliably as jobs, without anybody running
+``git pull --rebase``. ``handplan`` decides what becomes of every unpushed commit before anything
+is done; this module carries the plan out:
 
-1. commits uncommitted changes under content paths (articles, font outputs, ``content`` globs)
-   on the local branch, staging exactly those paths (``git commit --only``);
-2. takes the local branch's unpushed commits. If every path they change is a content path, their
-   net change becomes a *sync job*: an ordinary job (key ``sync:<fingerprint>``, so a rerun after
-   a crash finds it) whose artifacts are the changed files, snapshotted against the commits' own
-   base (where they branched from the remote) — so an UPDATE still fails its compare-and-swap if
-   someone else changed the same file on the remote meanwhile. From there it is delivered like
-   any job: probe, rebase, push, confirm, retries, leases, CONFLICT;
-3. once published, moves the local branch to the published commit with ``git reset --keep``
-   (which refuses rather than lose local changes).
+1. the uncommitted changes under content paths, planned as one more commit, are committed on
+   the branch (the branch moves forward to it; exactly those paths are staged; every other
+   staged change stays staged);
+2. each content commit becomes a *sync job* (key ``sync:<commit>``, so a rerun after a crash
+   finds it) whose artifacts are the commit's own blobs and modes, whose targets carry the
+   compare-and-swap condition of every path it adds, changes or deletes, and whose commit is the
+   person's commit rebased: same author, same message with the manifest paragraph and the proof
+   trailers added (``git.message``), ``Blog-Sync-Id: <commit>``. Each waits for the job of the
+   commit before it (``sync_after``), so they land in their order; each is delivered like any
+   job (probe, rebase in memory, push, confirm, retries, leases);
+3. once every content commit of the branch is on the remote, the local branch is rebuilt: the
+   remote commit with the held commits (the ones touching only other paths) replayed on top,
+   moved together with the worktree that has it checked out (``checkout.move_branch``) — a move
+   that keeps every change: nothing on the branch is lost, nothing staged is unstaged.
 
-Unpushed commits that touch non-content paths are left for a person to push (and reported);
-deletions are not synced (a job only writes files). No dedup judge runs for hand edits.
-Nothing here depends on hook events: everything is rediscovered from git on each run.
+What cannot be done stops with the reason for each commit (``handplan.Outcome``) and changes
+nothing. No dedup judge runs for hand edits, and font subsets are not regenerated for them (the
+next job's subset covers their characters). Nothing here depends on hook events: everything is
+rediscovered from git on each run.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, field
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
+from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import GitpubError
-from gitpub.core.states import Kind
+from gitpub.core.states import LOCAL, FailureCode, Kind, Stage, State
+from gitpub.delivery.checkout import is_ancestor, move_branch
+from gitpub.delivery.deliver import DELIVERABLE
+from gitpub.delivery.handplan import (
+    Outcome,
+    Plan,
+    Role,
+    Status,
+    Unpushed,
+    classify,
+    job_status,
+    plan,
+    replay,
+    unpushed,
+)
 from gitpub.git.repo import Repository
+from gitpub.git.worktrees import checked_out
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import drive
-from gitpub.pipeline.request import Request, Source, ensure_job
+from gitpub.pipeline.request import Request, ensure_job
 from gitpub.store.jobs import Job
 from gitpub.store.outbox import clear_outbox_entry, outbox_entries, register_external_change
+from gitpub.verify.probe import find_job_commit
+
+#: Index states of a path in the middle of a merge (``git status --porcelain``'s XY).
+UNMERGED = frozenset({"DD", "AU", "UD", "UA", "DU", "AA", "UU"})
+#: How long sync waits for another process preparing one of its jobs.
+PREPARE_WAIT = 30.0
 
 
-def _git(repo: Repository, *args: str, check: bool = True) -> str:
-    proc = repo.git(*args)
-    if check and proc.returncode != 0:
-        raise GitpubError(f"git {args[0]} failed: {proc.stderr.decode('utf-8', 'replace')}")
-    return proc.stdout.decode("utf-8", "surrogateescape")
+@dataclass
+class SyncReport:
+    """What ``sync`` did with the hand edits: a line per commit, the jobs, the local branch."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
+    local: str | None = None  # what happened to the local branch (None: nothing to say)
+    notes: list[str] = field(default_factory=list)
+
+
+# -- uncommitted changes -------------------------------------------------------------------------
+
+def uncommitted_paths(repo: Repository, is_content: Callable[[str], bool]
+                      ) -> tuple[list[str], list[str]]:
+    """(content paths changed in the index or working tree, unmerged content paths)."""
+    proc = repo.git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+    if proc.returncode != 0:
+        raise GitpubError("git status failed: " + proc.stderr.decode("utf-8", "replace").strip())
+    changed: list[str] = []
+    unmerged: list[str] = []
+    for entry in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        if len(entry) > 3 and is_content(entry[3:]):
+            (unmerged if entry[:2] in UNMERGED else changed).append(entry[3:])
+    return changed, unmerged
+
+
+def _in_progress(repo: Repository) -> str | None:
+    for name, what in (("MERGE_HEAD", "a merge"), ("CHERRY_PICK_HEAD", "a cherry-pick"),
+                       ("REVERT_HEAD", "a revert"), ("rebase-merge", "a rebase"),
+                       ("rebase-apply", "a rebase")):
+        if (repo.git_dir / name).exists():
+            return what
+    return None
+
+
+def _add(repo: Repository, paths: list[str], env: dict[str, str] | None = None) -> None:
+    """``git add -A`` exactly these paths (literal pathspecs, given on stdin)."""
+    proc = repo.git("--literal-pathspecs", "add", "-A", "--pathspec-from-file=-",
+                    "--pathspec-file-nul", input=b"\0".join(p.encode("utf-8", "surrogateescape")
+                                                            for p in paths), env=env)
+    if proc.returncode != 0:
+        raise GitpubError("git add failed: " + proc.stderr.decode("utf-8", "replace").strip())
+
+
+def build_uncommitted(repo: Repository, local: str, paths: list[str]) -> str:
+    """A commit of ``local`` plus the working tree's version of ``paths``, made as ``git
+    commit`` would (identity, dates, filters), through a private index: nothing points at it,
+    the real index is untouched."""
+    repo.pub_dir.mkdir(parents=True, exist_ok=True)
+    index = repo.pub_dir / f"sync-index.{os.getpid()}"
+    env = {"GIT_INDEX_FILE": str(index)}
+    try:
+        proc = repo.git("read-tree", local, env=env)
+        if proc.returncode != 0:
+            raise GitpubError("git read-tree failed: "
+                              + proc.stderr.decode("utf-8", "replace").strip())
+        _add(repo, paths, env)
+        tree = repo.git("write-tree", env=env).stdout.decode().strip()
+    finally:
+        index.unlink(missing_ok=True)
+    message = "Sync content changes\n\n" + "\n".join(f"- {p}" for p in sorted(paths)) + "\n"
+    proc = repo.git("commit-tree", tree, "-p", local, input=message.encode())
+    if proc.returncode != 0:
+        raise GitpubError("git commit-tree failed: "
+                          + proc.stderr.decode("utf-8", "replace").strip())
+    return proc.stdout.decode().strip()
+
+
+def _uncommitted(ctx: Context, local: str) -> tuple[Unpushed | None, str | None]:
+    """The uncommitted content changes as a planned commit on ``local``, or why not."""
+    repo, branch = ctx.repo, ctx.config.branch
+    if repo.work_tree is None or repo.head_ref() != f"refs/heads/{branch}":
+        return None, None
+    changed, unmerged = uncommitted_paths(repo, ctx.config.is_content)
+    if not changed and not unmerged:
+        return None, None
+    busy = _in_progress(repo) or ("unmerged paths" if unmerged else None)
+    if busy is not None:
+        return None, f"uncommitted content changes left alone: {busy} is in progress"
+    commit = build_uncommitted(repo, local, changed)
+    return classify(ctx, commit, (local,), uncommitted=True), None
+
+
+def _adopt(ctx: Context, local: str, commit: Unpushed) -> bool:
+    """Put the planned commit of uncommitted changes on the branch: its paths staged first
+    (so a failure leaves them merely staged), then the branch moved forward by CAS."""
+    _add(ctx.repo, [c.path for c in commit.changes])
+    return ctx.repo.cas_ref(f"refs/heads/{ctx.config.branch}", local, commit.sha,
+                            "gitpub sync: commit content changes")
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+def pending_plan(ctx: Context, tip: str | None) -> tuple[Plan | None, list[str]]:
+    """The plan for the local branch against ``tip``, or None (with why) when there is none."""
+    branch = ctx.config.branch
+    local = ctx.repo.read_ref(f"refs/heads/{branch}")
+    if local is None:
+        return None, []
+    if tip is None:
+        return None, [f"the remote has no branch {branch}: sync delivers onto it, so push "
+                      f"{branch} yourself first"]
+    rows = unpushed(ctx.repo, local, tip)
+    if rows is None:
+        return None, [f"local {branch} has more unpushed commits than sync handles: left to you"]
+    commits = [classify(ctx, sha, parents) for sha, parents in rows]
+    interrupted = _interrupted_move(ctx, local, tip, commits)
+    if interrupted is not None:
+        return interrupted, [f"finishing the move of local {branch} that an earlier run began"]
+    extra, note = _uncommitted(ctx, local)
+    if extra is not None:
+        commits.append(extra)
+    planned = plan(ctx, extra.sha if extra is not None else local, tip, commits)
+    return planned, [note] if note else []
+
+
+def _interrupted_move(ctx: Context, local: str, tip: str,
+                      commits: list[Unpushed]) -> Plan | None:
+    """The plan that only finishes an earlier run's rebuild of the branch, when that run died
+    between updating the worktree and moving the branch (``checkout.worktree-updated``): every
+    content commit is published, and the index of the worktree that has the branch checked out
+    is already the rebuilt tree. (Its staged difference from the old tip is then not a hand
+    edit: it is the remote's and the person's commits, as rebuilt.)"""
+    content = [c for c in commits if c.role == Role.CONTENT]
+    if not content:
+        return None
+    for commit in content:
+        job = ctx.store.load(commit.job_id)
+        if job is None or job.state != State.PUBLISHED:
+            return None
+    holder = checked_out(ctx.repo, f"refs/heads/{ctx.config.branch}")
+    if holder is None or holder.missing:
+        return None
+    proc = holder.git("write-tree")
+    planned = plan(ctx, local, tip, commits)
+    if (proc.returncode != 0 or planned.stop is not None
+            or proc.stdout.decode().strip() != planned.local_tree):
+        return None
+    return planned
+
+
+def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -> SyncReport:
+    """Plan, then deliver every content commit of the local branch, then rebuild it."""
+    planned, notes = pending_plan(ctx, tip)
+    report = SyncReport(notes=notes)
+    if planned is None or not planned.commits:
+        return report
+    report.outcomes = list(planned.outcomes)
+    branch = ctx.config.branch
+    if planned.stop is not None:
+        report.local = (f"local {branch}, its index and working tree left as they were "
+                        f"({planned.stop})")
+        return report
+    extra = next((c for c in planned.commits if c.uncommitted), None)
+    start = planned.local
+    if extra is not None:
+        assert extra.parent is not None
+        if not _adopt(ctx, extra.parent, extra):
+            report.local = f"local {branch} moved meanwhile: nothing done; run sync again"
+            report.outcomes = [replace(o, status=Status.BLOCKED, reason="not delivered: the "
+                                       "branch moved meanwhile") if o.status == Status.DELIVER
+                               else o for o in report.outcomes]
+            return report
+        crash_point("sync.uncommitted-adopted")
+        report.notes.append(f"committed the uncommitted content changes as {extra.sha[:12]}")
+    jobs = _jobs(ctx, planned)
+    ready = all(j.state in DELIVERABLE or j.state == State.PUBLISHED for j in jobs.values())
+    if ready:
+        for sha, job in jobs.items():
+            jobs[sha] = deliver(job) if job.state in DELIVERABLE else job
+    report.jobs = list(jobs.values())
+    report.outcomes = [_result(o, jobs.get(o.commit), ready) for o in planned.outcomes]
+    content = [o for o in report.outcomes if o.status != Status.HELD]
+    if planned.rebuild and start is not None and all(
+            o.status == Status.PUBLISHED for o in content):
+        report.local = rebuild_local(ctx, planned, start, _newest(ctx.repo, jobs, tip))
+    elif planned.rebuild:
+        report.local = f"local {branch} left as it was until every content commit is published"
+    return report
+
+
+def _jobs(ctx: Context, planned: Plan) -> dict[str, Job]:
+    """The sync job of every content commit not published yet, created (in order, each after
+    the one before) or found, and driven through its local phases."""
+    jobs: dict[str, Job] = {}
+    before: str | None = None
+    for commit, outcome in zip(planned.commits, planned.outcomes, strict=True):
+        if commit.role != Role.CONTENT:
+            continue
+        if outcome.status != Status.PUBLISHED:
+            job = ctx.store.load(commit.job_id)
+            if job is None:
+                job, _ = ensure_job(ctx, Request(
+                    tuple(c.path for c in commit.changes), (), False, key=commit.key,
+                    kind=Kind.SYNC, base=commit.parent, commit=commit.sha, after=before))
+            jobs[commit.sha] = drive(ctx, job, wait=PREPARE_WAIT) if job.state in LOCAL else job
+        before = commit.job_id
+    return jobs
+
+
+def _result(planned: Outcome, job: Job | None, delivered: bool) -> Outcome:
+    if job is None:
+        return planned
+    status, reason = job_status(job)
+    if status == Status.DELIVER and delivered:  # its delivery waits for the one before it
+        status, reason = Status.PENDING, (f"job {job.job_id} ({job.state.value}) waits for "
+                                          "the job of the commit before it")
+    elif status == Status.DELIVER:  # made ready, not delivered: another job stops the run
+        status, reason = Status.BLOCKED, (f"job {job.job_id} ({job.state.value}) not "
+                                          "delivered: another commit's job stops sync")
+    return Outcome(planned.commit, planned.subject, status, reason, job.job_id,
+                   job.record.remote_commit, planned.uncommitted)
+
+
+def _newest(repo: Repository, jobs: dict[str, Job], tip: str | None) -> str | None:
+    """The remote commit the local branch is rebuilt on: of the remote tip it was planned
+    against (which has every commit published before) and the commits this run published, the
+    one that has all the others in its history."""
+    newest = tip
+    for job in jobs.values():
+        found = job.record.remote_commit
+        if found is not None and (newest is None or is_ancestor(repo, newest, found)):
+            newest = found
+    return newest
+
+
+def rebuild_local(ctx: Context, planned: Plan, start: str, base: str | None) -> str:
+    """Move the local branch from ``start`` to ``base`` with the held commits replayed on top
+    (their author and message kept, committed now by this user): what ``git pull --rebase``
+    would make of it, minus the commits that are now on the remote."""
+    repo, branch = ctx.repo, ctx.config.branch
+    if base is None:
+        return f"local {branch} left as it was: the remote commit is unknown"
+    head, tree = base, repo.commit(base).tree
+    identity, now = repo.user_identity(), int(time.time())
+    held = [c for c in planned.commits if c.role == Role.HELD]
+    for commit in held:
+        new_tree, problems = replay(repo, tree, commit.changes)
+        if new_tree is None:
+            return (f"local {branch} left as it was: held commit {commit.sha[:12]} no longer "
+                    f"applies on the remote ({'; '.join(problems)}); run `git pull --rebase`")
+        head = repo.rewrite_commit(commit.sha, tree=new_tree, parents=[head],
+                                   message=repo.commit(commit.sha).message, committer=identity,
+                                   when=now)
+        tree = new_tree
+    crash_point("sync.local-rebuilt")
+    moved = move_branch(repo, branch, start, head, then="git pub sync")
+    if moved.moved and held:
+        return f"{moved.note}; {len(held)} held commit(s) replayed on top"
+    return moved.note
+
+
+# -- stale sync jobs, the outbox and what reconcile reports -------------------------------------
+
+def supersede(ctx: Context, tip: str | None) -> list[Job]:
+    """Sync jobs whose hand commit is no longer among the local branch's unpushed commits (the
+    person amended, rebased or dropped it, or pushed it), never sent: SKIPPED (superseded), so
+    a stale version is not delivered over the person's current one. A job whose proof is on the
+    remote is left to its delivery, which will find it."""
+    repo, store = ctx.repo, ctx.store
+    local = repo.read_ref(f"refs/heads/{ctx.config.branch}")
+    rows = None if local is None or tip is None else unpushed(repo, local, tip)
+    if rows is None or tip is None:
+        return []
+    live = {sha for sha, _ in rows}
+    done = []
+    for item in store.iter_jobs(finished=False):
+        if not isinstance(item, Job) or item.record.kind != Kind.SYNC:
+            continue
+        if item.record.sync_commit in live or store.held_by_other(item):
+            continue
+        if item.state not in (State.LOCAL_COMMITTED, State.CONFLICT, State.REVIEW):
+            continue
+        if find_job_commit(repo, [tip], item.record, ctx.config.trailer_prefix) is not None:
+            continue
+        done.append(store.transition(
+            item, item.record.evolve(state=State.SKIPPED, failure_code=FailureCode.SUPERSEDED,
+                                     failure_detail="the hand commit left the local branch"),
+            phase=Stage.RESOLVE, reason=f"commit {item.record.sync_commit} is no longer among "
+                                        f"local {ctx.config.branch}'s unpushed commits; nothing "
+                                        "was sent"))
+    return done
 
 
 @dataclass
 class Pending:
-    """Content changes that belong to no job, as git shows them now."""
+    """Content changes that belong to no job, as git shows them now (for ``reconcile``)."""
 
     uncommitted: list[str] = field(default_factory=list)  # content paths changed in the tree
     unpushed: list[str] = field(default_factory=list)  # local commits not on the remote
@@ -59,119 +366,17 @@ def discover(ctx: Context, remote_tip: str | None) -> Pending:
     """Uncommitted content changes and unpushed local commits, from git itself."""
     repo, config = ctx.repo, ctx.config
     pending = Pending()
-    if repo.work_tree is None:
-        return pending
-    status = _git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all",
-                  "--no-renames")
-    for entry in status.split("\0"):
-        if len(entry) > 3 and config.is_content(entry[3:]):
-            pending.uncommitted.append(entry[3:])
+    if repo.work_tree is not None and repo.head_ref() == f"refs/heads/{config.branch}":
+        pending.uncommitted = sorted(set().union(*uncommitted_paths(repo, config.is_content)))
     local = repo.read_ref(f"refs/heads/{config.branch}")
-    if local is None:
-        return pending
-    exclude = [f"^{remote_tip}"] if remote_tip else []
-    commits = _git(repo, "rev-list", "--reverse", local, *exclude).split()
-    for commit in commits:
-        pending.unpushed.append(commit)
-        changed = _git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r",
-                       "-z", "--root", "-m", commit).split("\0")
-        others = sorted({p for p in changed if p and not config.is_content(p)})
-        if others:
-            pending.foreign[commit] = others
+    rows = None if local is None or remote_tip is None else unpushed(repo, local, remote_tip)
+    for sha, parents in rows or []:
+        pending.unpushed.append(sha)
+        commit = classify(ctx, sha, parents)
+        if commit.role != Role.CONTENT:
+            pending.foreign[sha] = sorted(c.path for c in commit.changes
+                                          if not config.is_content(c.path))
     return pending
-
-
-def commit_uncommitted(ctx: Context, paths: list[str]) -> str | None:
-    """One commit of exactly these content paths on the checked-out branch; None if HEAD is
-    not the configured branch (then nothing is touched)."""
-    repo = ctx.repo
-    if repo.head_ref() != f"refs/heads/{ctx.config.branch}":
-        return None
-    _git(repo, "add", "-A", "--", *paths)
-    message = "Sync content changes\n\n" + "\n".join(f"- {p}" for p in sorted(paths))
-    _git(repo, "commit", "-q", "--only", "-m", message, "--", *paths)
-    return _git(repo, "rev-parse", "HEAD").strip()
-
-
-def sync_request(repo: Repository, base: str, tip: str) -> tuple[Request, list[str]]:
-    """The sync job's request: the files the commits base..tip changed, as they are at tip;
-    and the paths they delete (which a job cannot carry)."""
-    base_tree, tip_tree = repo.commit(base).tree, repo.commit(tip).tree
-    targets, sources, deleted = [], [], []
-    for path, sha in sorted(repo.changed_paths(base_tree, tip_tree)):
-        if sha is None:
-            deleted.append(path)
-            continue
-        targets.append(path)
-        sources.append(Source(f"{tip[:12]}:{path}", repo.blob(sha)))
-    fingerprint = hashlib.sha256(
-        "\n".join(f"{t} {hashlib.sha256(s.data).hexdigest()}"
-                   for t, s in zip(targets, sources, strict=True)).encode()).hexdigest()[:24]
-    request = Request(tuple(targets), tuple(sources), drafted=False,
-                      key=f"sync:{base[:12]}:{fingerprint}", kind=Kind.SYNC, base=base)
-    return request, deleted
-
-
-def merge_base(repo: Repository, a: str, b: str) -> str | None:
-    out = _git(repo, "merge-base", a, b, check=False).strip()
-    return out or None
-
-
-def reset_to_published(ctx: Context, local_before: str, published: str) -> str:
-    """Move the local branch from the synced commits to the published one, keeping local
-    changes (``reset --keep`` refuses instead of overwriting)."""
-    repo, branch = ctx.repo, ctx.config.branch
-    if repo.read_ref(f"refs/heads/{branch}") != local_before or repo.work_tree is None:
-        return f"local {branch} moved meanwhile: left alone"
-    if repo.head_ref() != f"refs/heads/{branch}":
-        if repo.cas_ref(f"refs/heads/{branch}", local_before, published, "gitpub sync"):
-            return f"local {branch} moved to the published commit"
-        return f"local {branch} moved meanwhile: left alone"
-    if repo.git("reset", "-q", "--keep", published).returncode == 0:
-        return f"local {branch} and working tree moved to the published commit"
-    return f"local {branch} left alone: local changes would be overwritten"
-
-
-@dataclass
-class SyncResult:
-    job: Job | None
-    notes: list[str]
-    local: str | None = None  # the local branch tip the sync job was made from
-
-
-def sync_changes(ctx: Context, remote_tip: str | None) -> SyncResult:
-    """Steps 1 and 2: the sync job for the pending hand edits (not yet delivered)."""
-    notes: list[str] = []
-    pending = discover(ctx, remote_tip)
-    if pending.uncommitted:
-        commit = commit_uncommitted(ctx, pending.uncommitted)
-        if commit is None:
-            notes.append(f"uncommitted content changes left alone: HEAD is not "
-                         f"{ctx.config.branch}")
-        else:
-            notes.append(f"committed {len(pending.uncommitted)} changed content path(s) "
-                         f"as {commit[:12]}")
-            pending = discover(ctx, remote_tip)
-    if not pending.unpushed:
-        return SyncResult(None, notes)
-    if pending.foreign:
-        for commit, paths in pending.foreign.items():
-            notes.append(f"unpushed commit {commit[:12]} also changes non-content paths "
-                         f"({', '.join(paths[:5])}): push it yourself")
-        return SyncResult(None, notes)
-    local = pending.unpushed[-1]
-    base = merge_base(ctx.repo, local, remote_tip) if remote_tip else None
-    if base is None:
-        notes.append("the local branch shares no history with the remote: left alone")
-        return SyncResult(None, notes)
-    request, deleted = sync_request(ctx.repo, base, local)
-    if deleted:
-        notes.append(f"deletions are not synced ({', '.join(deleted[:5])}): push them yourself")
-    if not request.targets:
-        return SyncResult(None, notes)
-    job, _ = ensure_job(ctx, request)
-    job = drive(ctx, job, wait=30.0)
-    return SyncResult(job, notes, local)
 
 
 def settle_outbox(ctx: Context, remote_tip: str | None) -> Pending:
@@ -187,3 +392,5 @@ def settle_outbox(ctx: Context, remote_tip: str | None) -> Pending:
         if commit not in still:
             clear_outbox_entry(ctx.repo, entry_id, commit)
     return pending
+
+

@@ -1,7 +1,11 @@
 """The git layer: the only place that knows dulwich, and the one way to run C git.
 
 - ``repo``      objects and refs: durable writes, compare-and-swap, corruption detection
+- ``values``    the plain values it hands out: entries, commits, changes, identities
+- ``locate``    finding the repository as git does (``GIT_DIR`` & co., worktrees, bare)
 - ``run``       running C git with the hardened environment (no prompts, exactly one repository)
+- ``worktrees`` where each branch is checked out (``git worktree list``)
+- ``message``   a person's commit message with the proof added, checked against git
 - ``remote``    the network segment with C git: fetch, push and their three outcomes
 - ``notes``     append-only notes under ``refs/notes/pub``, merged by line union
 - ``trailers``  writing and reading the proof-of-publication trailers

@@ -28,15 +28,21 @@ output is persisted unsanitized (remote URLs may carry credentials).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
 from gitpub.core.errors import GitpubError, UsageError
+from gitpub.core.files import write_atomic
 from gitpub.core.sanitize import sanitize
+from gitpub.git.locks import ensure_pub_dir
 from gitpub.git.repo import Repository
+from gitpub.git.run import run_git
 
 FETCH_TIMEOUT = 300.0
 PUSH_TIMEOUT = 300.0
@@ -201,17 +207,37 @@ class Remote:
 
     def fetch_ref(self, src: str, dst: str, *, deepen: int | None = None) -> str | None:
         """Fetch remote ref ``src`` into local ref ``dst`` (forced: ``dst`` mirrors the
-        remote); the fetched tip, or None if the remote has no such ref."""
+        remote); the fetched tip, or None if the remote has no such ref.
+
+        C git's fetch checks the connectivity of what it received against *every* local ref
+        (``rev-list --not --all``), so one damaged job ref — an empty ref file, a ref to a
+        missing object, a truncated state commit — would make every fetch die (``fatal: bad
+        object refs/pub/jobs/…``) and stop the delivery of every healthy job. So the fetch runs
+        in a private repository that shares this one's objects and has none of its refs
+        (``isolated_fetch_dir``); ``dst`` is then moved here. Shallow and partial clones, whose
+        state lives in the repository itself, and deepening fetches, fetch here directly,
+        skipping broken refs (``GIT_REF_PARANOIA=0``).
+        """
+        if deepen is None and self._can_isolate():
+            return self._fetch_isolated(src, dst)
+        args = [f"--deepen={deepen}"] if deepen is not None else []
+        proc = self._fetch(args, src, dst, self.repo.git_dir, {"GIT_REF_PARANOIA": "0"})
+        return None if proc is None else self.repo.read_ref(dst)
+
+    def _fetch(self, extra: list[str], src: str, dst: str, git_dir: Path,
+               env: dict[str, str]) -> subprocess.CompletedProcess[bytes] | None:
         # Negotiate only with branches: not with the thousands of refs/pub/ state refs, whose
-        # histories the remote never has.
+        # histories the remote never has. No opportunistic updates of other tracking refs.
         self.check()
-        args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+        args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--refmap=",
                 "--no-recurse-submodules", "--negotiation-tip=refs/heads/*",
-                f"--negotiation-tip=refs/remotes/{self.remote}/*"]
-        if deepen is not None:
-            args.append(f"--deepen={deepen}")
+                f"--negotiation-tip=refs/remotes/{self.remote}/*", *extra]
+        self.repo.heal_lock(git_dir / f"{dst}.lock")  # a killed fetch's leftover
         try:
-            proc = self._git([*args, self.remote, f"+{src}:{dst}"], self.fetch_timeout)
+            proc = run_git([*args, self.remote, f"+{src}:{dst}"],
+                           cwd=self.repo.work_tree or self.repo.git_dir, git_dir=git_dir,
+                           work_tree=self.repo.work_tree if git_dir == self.repo.git_dir
+                           else None, timeout=self.fetch_timeout, env=env)
         except subprocess.TimeoutExpired:
             raise RemoteError(f"fetch from {sanitize(self.remote)} timed out") from None
         err = proc.stderr.decode("utf-8", "replace")
@@ -223,7 +249,30 @@ class Remote:
                 raise wrong
             raise RemoteError(f"fetch from {sanitize(self.remote)} failed: "
                               f"{sanitize(err.strip())[-500:]}")
-        return self.repo.read_ref(dst)
+        return proc
+
+    def _can_isolate(self) -> bool:
+        common = self.repo.common_dir
+        if (common / "shallow").exists():
+            return False
+        return all(self.repo.config_value("extensions", key) is None
+                   for key in ("partialclone", "objectformat", "refstorage"))
+
+    def _fetch_isolated(self, src: str, dst: str) -> str | None:
+        net = isolated_fetch_dir(self.repo)
+        _mirror_ref(self.repo, net, dst)
+        _mirror_ref(self.repo, net, f"refs/heads/{self.branch}")
+        env = {"GIT_OBJECT_DIRECTORY": str(self.repo.common_dir / "objects")}
+        if self._fetch(list(_ISOLATED_CONFIG), src, dst, net, env) is None:
+            return None
+        tip = _read_loose(net, dst)
+        if tip is None or not self.repo.has_object(tip):
+            raise RemoteError(f"fetch from {sanitize(self.remote)} left no {dst}")
+        for _ in range(5):  # mirror it here; a concurrent fetch may move it too
+            old = _current(self.repo, dst)
+            if old == tip or self.repo.cas_ref(dst, old, tip, f"gitpub: fetch {src}"):
+                return tip
+        raise RemoteError(f"could not update {dst}: it kept moving")
 
     def push(self, commit: str) -> PushOutcome:
         """Push ``commit`` as the new tip of the remote branch, never forcing."""
@@ -293,6 +342,72 @@ def _is_repository(path: Path) -> bool:
     if path.is_file():
         return True
     return (path / ".git").exists() or ((path / "HEAD").is_file() and (path / "objects").is_dir())
+
+
+#: In the private fetch repository never run gc or maintenance (its refs are not this
+#: repository's: a prune there would lose this one's objects) and never write a commit-graph;
+#: its configuration says so too, and runs no hooks.
+_ISOLATED_CONFIG = ("--no-auto-maintenance", "--no-write-commit-graph")
+
+
+def isolated_fetch_dir(repo: Repository) -> Path:
+    """``.git/pub/fetch.git``: a bare repository with this one's configuration (included: the
+    remote, credential helpers, URL rewrites) and its own refs only (one tracking ref per fetched
+    ref). Its objects are never used: fetches there write into this repository's object store
+    (``GIT_OBJECT_DIRECTORY``). Created when missing; it holds nothing that is not derived."""
+    net = ensure_pub_dir(repo.pub_dir) / "fetch.git"
+    config = net / "config"
+    if config.is_file() and (net / "HEAD").is_file() and (net / "refs").is_dir():
+        return net
+    for sub in ("refs/heads", "refs/remotes", "objects", "hooks"):
+        (net / sub).mkdir(parents=True, exist_ok=True)
+    (net / "HEAD").write_bytes(b"ref: refs/heads/main\n")
+    text = (f"[include]\n\tpath = {_quoted(repo.common_dir / 'config')}\n"
+            "[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
+            f"\thooksPath = {_quoted(net / 'hooks')}\n\tlogAllRefUpdates = false\n"
+            "[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n"
+            "[fetch]\n\twriteCommitGraph = false\n")
+    write_atomic(config, text.encode())
+    return net
+
+
+def _quoted(path: Path) -> str:
+    """``path`` as a git config value."""
+    return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _read_loose(git_dir: Path, ref: str) -> str | None:
+    try:
+        value = (git_dir / ref).read_bytes().strip().decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return value if len(value) == 40 else None
+
+
+def _current(repo: Repository, ref: str) -> str | None:
+    """``ref``'s value here, or None (absent or damaged: the fetch will replace it)."""
+    try:
+        return repo.read_ref(ref)
+    except GitpubError:
+        return None
+
+
+def _mirror_ref(repo: Repository, net: Path, ref: str) -> None:
+    """Give the private fetch repository this repository's value of ``ref`` (the fetch
+    negotiates with it), or none if it has no usable one."""
+    sha = _current(repo, ref)
+    path = net / ref
+    if sha is None or not repo.has_object(sha):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    if _read_loose(net, ref) == sha:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=net, prefix=".ref-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(f"{sha}\n".encode())
+    os.replace(tmp, path)
 
 
 def classify_push(code: int, out: str, err: str, dst: str) -> PushOutcome:

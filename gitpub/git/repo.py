@@ -15,123 +15,100 @@ and the job store know dulwich. The rules it enforces, learnt the hard way (see 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from dulwich.errors import NotGitRepository, NotTreeError
 from dulwich.file import FileLocked
 from dulwich.object_store import tree_lookup_path
-from dulwich.objects import ZERO_SHA, Blob, Commit, ObjectID, ShaFile, Tree
+from dulwich.objects import ZERO_SHA, Blob, Commit, ShaFile, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
+from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, NotARepositoryError
 from gitpub.core.files import fsync_dir
-from gitpub.git import packed
+from gitpub.git import locks, packed
+from gitpub.git.locate import Location, locate
 from gitpub.git.run import run_git
+from gitpub.git.values import (
+    BLOB_MODES,
+    MODE_EXEC,
+    MODE_FILE,
+    MODE_GITLINK,
+    MODE_LINK,
+    MODE_TREE,
+    STORE_IDENTITY,
+    Change,
+    CommitInfo,
+    Entry,
+    Identity,
+    _b,
+    _r,
+    _s,
+)
+from gitpub.git.writing import ObjectWriter
 
 if TYPE_CHECKING:
     import subprocess
 
 T = TypeVar("T")
 
-MODE_FILE = 0o100644
-MODE_EXEC = 0o100755
-MODE_LINK = 0o120000
-MODE_TREE = 0o040000
+__all__ = ["BLOB_MODES", "MODE_EXEC", "MODE_FILE", "MODE_GITLINK", "MODE_LINK", "MODE_TREE",
+           "STORE_IDENTITY", "Change", "CommitInfo", "Entry", "Identity", "Repository",
+           "empty_ref_value"]
 
 
-class Entry(NamedTuple):
-    """A tree entry: file mode and object id (a blob, or a tree for ``MODE_TREE``)."""
+class Repository(ObjectWriter):
+    """A git repository opened for gitpub: objects, refs and configuration (writing objects:
+    ``git.writing``)."""
 
-    mode: int
-    sha: str
-
-
-@dataclass(frozen=True)
-class CommitInfo:
-    """The parts of a commit the layers above need, as plain values."""
-
-    sha: str
-    tree: str
-    parents: tuple[str, ...]
-    message: bytes
-    commit_time: int
-    encoding: str | None = None  # the ``encoding`` header, when the commit has one
-
-
-@dataclass(frozen=True)
-class Identity:
-    name: str
-    email: str
-
-    def as_bytes(self) -> bytes:
-        return f"{self.name} <{self.email}>".encode()
-
-
-STORE_IDENTITY = Identity("gitpub", "gitpub@localhost")
-
-
-def _b(sha: str) -> ObjectID:
-    return ObjectID(sha.encode("ascii"))
-
-
-def _r(name: str) -> Ref:
-    return Ref(name.encode("utf-8"))
-
-
-def _s(sha: bytes) -> str:
-    return sha.decode("ascii")
-
-
-def _while_locked(action: Callable[[], T], done: Callable[[], bool] | None = None) -> T | None:
-    """Run ``action``, retrying while another process holds the lock it needs (dulwich raises
-    ``FileLocked``), with a short exponential backoff, for at most ten seconds. ``done`` may
-    say that the other process did our work meanwhile (then ``None`` is returned)."""
-    delay = 0.001
-    deadline = time.monotonic() + 10.0
-    while True:
-        try:
-            return action()
-        except FileLocked:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-            if done is not None and done():
-                return None
-
-
-class Repository:
-    """A git repository opened for gitpub: objects, refs and configuration."""
-
-    def __init__(self, repo: Repo) -> None:
+    def __init__(self, repo: Repo, location: Location | None = None) -> None:
         self._repo = repo
         self._repo.object_store.fsync_object_files = True
         self._batch_dirs: set[str] | None = None
         self.common_dir = Path(repo.commondir())
         self.git_dir = Path(repo.controldir())  # differs from common_dir in a linked worktree
         self.work_tree: Path | None = None if repo.bare else Path(repo.path)
+        #: Where a line about healing goes (a stale lock removed): the command's progress.
+        self.notice: Callable[[str], None] = lambda message: None
+        #: How long a write waits for a lock another process holds (see ``git.locks``).
+        self.lock_wait = locks.WAIT
+        self._presence: locks.Presence | None = None
+        self._healer: locks.Healer | None = None
+        #: Where the command runs, relative to the top of the working tree ("" at the top or
+        #: outside it): what ``git rev-parse --show-prefix`` says.
+        self.prefix = ""
+        if location is not None:
+            self.work_tree, self.prefix = location.work_tree, location.prefix
         self._refuse_reftable()
 
     # -- opening ---------------------------------------------------------------------------
 
     @classmethod
     def discover(cls, start: Path) -> Repository:
+        """The repository git would use in ``start``: ``git.locate`` asks git itself, with the
+        ``GIT_DIR``/``GIT_WORK_TREE``/``GIT_COMMON_DIR`` of the environment, then this opens
+        exactly that git directory, common directory and working tree."""
+        location = locate(start)
         try:
-            return cls(Repo.discover(str(start)))
-        except NotGitRepository:
+            repo = Repo(controldir=str(location.git_dir), commondir=str(location.common_dir),
+                        worktree=None if location.work_tree is None else str(location.work_tree),
+                        bare=location.work_tree is None)
+        except (NotGitRepository, OSError) as e:
             raise NotARepositoryError(
-                f"not a git repository: {start}",
-                hint="run inside a git repository, or pass -C PATH",
+                f"cannot open the repository at {location.git_dir}: {e}",
+                hint="check the GIT_DIR and GIT_WORK_TREE you set, or pass -C PATH",
             ) from None
+        return cls(repo, location)
 
     def close(self) -> None:
+        if self._presence is not None:
+            self._presence.close()
+            self._presence = None
         self._repo.close()
 
     def __enter__(self) -> Repository:
@@ -152,17 +129,63 @@ class Repository:
                 hint="convert with `git refs migrate --ref-format=files`",
             )
 
-    def git(self, *args: str, timeout: float = 300,
-            input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    def git(self, *args: str, timeout: float = 300, input: bytes | None = None,
+            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
         """Run C git in this repository and no other (see ``git.run``): for what dulwich lacks
-        or does slowly — the network, merge-base, read-tree, reset, pack-refs, rev-list."""
+        or does slowly — the network, merge-base, read-tree, reset, pack-refs, rev-list.
+        ``env`` adds variables (a temporary ``GIT_INDEX_FILE``, say) after the hardening."""
         return run_git(args, cwd=self.work_tree or self.git_dir, git_dir=self.git_dir,
-                       work_tree=self.work_tree, timeout=timeout, input=input)
+                       work_tree=self.work_tree, timeout=timeout, input=input, env=env)
 
     @property
     def pub_dir(self) -> Path:
-        """gitpub's private space inside the git directory (scratch, caches, locks)."""
-        return self.common_dir / "pub"
+        """gitpub's private space inside the git directory (scratch, caches, locks); a
+        ``PubDirError`` if something else stands there."""
+        path = self.common_dir / "pub"
+        if path.exists() and not path.is_dir():
+            locks.ensure_pub_dir(path)  # raises, saying what is wrong
+        return path
+
+    # -- locks -----------------------------------------------------------------------------
+
+    def _while_locked(self, action: Callable[[], T], what: str,
+                      done: Callable[[], bool] | None = None) -> T | None:
+        """Run ``action``, retrying while another process holds the lock it needs (dulwich
+        raises ``FileLocked``), with a short exponential backoff; a stale lock is removed
+        (``git.locks``). ``done`` may say that the other process did our work meanwhile (then
+        ``None`` is returned). After ``lock_wait`` seconds: ``LockedError``."""
+        if self._presence is None:
+            self._presence = locks.Presence(locks.ensure_pub_dir(self.pub_dir))
+        delay = 0.001
+        deadline = time.monotonic() + self.lock_wait
+        while True:
+            try:
+                return action()
+            except FileLocked as e:
+                lock = Path(os.fsdecode(e.lockfilename))
+                if self.healer.heal(lock) and time.monotonic() <= deadline:
+                    continue  # it was stale and is gone, or its holder finished: at once
+                if time.monotonic() > deadline:
+                    raise self.healer.locked_error(lock, what) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+                if done is not None and done():
+                    return None
+
+    @property
+    def healer(self) -> locks.Healer:
+        if self._healer is None:
+            self._healer = locks.Healer(self.common_dir, self.common_dir / "pub",
+                                        lambda message: self.notice(message))
+        return self._healer
+
+    def sweep_stale_locks(self) -> int:
+        """Remove the stale lock files nobody ran into yet (see ``git.locks``); how many."""
+        return self.healer.sweep()
+
+    def heal_lock(self, lock: Path) -> bool:
+        """Remove ``lock`` (a C git command's) if it is stale; whether it is gone now."""
+        return self.healer.heal(lock)
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -214,8 +237,11 @@ class Repository:
 
     def head_ref(self) -> str | None:
         """The branch HEAD points at (``refs/heads/…``), None when detached or bare."""
-        if self.work_tree is None:
-            return None
+        return None if self.work_tree is None else self.symbolic_head()
+
+    def symbolic_head(self) -> str | None:
+        """The ref HEAD points at (``refs/heads/…``), with or without a working tree; None when
+        HEAD is detached."""
         try:
             raw = self._repo.refs.read_ref(Ref(b"HEAD"))
         except OSError:
@@ -227,8 +253,8 @@ class Repository:
     def cas_ref(self, name: str, old: str | None, new: str, message: str = "gitpub") -> bool:
         """Move ``name`` from ``old`` (``None``: must not exist) to ``new``; False if it moved."""
         old_b = ZERO_SHA if old is None else _b(old)
-        ok = _while_locked(lambda: self._repo.refs.set_if_equals(
-            _r(name), old_b, _b(new), message=message.encode()))
+        ok = self._while_locked(lambda: self._repo.refs.set_if_equals(
+            _r(name), old_b, _b(new), message=message.encode()), f"ref {name}")
         if ok:
             ref_dir = (self.common_dir / name).parent
             if ref_dir.is_dir():
@@ -236,7 +262,19 @@ class Repository:
         return bool(ok)
 
     def delete_ref(self, name: str, old: str) -> bool:
-        return bool(self._repo.refs.remove_if_equals(_r(name), _b(old)))
+        return bool(self._while_locked(
+            lambda: self._repo.refs.remove_if_equals(_r(name), _b(old)), f"ref {name}"))
+
+    def ref_names(self, prefix: str) -> list[str]:
+        """The names under ``prefix`` (ending with ``/``) of every ref, *including* damaged
+        loose ones (empty or garbage files), which dulwich's listing silently skips: a damaged
+        ref must be reported, never be taken for no ref."""
+        names = set(self.list_refs(prefix))
+        top = self.common_dir / prefix
+        for dirpath, _dirs, files in os.walk(top):
+            rel = Path(dirpath).relative_to(top)
+            names.update((rel / f).as_posix() for f in files if not f.endswith(".lock"))
+        return sorted(names)
 
     def list_refs(self, prefix: str) -> dict[str, str]:
         """Refs under ``prefix`` (which ends with ``/``), keyed by the rest of their name."""
@@ -253,6 +291,8 @@ class Repository:
             return self._repo.object_store[_b(sha)]
         except KeyError:
             raise CorruptStateError(f"object {sha} is missing from the repository") from None
+        except Exception as e:  # truncated, not zlib, bad header, wrong checksum, unreadable
+            raise _unreadable(sha, e) from None
 
     def blob(self, sha: str) -> bytes:
         obj = self._get(sha)
@@ -277,6 +317,8 @@ class Repository:
             )
         except (KeyError, NotADirectoryError, NotTreeError):
             return None
+        except Exception as e:  # a tree on the way is corrupt
+            raise _unreadable(tree, e) from None
         return Entry(mode, _s(sha))
 
     def file_in_the_way(self, tree: str, path: str) -> str | None:
@@ -330,147 +372,43 @@ class Repository:
             raise CorruptStateError(f"git cannot show commit {sha}")
         return proc.stdout.removesuffix(b"\n")
 
-    def changed_paths(self, old_tree: str | None, new_tree: str) -> list[tuple[str, str | None]]:
-        """(path, new blob id or None if deleted) for every file that differs between two
-        trees. Identical subtrees are skipped by id, so the cost follows the change."""
+    def file_at(self, commit: str, path: str) -> bytes | None:
+        """The content of the file (blob) at ``path`` in ``commit``, or None."""
+        entry = self.lookup(self.commit(commit).tree, path)
+        if entry is None or entry.mode == MODE_TREE or entry.mode == MODE_GITLINK:
+            return None
+        return self.blob(entry.sha)
+
+    def diff_entries(self, old_tree: str | None, new_tree: str) -> list[Change]:
+        """Every file (blob, symlink or submodule entry) that differs between two trees, with
+        its entry on each side, sorted by path. A rename is a deletion and an addition; a type
+        change (file to symlink) is one change of mode. Identical subtrees are skipped by id, so
+        the cost follows the change."""
         from dulwich.diff_tree import tree_changes  # 20 ms to import: only where needed
 
         changes = tree_changes(self._repo.object_store, None if old_tree is None else _b(old_tree),
                                _b(new_tree))
-        out: list[tuple[str, str | None]] = []
-        for change in changes:
-            new, old = change.new, change.old
-            if new is not None and new.path is not None and new.sha is not None:
-                out.append((new.path.decode("utf-8", "surrogateescape"), _s(new.sha)))
-            elif old is not None and old.path is not None:
-                out.append((old.path.decode("utf-8", "surrogateescape"), None))
-        return out
-
-    # -- writing objects -------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
-        """Objects written inside are durable when the block ends (not each on its own): the
-        directories are fsynced once, together. Nothing may point at them before that."""
-        self._batch_dirs = set()
         try:
-            yield
-            dirs, self._batch_dirs = self._batch_dirs, None
-            for d in sorted(dirs):
-                fsync_dir(d)
-        finally:
-            self._batch_dirs = None
+            listed = list(changes)
+        except KeyError as e:
+            raise CorruptStateError(f"a tree below {new_tree} is missing ({e})") from None
+        except Exception as e:
+            raise _unreadable(new_tree, e, "a tree below ") from None
+        old: dict[str, Entry] = {}
+        new: dict[str, Entry] = {}
+        for change in listed:
+            for side, found in ((old, change.old), (new, change.new)):
+                if found is not None and found.path is not None and found.sha is not None:
+                    side[found.path.decode("utf-8", "surrogateescape")] = Entry(
+                        int(found.mode or 0), _s(found.sha))
+        return [Change(p, old.get(p), new.get(p)) for p in sorted(old.keys() | new.keys())
+                if old.get(p) != new.get(p)]
 
-    def store(self, objects: Sequence[ShaFile]) -> None:
-        """Write objects durably: each file and its directory are fsynced before we return
-        (or, inside ``batch()``, before the batch ends)."""
-        store = self._repo.object_store
-        dirs: set[str] = set()
-        for obj in objects:
-            if obj.id in store:
-                continue
-            self._add_object(obj)
-            path = store._get_shafile_path(obj.id)
-            dirs.add(os.path.dirname(path))
-        if dirs:
-            dirs.add(os.path.dirname(next(iter(dirs))))  # objects/: new xx/ directories
-        if self._batch_dirs is not None:
-            self._batch_dirs |= dirs
-            return
-        for d in sorted(dirs):
-            fsync_dir(d)
-
-    def _add_object(self, obj: ShaFile) -> None:
-        """Add one loose object; another process writing the same object holds its lock file
-        (``FileLocked``) — wait for it to finish instead of failing."""
-        store = self._repo.object_store
-        _while_locked(lambda: store.add_object(obj), done=lambda: obj.id in store)
-
-    def write_blob(self, data: bytes) -> str:
-        blob = Blob.from_string(data)
-        self.store([blob])
-        return _s(blob.id)
-
-    def write_tree(self, base: str | None, changes: Mapping[str, Entry | None]) -> str:
-        """A new tree: ``base`` with each path set to its entry (``None`` deletes it).
-
-        Only the trees on the changed paths are rebuilt, so the cost follows the size of the
-        change, not of the repository. Directories left empty disappear, as in git.
-        """
-        split = {tuple(p.encode("utf-8").split(b"/")): e for p, e in changes.items()}
-        for parts in split:
-            if any(part in (b"", b".", b"..", b".git") for part in parts):
-                raise ValueError(f"unsafe path: {b'/'.join(parts)!r}")
-        new_objects: list[ShaFile] = []
-        tree = self._apply(None if base is None else self._get_tree(base), split, new_objects)
-        root = tree if tree is not None else Tree()
-        if tree is None:
-            new_objects.append(root)
-        self.store(new_objects)
-        return _s(root.id)
-
-    def _get_tree(self, sha: str) -> Tree:
-        obj = self._get(sha)
-        if not isinstance(obj, Tree):
-            raise CorruptStateError(f"object {sha} is not a tree")
-        return obj
-
-    def _apply(
-        self,
-        tree: Tree | None,
-        changes: Mapping[tuple[bytes, ...], Entry | None],
-        new_objects: list[ShaFile],
-    ) -> Tree | None:
-        result = Tree()
-        if tree is not None:
-            for item in tree.iteritems():
-                result.add(item.path, item.mode, item.sha)
-        nested: dict[bytes, dict[tuple[bytes, ...], Entry | None]] = {}
-        for parts, entry in changes.items():
-            if len(parts) > 1:
-                nested.setdefault(parts[0], {})[parts[1:]] = entry
-            elif entry is None:
-                if parts[0] in result:
-                    del result[parts[0]]
-            else:
-                result.add(parts[0], entry.mode, _b(entry.sha))
-        for name, sub in nested.items():
-            old = result[name] if name in result else None  # noqa: SIM401 (Tree has no .get)
-            old_tree = self._get_tree(_s(old[1])) if old and old[0] == MODE_TREE else None
-            subtree = self._apply(old_tree, sub, new_objects)
-            if subtree is None:
-                if name in result:
-                    del result[name]
-            else:
-                result.add(name, MODE_TREE, subtree.id)
-        if len(result) == 0:
-            return None
-        new_objects.append(result)
-        return result
-
-    def write_commit(
-        self,
-        tree: str,
-        parents: Sequence[str],
-        message: bytes,
-        *,
-        author: Identity = STORE_IDENTITY,
-        committer: Identity | None = None,
-        when: int | None = None,
-    ) -> str:
-        """Write a commit object (durably) and return its id. Nothing points at it yet."""
-        c = Commit()
-        c.tree = _b(tree)
-        c.parents = [_b(p) for p in parents]
-        c.author = author.as_bytes()
-        c.committer = (committer or author).as_bytes()
-        stamp = int(time.time()) if when is None else when
-        c.author_time = c.commit_time = stamp
-        c.author_timezone = c.commit_timezone = 0
-        c.encoding = None
-        c.message = message
-        self.store([c])
-        return _s(c.id)
+    def changed_paths(self, old_tree: str | None, new_tree: str) -> list[tuple[str, str | None]]:
+        """(path, new blob id or None if deleted) for every file that differs between two
+        trees."""
+        return [(c.path, None if c.new is None else c.new.sha)
+                for c in self.diff_entries(old_tree, new_tree)]
 
     # -- history ---------------------------------------------------------------------------
 
@@ -480,6 +418,37 @@ class Repository:
             info = self.commit(sha)
             yield info
             sha = info.parents[0] if info.parents else None
+
+
+def _lock_crash_points() -> None:
+    """Crash points inside dulwich's locked writes (``git.ref-locked``, ``git.object-locked``):
+    its ``.lock`` file is written and not yet renamed. Installed only when the environment asks
+    for a crash point or a trace (tests); nothing changes otherwise."""
+    asked = [os.environ.get(v, "") for v in ("GITPUB_CRASH_AT", "GITPUB_FAIL_AT")]
+    if not any(a.startswith("git.") for a in asked) and not os.environ.get("GITPUB_CRASH_TRACE"):
+        return
+    from dulwich.file import _GitFile
+
+    original = _GitFile.close
+
+    def close(self: _GitFile) -> None:
+        if not self._closed:
+            self._file.flush()
+            lock = os.fsdecode(self._lockfilename)
+            inside_objects = f"{os.sep}objects{os.sep}" in lock
+            crash_point("git.object-locked" if inside_objects else "git.ref-locked")
+        original(self)
+
+    _GitFile.close = close  # type: ignore[method-assign]
+
+
+_lock_crash_points()
+
+
+def _unreadable(sha: str, error: Exception, what: str = "") -> CorruptStateError:
+    detail = " ".join(str(error).split())[:120] or type(error).__name__
+    return CorruptStateError(f"{what}object {sha} is unreadable ({type(error).__name__}: "
+                             f"{detail})", hint="`git fsck` lists the damaged objects")
 
 
 def empty_ref_value() -> str:

@@ -379,12 +379,8 @@ def format_trailers(pairs: Iterable[tuple[str, str]]) -> bytes:
     return b"".join(f"{k}: {v}\n".encode() for k, v in pairs)
 
 
-def format_message(subject: str, body: bytes, trailers: PubTrailers, prefix: str) -> bytes:
-    """A commit message: subject, optional body paragraph(s), then the trailer block.
-
-    The trailer paragraph is all trailers (so git's "all lines are trailers" rule finds it),
-    preceded by a blank line, and nothing follows it.
-    """
+def proof_pairs(trailers: PubTrailers, prefix: str) -> list[tuple[str, str]]:
+    """The proof trailers as (key, value), in the order they are written; values checked."""
     names = TrailerNames.for_prefix(prefix)
     pairs = [(names.job_id, trailers.job_id), (names.manifest, trailers.manifest_sha256)]
     if trailers.base_commit:
@@ -396,6 +392,16 @@ def format_message(subject: str, body: bytes, trailers: PubTrailers, prefix: str
     for key, value in pairs:
         if not _VALUE_OK.match(value):
             raise ValueError(f"trailer value not in canonical form: {key}: {value!r}")
+    return pairs
+
+
+def format_message(subject: str, body: bytes, trailers: PubTrailers, prefix: str) -> bytes:
+    """A commit message: subject, optional body paragraph(s), then the trailer block.
+
+    The trailer paragraph is all trailers (so git's "all lines are trailers" rule finds it),
+    preceded by a blank line, and nothing follows it.
+    """
+    pairs = proof_pairs(trailers, prefix)
     printable = "".join(ch for ch in subject if ch.isprintable() or ch.isspace())
     subject_line = _safe_body_line(" ".join(printable.split()) or "Publish")
     parts = [subject_line.encode("utf-8") + b"\n"]

@@ -36,6 +36,9 @@ from gitpub.store.outbox import register_external_change
 from gitpub.verify.commit import DEFAULT_PREFIX, Verdict, verify_commit
 
 ZERO_SHA = "0" * 40
+#: How long post-commit waits for a lock held by a live process before it skips its hint
+#: (``reconcile`` rediscovers what it skipped); a stale lock is removed without waiting.
+HOOK_LOCK_WAIT = 1.0
 NO_VERIFY_HINT = "`git push --no-verify` skips gitpub's check (and every other pre-push hook)"
 
 
@@ -93,6 +96,8 @@ def post_commit_slow(commit: str, message: bytes, paths: Sequence[str], *, git_d
     """The exact post-commit check and its one write (``hooks.fast`` handles errors)."""
     config = refresh_cache(Path(git_dir), Path(top))
     with Repository.discover(Path(top)) as repo:
+        repo.notice = _say
+        repo.lock_wait = HOOK_LOCK_WAIT  # a commit never waits long on a hint
         proof = trailers.read_pub_trailers(message, config.trailer_prefix)
         if proof is not None:
             if link_commit(repo, commit, proof.job_id):

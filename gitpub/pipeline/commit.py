@@ -25,7 +25,8 @@ from gitpub.core.record import JobRecord, Target
 from gitpub.core.states import FailureCode, Kind, Stage, State
 from gitpub.git import paths as git_paths
 from gitpub.git import trailers
-from gitpub.git.repo import MODE_TREE, Entry, Identity, Repository
+from gitpub.git.message import ProofMessageError, with_proof
+from gitpub.git.repo import BLOB_MODES, Entry, Identity, Repository
 from gitpub.pipeline.gates import title_of
 from gitpub.store.jobs import Job, JobStore
 from gitpub.verify.probe import find_job_commit
@@ -33,10 +34,15 @@ from gitpub.verify.probe import find_job_commit
 
 @dataclass(frozen=True)
 class Artifacts:
-    """The job's immutable files: repository path -> tree entry, plus the manifest."""
+    """The job's immutable files: repository path -> tree entry, plus the manifest (which
+    also lists the paths the commit deletes: a sync job's)."""
 
     entries: dict[str, Entry]
     manifest: Manifest
+
+    def changes(self) -> dict[str, Entry | None]:
+        """What the commit writes into its parent's tree: every file, and None per deletion."""
+        return {**dict(self.entries), **dict.fromkeys(self.manifest.deleted)}
 
 
 def read_artifacts(store: JobStore, job: Job) -> Artifacts:
@@ -53,9 +59,9 @@ def read_artifacts(store: JobStore, job: Job) -> Artifacts:
         raise ManifestError("the stored manifest does not match the recorded manifest hash")
     tree = store.subtree(job, "artifacts")
     entries = dict(repo.walk_files(tree)) if tree else {}
-    if set(entries) != set(manifest.paths):
+    if set(entries) != {e.path for e in manifest.files}:
         raise ManifestError("the artifact tree and the manifest list different files")
-    for e in manifest.entries:
+    for e in manifest.files:
         entry = entries[e.path]
         if entry.mode != e.mode or content_sha256(repo.blob(entry.sha)) != e.sha256:
             raise ManifestError(f"artifact {e.path} does not match the manifest")
@@ -82,8 +88,30 @@ def target_problems(repo: Repository, tree: str | None, targets: Sequence[Target
                 problems.append(f"{t.path}: {blocker} is now a file")
         elif entry is None:
             problems.append(f"{t.path}: deleted since the snapshot")
-        elif entry.mode == MODE_TREE or content_sha256(repo.blob(entry.sha)) != t.base_sha256:
+        elif (entry.mode not in BLOB_MODES
+              or content_sha256(repo.blob(entry.sha)) != t.base_sha256):
             problems.append(f"{t.path}: changed since the snapshot")
+        elif t.base_mode is not None and entry.mode != t.base_mode:
+            problems.append(f"{t.path}: mode changed since the snapshot "
+                            f"({t.base_mode:o} -> {entry.mode:o})")
+    return problems
+
+
+def change_problems(repo: Repository, before: str | None, after: str,
+                    manifest: Manifest) -> list[str]:
+    """What makes the commit ``before`` → ``after`` change other paths than its manifest's, or
+    them otherwise (a file or directory of the new base in the way of a hand commit's change:
+    writing it would drop or keep what the manifest does not say)."""
+    wanted = {e.path: e for e in manifest.entries}
+    problems = []
+    for change in repo.diff_entries(before, after):
+        entry = wanted.pop(change.path, None)
+        if entry is None:
+            problems.append(f"{change.path}: would change too (a file or directory in the way)")
+        elif (change.new is None) != entry.deleted or (
+                change.new is not None and change.new.mode != entry.mode):
+            problems.append(f"{change.path}: would not change as the manifest says")
+    problems += [f"{path}: would not change (already so on the new base)" for path in wanted]
     return problems
 
 
@@ -103,7 +131,7 @@ def build_commit(
 ) -> str:
     """Write the job's content commit on top of ``onto`` and return its id (unreferenced)."""
     base_tree = None if onto is None else repo.commit(onto).tree
-    tree = repo.write_tree(base_tree, dict(artifacts.entries))
+    tree = repo.write_tree(base_tree, artifacts.changes())
     proof = trailers.PubTrailers(
         job_id=record.job_id,
         manifest_sha256=artifacts.manifest.sha256(),
@@ -111,6 +139,8 @@ def build_commit(
         writer_node=record.node,
         sync_id=record.idempotency_key.removeprefix("sync:") if record.kind == Kind.SYNC else None,
     )
+    if record.kind == Kind.SYNC and record.sync_commit is not None:
+        return _rebuild_hand_commit(repo, record, artifacts, tree, onto, proof, prefix)
     message = trailers.format_message(
         commit_subject(record, artifacts, repo), artifacts.manifest.serialize(), proof, prefix
     )
@@ -119,6 +149,25 @@ def build_commit(
         tree, [] if onto is None else [onto], message,
         author=Identity(name, email.rstrip(">")), when=record.commit_time,
     )
+
+
+def _rebuild_hand_commit(repo: Repository, record: JobRecord, artifacts: Artifacts, tree: str,
+                         onto: str | None, proof: trailers.PubTrailers, prefix: str) -> str:
+    """A sync job's commit: the person's commit with the new tree and parent, its author and
+    message kept and the proof added (``git.message``), committed by the identity and at the
+    time fixed in the record (so it is reproducible, as every content commit is)."""
+    assert record.sync_commit is not None
+    original = repo.commit(record.sync_commit)
+    try:
+        message = with_proof(repo, original.message, artifacts.manifest.serialize(), proof,
+                             prefix)
+    except ProofMessageError as e:
+        raise ManifestError(f"commit {record.sync_commit}: {e}") from None
+    name, _, email = (record.author or "gitpub <gitpub@localhost>").partition(" <")
+    return repo.rewrite_commit(record.sync_commit, tree=tree,
+                               parents=[] if onto is None else [onto], message=message,
+                               committer=Identity(name, email.rstrip(">")),
+                               when=record.commit_time or original.commit_time)
 
 
 def commit_job(store: JobStore, job: Job, prefix: str) -> Job:

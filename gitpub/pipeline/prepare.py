@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from gitpub.config.model import Command
 from gitpub.core.allowlist import Allowlist, AllowlistError
 from gitpub.core.crashpoints import crash_point
-from gitpub.core.errors import LostRace
+from gitpub.core.errors import CorruptStateError, LostRace
 from gitpub.core.manifest import Manifest, ManifestError, content_sha256
 from gitpub.core.paths import case_twins
 from gitpub.core.record import JobRecord, Target
@@ -79,8 +79,14 @@ def drive(ctx: Context, job: Job, *, wait: float = 0.0) -> Job:
 
 
 def reload(store: JobStore, job: Job) -> Job:
+    """``job`` as its ref has it now. A job's ref never disappears by our doing: if it is gone,
+    someone deleted it by hand, which is corrupt state, not "no job"."""
     fresh = store.load(job.job_id)
-    assert fresh is not None, "a job's ref never disappears under us"
+    if fresh is None:
+        raise CorruptStateError(
+            f"job {job.job_id}: its ref {store.ref_name(job.job_id)} disappeared "
+            f"(it was at {job.commit})",
+            hint=f"restore it with `git update-ref {store.ref_name(job.job_id)} {job.commit}`")
     return fresh
 
 
@@ -92,8 +98,46 @@ def to_review(ctx: Context, job: Job, phase: Stage, code: FailureCode,
         phase=phase, reason=detail)
 
 
+def sync_targets(ctx: Context, parent: str, commit: str) -> tuple[list[Target],
+                                                                   dict[str, Entry | None]]:
+    """A hand commit's changes against its parent as targets (each with the compare-and-swap
+    condition of the entry it replaces: content *and* mode) and artifact entries (the commit's
+    own blobs and modes, byte for byte)."""
+    repo = ctx.repo
+    targets: list[Target] = []
+    entries: dict[str, Entry | None] = {}
+    for change in repo.diff_entries(repo.commit(parent).tree, repo.commit(commit).tree):
+        old, new = change.old, change.new
+        if new is not None:
+            entries[f"artifacts/{change.path}"] = new
+        if old is None:
+            targets.append(Target(change.path, "new"))
+        else:
+            targets.append(Target(change.path, "update" if new is not None else "delete",
+                                  content_sha256(repo.blob(old.sha)), old.mode))
+    return targets, entries
+
+
+def _snapshot_sync(ctx: Context, job: Job) -> Job:
+    """A sync job's snapshot: the hand commit's parent is the base, its changes the targets."""
+    record = job.record
+    assert record.sync_commit is not None and record.requested_base is not None
+    targets, entries = sync_targets(ctx, record.requested_base, record.sync_commit)
+    base = record.requested_base
+    job = ctx.store.transition(
+        job, record.evolve(state=State.PREPARING, base_ref="(parent of the hand commit)",
+                           base_commit=base, first_base=record.first_base or base,
+                           targets=tuple(targets),
+                           phases=record.phases | {Phase.DRAFT: "direct"}),
+        phase=Stage.SNAPSHOT, reason=f"commit {record.sync_commit} on {base}", entries=entries)
+    crash_point("prepare.base-snapshotted")
+    return job
+
+
 def _snapshot(ctx: Context, job: Job) -> Job:
     record = job.record
+    if record.kind == Kind.SYNC and record.sync_commit is not None:
+        return _snapshot_sync(ctx, job)
     if Phase.SOURCE_SCAN in record.phases:
         return to_review(ctx, job, Stage.SOURCE_SCAN, FailureCode.SECRET_IN_SOURCE,
                          [record.phases[Phase.SOURCE_SCAN]])
@@ -105,6 +149,7 @@ def _snapshot(ctx: Context, job: Job) -> Job:
         base_ref = ctx.base_ref()
         base = None if base_ref is None else ctx.repo.read_ref(base_ref)
     tree = None if base is None else ctx.repo.commit(base).tree
+    record = record.evolve(targets=_requested(ctx, job))
     twins = case_collisions(ctx, tree, record.target_paths)
     if twins:
         return to_review(ctx, job, Stage.SNAPSHOT, FailureCode.CASE_COLLISION, twins)
@@ -128,7 +173,9 @@ def _snapshot(ctx: Context, job: Job) -> Job:
     if not record.drafted:
         for t in record.targets:
             src = ctx.repo.lookup(job.tree, f"source/{t.path}")
-            assert src is not None
+            if src is None:
+                raise CorruptStateError(f"job {job.job_id}: target {t.path} has no "
+                                        f"source/{t.path} in state commit {job.commit}")
             entries[f"artifacts/{t.path}"] = Entry(MODE_FILE, src.sha)
         phases[Phase.DRAFT] = "direct"
     job = ctx.store.transition(
@@ -139,6 +186,17 @@ def _snapshot(ctx: Context, job: Job) -> Job:
         entries=entries)
     crash_point("prepare.base-snapshotted")
     return job
+
+
+def _requested(ctx: Context, job: Job) -> tuple[Target, ...]:
+    """The targets the request names: without the font outputs an earlier run of the pipeline
+    derived (a job retried after a CONFLICT or REVIEW still lists them; the gates derive them
+    again from the new snapshot). A direct job's requested targets are its ``source/`` files."""
+    derived = fontstep.font_outputs(ctx.config)
+    return tuple(t for t in job.record.targets
+                 if t.path not in derived
+                 or (not job.record.drafted
+                     and ctx.repo.lookup(job.tree, f"source/{t.path}") is not None))
 
 
 def case_collisions(ctx: Context, tree: str | None, targets: Sequence[str]) -> list[str]:
@@ -276,8 +334,10 @@ def _gates(ctx: Context, job: Job) -> Job:
     for command in ctx.config.gates:
         ctx.progress(f"gate: running {command.name}")
         with _scratch(ctx, job, "gate") as scratch:
-            for path, data in files.items():
-                scratch.put(f"files/{path}", data)
+            unplaced = _place_files(scratch, files)
+            if unplaced:
+                problems.append(f"gate {command.name}: {unplaced}")
+                continue
             env = _phase_env(ctx, job) | {
                 "GITPUB_FILES": "\n".join(f"files/{p}" for p in sorted(files))}
             result = steps.run(command, scratch, env=env)
@@ -290,7 +350,7 @@ def _gates(ctx: Context, job: Job) -> Job:
     modes = {p: e.mode for p, e in ctx.repo.walk_files(tree)} if tree else {}
     record = job.record.evolve(phases=job.record.phases | {Phase.GATES: "passed"})
     fonts: dict[str, bytes] = {}
-    if ctx.config.fonts:
+    if ctx.config.fonts and record.kind != Kind.SYNC:  # a hand commit is delivered as it is
         derived = derive_fonts(ctx, record.base_commit, files)
         if derived.problems:
             return to_review(ctx, job, Stage.FONTS, FailureCode.FONT_FAILED, derived.problems)
@@ -300,7 +360,8 @@ def _gates(ctx: Context, job: Job) -> Job:
                                            for out in sorted(fonts)),
             phases=record.phases | {Phase.FONTS: derived.summary()})
     manifest = Manifest.build([(p, modes[p], d) for p, d in files.items()]
-                              + [(p, MODE_FILE, d) for p, d in fonts.items()])
+                              + [(p, MODE_FILE, d) for p, d in fonts.items()],
+                              deleted=[t.path for t in record.targets if t.op == "delete"])
     author = sanitize(ctx.repo.user_identity().as_bytes().decode())  # it is published
     job = ctx.store.transition(
         job,
@@ -311,6 +372,16 @@ def _gates(ctx: Context, job: Job) -> Job:
                                                      for p, d in fonts.items()})
     crash_point("prepare.ready-recorded")
     return job
+
+
+def _place_files(scratch: steps.Scratch, files: dict[str, bytes]) -> str | None:
+    """Put the job's files in a gate's scratch; why one cannot be put there, or None."""
+    for path, data in files.items():
+        try:
+            scratch.put(f"files/{path}", data)
+        except OSError as e:  # a name too long for the file system, say
+            return sanitize(f"cannot give it {path[:80]}: {e.strerror or e}")
+    return None
 
 
 def derive_fonts(ctx: Context, commit: str | None, own: dict[str, bytes]) -> fontstep.Derived:

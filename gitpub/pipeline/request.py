@@ -45,13 +45,21 @@ class Request:
     drafted: bool
     key: str | None = None
     kind: Kind = Kind.PUBLISH  # SYNC for content changes made outside gitpub
-    #: Snapshot this commit instead of the remote-tracking branch (sync: the hand edits' own
-    #: base). Recorded in the job, so a rerun after a crash snapshots the same base.
+    #: Snapshot this commit instead of the remote-tracking branch (sync: the hand commit's
+    #: parent). Recorded in the job, so a rerun after a crash snapshots the same base.
     base: str | None = None
+    #: Sync only: the person's commit the job delivers (its changes are the job's targets, its
+    #: blobs the artifacts: no sources), and the job that must be published before it.
+    commit: str | None = None
+    after: str | None = None
 
     def canonical(self) -> bytes:
-        if self.drafted:
-            body: dict[str, object] = {
+        if self.kind == Kind.SYNC:
+            # The commit names the request (its changes, author, message); ``after`` is how it
+            # is ordered, not what it is, so it is left out.
+            body: dict[str, object] = {"commit": self.commit, "paths": sorted(self.targets)}
+        elif self.drafted:
+            body = {
                 "targets": sorted(self.targets),
                 "inputs": [content_sha256(s.data) for s in self.sources],
             }
@@ -80,6 +88,10 @@ def validate_request(request: Request, config: Config) -> None:
         check_target(request, config, t)
     if len(set(request.targets)) != len(request.targets):
         raise UsageError("the same --to path is given twice")
+    if request.kind == Kind.SYNC:
+        if request.commit is None or request.sources:
+            raise UsageError("a sync job delivers one commit and has no sources")
+        return
     if not request.drafted and len(request.sources) != len(request.targets):
         raise UsageError(
             f"{len(request.targets)} --to paths but {len(request.sources)} sources",
@@ -141,7 +153,10 @@ def check_base(ctx: Context, request: Request) -> None:
 
 def source_files(request: Request, allowlist: Allowlist = NO_RULES) -> dict[str, bytes]:
     """The sources as stored in the job: sanitized, at ``source/<target>`` (or ``source/input``);
-    known non-secrets (``core.allowlist``) are kept, since they are content to publish."""
+    known non-secrets (``core.allowlist``) are kept, since they are content to publish. A sync job
+    has none: the commit it delivers is kept alive by the job instead."""
+    if request.kind == Kind.SYNC:
+        return {}
     if request.drafted:
         return {"source/input": sanitize_bytes(request.sources[0].data,
                                                keep(request.targets, allowlist))}
@@ -151,7 +166,11 @@ def source_files(request: Request, allowlist: Allowlist = NO_RULES) -> dict[str,
 
 def source_hits(ctx: Context, request: Request) -> tuple[list[Hit], Allowlist]:
     """The secrets in the sources, allowed or not, and the allowlist that decided: the one
-    committed in the base the job will snapshot (read only when something was found)."""
+    committed in the base the job will snapshot (read only when something was found). A sync
+    job has no sources: its commit's files are scanned by the gates."""
+    if request.kind == Kind.SYNC:
+        return [], Allowlist()
+
     def hits(allowlist: Allowlist) -> list[Hit]:
         # (what the text is published as, how messages name it: the target, or a draft input)
         files = ([(request.targets, request.sources[0].label)] if request.drafted
@@ -213,12 +232,16 @@ def _create(ctx: Context, request: Request, key: str, job_id: str, request_hash:
         drafted=request.drafted,
         kind=request.kind,
         requested_base=request.base,
+        sync_commit=request.commit,
+        sync_after=request.after,
         targets=tuple(Target(t, "new") for t in request.targets),
         max_attempts=ctx.config.retry.max_attempts,
         phases={Phase.SOURCE_SCAN: "secret: " + "; ".join(findings)} if findings else {},
     )
-    reason = "accepted " + ", ".join(request.targets) + (
+    reason = ("accepted " + ", ".join(request.targets) if request.commit is None
+              else f"accepted commit {request.commit}: {', '.join(request.targets)}") + (
         f"; allowed as known non-secrets: {'; '.join(allowed)}" if allowed else "")
-    job = ctx.store.create(record, files, reason=reason)
+    job = ctx.store.create(record, files, reason=reason,
+                           keep_alive=() if request.commit is None else (request.commit,))
     crash_point("prepare.job-created")
     return job

@@ -21,13 +21,14 @@ job" is the atomicity of creating one ref: two racers on one key race on the sam
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from gitpub.core.errors import CorruptStateError, LostRace
+from gitpub.core.errors import CorruptStateError, GitpubError, LostRace
 from gitpub.core.record import JobRecord, RecordError, parse_record
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import RESTING, TERMINAL, Stage, State, check_transition
@@ -125,7 +126,8 @@ class JobStore:
         return Job(record, sha, info.tree)
 
     def job_ids(self) -> list[str]:
-        return sorted(self.repo.list_refs(JOBS_PREFIX))
+        """Every job's id, a job whose ref file is damaged included."""
+        return self.repo.ref_names(JOBS_PREFIX)
 
     def iter_jobs(self, *, finished: bool = True,
                   tidy: bool = True) -> Iterator[Job | CorruptStateError]:
@@ -139,13 +141,32 @@ class JobStore:
             except CorruptStateError as e:
                 yield e
                 continue
+            except Exception as e:  # whatever the damage, it is this job's, not the listing's
+                yield CorruptStateError(f"job {job_id}: state cannot be read: "
+                                        f"{type(e).__name__}: {e}")
+                continue
             if job is None:
                 continue  # being created right now, or a creator died before the job ref
             if not finished and job.state in TERMINAL:
                 if tidy:
-                    self.repo.delete_ref(ACTIVE_PREFIX + job_id, active[job_id])  # stale entry
+                    with contextlib.suppress(GitpubError):  # a stale entry: cleaned up lazily
+                        self.repo.delete_ref(ACTIVE_PREFIX + job_id, active[job_id])
                 continue
             yield job
+
+    def rebuild_index(self, jobs: Iterable[Job]) -> list[str]:
+        """Make the active index list every unfinished job of ``jobs`` (read from their refs);
+        the ids of those it had lost. A finished job's entry goes (see ``iter_jobs``)."""
+        active = self.repo.list_refs(ACTIVE_PREFIX)
+        added = []
+        for job in jobs:
+            if job.state in TERMINAL or job.job_id in active:
+                continue
+            with contextlib.suppress(GitpubError):
+                if self.repo.cas_ref(ACTIVE_PREFIX + job.job_id, None, job.commit,
+                                     "gitpub: active (re-indexed)"):
+                    added.append(job.job_id)
+        return added
 
     def read_file(self, job: Job, path: str) -> bytes | None:
         entry = self.repo.lookup(job.tree, path)
@@ -195,9 +216,11 @@ class JobStore:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def create(self, record: JobRecord, files: Mapping[str, bytes], reason: str) -> Job:
-        """Record a new job; ``LostRace`` if a job with this id already exists."""
-        return self._write(None, record, files, {}, (), Stage.RECEIVED, reason)
+    def create(self, record: JobRecord, files: Mapping[str, bytes], reason: str,
+               keep_alive: Sequence[str] = ()) -> Job:
+        """Record a new job; ``LostRace`` if a job with this id already exists. ``keep_alive``
+        commits become parents of the first state commit (a sync job's hand commit)."""
+        return self._write(None, record, files, {}, keep_alive, Stage.RECEIVED, reason)
 
     def transition(
         self,

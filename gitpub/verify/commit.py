@@ -11,11 +11,12 @@ A commit is job J's publication only when all of these hold (README, "Proof of p
 3. every tree it adds, and every tree on a manifest path, is one ``git fsck --strict`` accepts
    (``git.treecheck``: no duplicate or unsorted entries, no bad modes, no ``.git`` names), so
    that dulwich and C git read the same files from it;
-4. its tree holds every manifest entry: path, mode and SHA-256 of the content;
+4. its tree holds every manifest entry: path, mode and SHA-256 of the content — and no file at
+   a path the manifest lists as deleted (v2: a hand commit delivered by ``sync``);
 5. against its first parent — as C git computes it (``git.diff``), so what is judged is what a
    clone checks out — it changes something, only the manifest's paths (no other file added,
-   changed or deleted, no directory that leads to none of them), and none of them is a path
-   that steers git, CI or gitpub (``steers``).
+   changed or deleted, no deletion the manifest does not list, no directory that leads to none
+   of them), and none of them is a path that steers git, CI or gitpub (``steers``).
 
 Trailers alone prove nothing (anyone can copy a message), and neither does a tree that merely
 holds the files (a forged commit may carry them plus something else). The probe of delivery,
@@ -30,7 +31,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gitpub.core.manifest import HEADER, Manifest, ManifestError, content_sha256
+from gitpub.core.manifest import HEADERS, Manifest, ManifestError, content_sha256
 from gitpub.core.paths import is_steering
 from gitpub.core.sanitize import sanitize
 from gitpub.git import trailers
@@ -81,8 +82,9 @@ def verdict(commit: str, job_id: str, problems: Sequence[str],
 
 
 def manifest_paragraph(message: bytes) -> bytes | None:
-    """The manifest text embedded in a commit message, if any."""
-    start = message.find(b"\n" + HEADER)
+    """The manifest text embedded in a commit message, if any (the last paragraph that opens
+    with a manifest header: a hand commit's own text comes before gitpub's)."""
+    start = max(message.rfind(b"\n" + header) for header in HEADERS)
     if start < 0:
         return None
     start += 1
@@ -188,7 +190,10 @@ def _content_problems(repo: Repository, info: CommitInfo, manifest: Manifest) ->
     problems = []
     for entry in manifest.entries:
         found = repo.lookup(info.tree, entry.path)
-        if found is None:
+        if entry.deleted:
+            if found is not None and found.mode != MODE_TREE:
+                problems.append(f"{entry.path}: present, manifest says deleted")
+        elif found is None:
             problems.append(f"{entry.path}: missing")
         elif found.mode != entry.mode:
             problems.append(f"{entry.path}: mode {found.mode:o}, manifest says {entry.mode:o}")

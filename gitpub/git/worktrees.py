@@ -1,0 +1,89 @@
+"""The worktrees of a repository: where each branch is checked out.
+
+A branch may be checked out in any worktree of the repository (``git worktree add``), not only
+in the one a command runs in. Moving such a branch without that worktree's index and files
+leaves the worktree at the new commit with the old files: its ``git status`` then shows the
+difference as staged changes, and its next commit reverts them. So whoever moves a branch first
+asks here who has it checked out, and updates that worktree with it (``delivery.checkout``).
+
+The list is git's own (``git worktree list --porcelain -z``); each worktree's git directory is
+taken from the repository's side (``<common>/worktrees/<name>/gitdir``), never from a ``.git``
+file in the worktree, so a command run there acts on this repository and no other.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gitpub.git.run import run_git
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from gitpub.git.repo import Repository
+
+
+@dataclass(frozen=True)
+class Worktree:
+    path: Path  # the top of its working tree
+    git_dir: Path  # its git directory: the common directory, or <common>/worktrees/<name>
+    branch: str | None  # the ref checked out there (refs/heads/…); None when detached
+    current: bool  # the worktree this command runs in
+
+    @property
+    def missing(self) -> bool:
+        """Its directory is gone (``git worktree prune`` would drop it)."""
+        return not self.path.is_dir()
+
+    def git(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
+        """Run C git in this worktree, with its git directory and working tree set explicitly."""
+        return run_git(args, cwd=self.path, git_dir=self.git_dir, work_tree=self.path,
+                       timeout=timeout)
+
+
+def _same(a: Path, b: Path | None) -> bool:
+    return b is not None and os.path.realpath(a) == os.path.realpath(b)
+
+
+def _admin_dirs(common_dir: Path) -> dict[str, Path]:
+    """realpath of ``<worktree>/.git`` → the linked worktree's git directory."""
+    found: dict[str, Path] = {}
+    base = common_dir / "worktrees"
+    if not base.is_dir():
+        return found
+    for admin in base.iterdir():
+        try:
+            target = (admin / "gitdir").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        found[os.path.realpath(target)] = admin
+    return found
+
+
+def worktrees(repo: Repository) -> list[Worktree]:
+    """Every worktree of ``repo`` that has a working tree (a bare main repository has none)."""
+    proc = repo.git("worktree", "list", "--porcelain", "-z")
+    if proc.returncode != 0:
+        return []
+    admins = _admin_dirs(repo.common_dir)
+    out: list[Worktree] = []
+    records = proc.stdout.decode("utf-8", "surrogateescape").split("\0\0")
+    for i, record in enumerate(r for r in records if r):
+        fields = {f.partition(" ")[0]: f.partition(" ")[2] for f in record.split("\0") if f}
+        if "bare" in fields or "worktree" not in fields:
+            continue
+        path = Path(fields["worktree"])
+        git_dir = repo.common_dir if i == 0 else admins.get(os.path.realpath(path / ".git"))
+        if git_dir is None:
+            continue  # not ours (or broken): never act on it
+        current = _same(git_dir, repo.git_dir)
+        out.append(Worktree(path, git_dir, fields.get("branch") or None, current))
+    return out
+
+
+def checked_out(repo: Repository, ref: str) -> Worktree | None:
+    """The worktree that has ``ref`` checked out, or None."""
+    return next((w for w in worktrees(repo) if w.branch == ref), None)

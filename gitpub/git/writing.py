@@ -1,0 +1,201 @@
+"""Writing git objects durably: blobs, trees rebuilt along the changed paths, commits.
+
+The part of ``Repository`` that writes (a mixin: ``Repository`` is the only class using it). Every
+object is on disk — file *and* directory fsynced — before anything may point at it; inside
+``batch()`` the directories are fsynced once, together, when the block ends. Trees are rebuilt
+only along the paths that change, so the cost follows the size of the change; a commit is a new
+one (``write_commit``) or a person's commit rebased (``rewrite_commit``: its author and
+encoding kept).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from dulwich.objects import Blob, Commit, ShaFile, Tree
+
+from gitpub.core.errors import CorruptStateError
+from gitpub.core.files import fsync_dir
+from gitpub.git.values import MODE_TREE, STORE_IDENTITY, Entry, Identity, _b, _s
+
+if TYPE_CHECKING:
+    from dulwich.repo import Repo
+
+T = TypeVar("T")
+
+
+class ObjectWriter:
+    """Durable object writes, for ``Repository`` (which provides the attributes below)."""
+
+    _repo: Repo
+    _batch_dirs: set[str] | None
+
+    def _get(self, sha: str) -> ShaFile:
+        raise NotImplementedError
+
+    def _while_locked(self, action: Callable[[], T], what: str,
+                      done: Callable[[], bool] | None = None) -> T | None:
+        raise NotImplementedError
+
+    # -- writing objects -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Objects written inside are durable when the block ends (not each on its own): the
+        directories are fsynced once, together. Nothing may point at them before that."""
+        self._batch_dirs = set()
+        try:
+            yield
+            dirs, self._batch_dirs = self._batch_dirs, None
+            for d in sorted(dirs):
+                fsync_dir(d)
+        finally:
+            self._batch_dirs = None
+
+    def store(self, objects: Sequence[ShaFile]) -> None:
+        """Write objects durably: each file and its directory are fsynced before we return
+        (or, inside ``batch()``, before the batch ends)."""
+        store = self._repo.object_store
+        dirs: set[str] = set()
+        for obj in objects:
+            if obj.id in store:
+                continue
+            self._add_object(obj)
+            path = store._get_shafile_path(obj.id)
+            dirs.add(os.path.dirname(path))
+        if dirs:
+            dirs.add(os.path.dirname(next(iter(dirs))))  # objects/: new xx/ directories
+        if self._batch_dirs is not None:
+            self._batch_dirs |= dirs
+            return
+        for d in sorted(dirs):
+            fsync_dir(d)
+
+    def _add_object(self, obj: ShaFile) -> None:
+        """Add one loose object; another process writing the same object holds its lock file
+        (``FileLocked``) — wait for it to finish instead of failing."""
+        store = self._repo.object_store
+        self._while_locked(lambda: store.add_object(obj), f"object {_s(obj.id)}",
+                           done=lambda: obj.id in store)
+
+    def write_blob(self, data: bytes) -> str:
+        blob = Blob.from_string(data)
+        self.store([blob])
+        return _s(blob.id)
+
+    def write_tree(self, base: str | None, changes: Mapping[str, Entry | None]) -> str:
+        """A new tree: ``base`` with each path set to its entry (``None`` deletes it).
+
+        Only the trees on the changed paths are rebuilt, so the cost follows the size of the
+        change, not of the repository. Directories left empty disappear, as in git.
+        """
+        split = {tuple(p.encode("utf-8").split(b"/")): e for p, e in changes.items()}
+        for parts in split:
+            if any(part in (b"", b".", b"..", b".git") for part in parts):
+                raise ValueError(f"unsafe path: {b'/'.join(parts)!r}")
+        new_objects: list[ShaFile] = []
+        tree = self._apply(None if base is None else self._get_tree(base), split, new_objects)
+        root = tree if tree is not None else Tree()
+        if tree is None:
+            new_objects.append(root)
+        self.store(new_objects)
+        return _s(root.id)
+
+    def _get_tree(self, sha: str) -> Tree:
+        obj = self._get(sha)
+        if not isinstance(obj, Tree):
+            raise CorruptStateError(f"object {sha} is not a tree")
+        return obj
+
+    def _apply(
+        self,
+        tree: Tree | None,
+        changes: Mapping[tuple[bytes, ...], Entry | None],
+        new_objects: list[ShaFile],
+    ) -> Tree | None:
+        result = Tree()
+        if tree is not None:
+            for item in tree.iteritems():
+                result.add(item.path, item.mode, item.sha)
+        nested: dict[bytes, dict[tuple[bytes, ...], Entry | None]] = {}
+        direct: dict[bytes, Entry | None] = {}
+        for parts, entry in changes.items():
+            if len(parts) > 1:
+                nested.setdefault(parts[0], {})[parts[1:]] = entry
+            else:
+                direct[parts[0]] = entry
+        for name, entry in direct.items():
+            if entry is None:
+                if name in result:
+                    del result[name]
+            elif any(e is not None for e in nested.get(name, {}).values()):
+                raise ValueError(f"{name!r} is set both as a file and as a directory")
+            else:
+                result.add(name, entry.mode, _b(entry.sha))
+        for name, sub in nested.items():
+            if direct.get(name) is not None:
+                continue  # a file replaces the directory (its files are all deleted)
+            old = result[name] if name in result else None  # noqa: SIM401 (Tree has no .get)
+            old_tree = self._get_tree(_s(old[1])) if old and old[0] == MODE_TREE else None
+            subtree = self._apply(old_tree, sub, new_objects)
+            if subtree is not None:
+                result.add(name, MODE_TREE, subtree.id)
+            elif old_tree is not None:
+                del result[name]  # the directory's last file is gone (a file there stays)
+        if len(result) == 0:
+            return None
+        new_objects.append(result)
+        return result
+
+    def write_commit(
+        self,
+        tree: str,
+        parents: Sequence[str],
+        message: bytes,
+        *,
+        author: Identity = STORE_IDENTITY,
+        committer: Identity | None = None,
+        when: int | None = None,
+    ) -> str:
+        """Write a commit object (durably) and return its id. Nothing points at it yet."""
+        c = Commit()
+        c.tree = _b(tree)
+        c.parents = [_b(p) for p in parents]
+        c.author = author.as_bytes()
+        c.committer = (committer or author).as_bytes()
+        stamp = int(time.time()) if when is None else when
+        c.author_time = c.commit_time = stamp
+        c.author_timezone = c.commit_timezone = 0
+        c.encoding = None
+        c.message = message
+        self.store([c])
+        return _s(c.id)
+
+    def rewrite_commit(self, original: str, *, tree: str, parents: Sequence[str],
+                       message: bytes, committer: Identity, when: int) -> str:
+        """``original`` with a new tree, parents and message, committed by ``committer`` at
+        ``when``: what ``git rebase`` makes of a commit. Its author (name, e-mail, date and time
+        zone, byte for byte) and its encoding are kept; a signature is dropped (it would no
+        longer verify). Written durably; nothing points at it yet."""
+        old = self._get(original)
+        if not isinstance(old, Commit):
+            raise CorruptStateError(f"object {original} is not a commit")
+        c = Commit()
+        c.tree = _b(tree)
+        c.parents = [_b(p) for p in parents]
+        c.author = old.author
+        c.author_time = old.author_time
+        c.author_timezone = old.author_timezone
+        c._author_timezone_neg_utc = old._author_timezone_neg_utc
+        c.committer = committer.as_bytes()
+        c.commit_time = when
+        c.commit_timezone = 0
+        c.encoding = old.encoding
+        c.message = message
+        self.store([c])
+        return _s(c.id)
+
