@@ -243,7 +243,11 @@ def _open_inside(root: _Root, parts: list[str], label: str) -> int:
                 links += 1
                 if links > _MAX_LINKS:
                     raise UsageError(f"{_shown(label)}: too many levels of symbolic links")
-                target = os.readlink(name, dir_fd=here)
+                try:
+                    target = os.readlink(name, dir_fd=here)
+                except OSError as e:  # it changed since the stat
+                    raise UsageError(f"cannot read {_shown(label)}: {e.strerror or e} (it "
+                                     "changed while it was read)") from None
                 if target.startswith("/"):
                     inside = root.inside(os.path.normpath(target))
                     if inside is None:
