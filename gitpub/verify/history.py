@@ -38,9 +38,10 @@ _SHA = re.compile(rb"[0-9a-f]{40}")
 
 @contextlib.contextmanager
 def _locked(repo: Repository) -> Iterator[Path]:
-    """The index file, held exclusively (flock: released if we die)."""
+    """The index file, held exclusively (an flock on ``job-ids.flock``, released if we die;
+    not named ``*.lock``, which is a git lock file that the lock sweep may judge stale)."""
     repo.pub_dir.mkdir(parents=True, exist_ok=True)
-    with open(repo.pub_dir / f"{INDEX_FILE}.lock", "a+b") as f:
+    with open(repo.pub_dir / f"{INDEX_FILE}.flock", "a+b") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
             yield repo.pub_dir / INDEX_FILE
