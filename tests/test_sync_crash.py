@@ -18,7 +18,10 @@ POINTS = [p for p in CRASH_POINTS if p.startswith(("prepare.", "commit.", "deliv
                                                    "checkout."))
           and p not in ("prepare.draft-ran", "prepare.draft-recorded", "prepare.judge-ran",
                         "prepare.judge-recorded", "delivery.recheck-ran",
-                        "delivery.retry-recorded")]
+                        "delivery.retry-recorded",
+                        # a sync job's base is the hand commit's parent, not the remote's: its
+                        # history is searched at the first delivery, not in PREPARING
+                        "prepare.history-checked")]
 POINTS += ["delivery.pushed:2", "commit.committed-recorded:3", "delivery.published-recorded:3"]
 
 
