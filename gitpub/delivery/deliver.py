@@ -66,7 +66,7 @@ from gitpub.pipeline.commit import (
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import derive_fonts, drive, reload, run_judge, to_review
 from gitpub.store.jobs import Job
-from gitpub.verify.commit import Verdict
+from gitpub.verify.commit import DEFAULT_PREFIX, Verdict, verify_commit
 from gitpub.verify.probe import ProbeResult, probe
 
 S = State
@@ -303,7 +303,7 @@ class Deliverer:
         self.ctx.progress(f"pushing {job.job_id[:13]} to {self.remote.remote}/"
                           f"{self.remote.branch}")
         try:
-            outcome = self.remote.push(commit)
+            outcome = self.remote.push(commit, verified_onto=self._verified_onto(commit, tip))
         except RemoteConfigError as e:  # refused before anything was sent: no attempt used
             store.transition(job, job.record.evolve(state=S.LOCAL_COMMITTED), phase=Stage.PUSH,
                              reason=f"push refused, nothing sent: {e.message}")
@@ -319,6 +319,18 @@ class Deliverer:
             return job, True
         kind = "rejected" if outcome.result == PushResult.REJECTED else "outcome unknown"
         return self._transient(job, f"push {kind}: {outcome.detail}"), False
+
+    def _verified_onto(self, commit: str, tip: str | None) -> str | None:
+        """``tip``, when pushing ``commit`` onto it sends that one commit (``tip`` is its only
+        parent) and the commit is the publication it claims: what gitpub's pre-push hook
+        would check, checked here, where everything is loaded, so that the hook need not
+        start an interpreter to check it again (``core.pushmark``). None otherwise: the hook
+        then checks the push in full, as any other."""
+        repo = self.ctx.repo
+        if tip is None or repo.commit(commit).parents != (tip,):
+            return None
+        verdict = verify_commit(repo, commit, [self.ctx.config.trailer_prefix, DEFAULT_PREFIX])
+        return tip if verdict is None or verdict.ok else None
 
     def _regenerate_fonts(self, job: Job, tip: str | None, artifacts: Artifacts,
                           fonts: frozenset[str]

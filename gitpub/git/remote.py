@@ -33,10 +33,12 @@ import hashlib
 import os
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from gitpub.core import pushmark
 from gitpub.core.errors import GitpubError, UsageError
 from gitpub.core.files import write_atomic
 from gitpub.core.sanitize import sanitize
@@ -197,8 +199,9 @@ class Remote:
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.repo.work_tree or self.repo.git_dir) / p
 
-    def _git(self, args: list[str], timeout: float) -> subprocess.CompletedProcess[bytes]:
-        return self.repo.git(*args, timeout=timeout)
+    def _git(self, args: list[str], timeout: float, env: Mapping[str, str] | None = None
+             ) -> subprocess.CompletedProcess[bytes]:
+        return self.repo.git(*args, timeout=timeout, env=env)
 
     def fetch(self) -> str | None:
         """Fetch the branch into its tracking ref; its tip, or None if the branch does not
@@ -274,17 +277,26 @@ class Remote:
                 return tip
         raise RemoteError(f"could not update {dst}: it kept moving")
 
-    def push(self, commit: str) -> PushOutcome:
-        """Push ``commit`` as the new tip of the remote branch, never forcing."""
-        return self.push_ref(commit, f"refs/heads/{self.branch}")
+    def push(self, commit: str, *, verified_onto: str | None = None) -> PushOutcome:
+        """Push ``commit`` as the new tip of the remote branch, never forcing.
 
-    def push_ref(self, commit: str, dst: str) -> PushOutcome:
+        ``verified_onto``: the remote tip over which the caller has verified that this push
+        sends only ``commit`` and that it is the publication it claims; gitpub's pre-push hook
+        then skips its re-check of exactly this update (``core.pushmark``)."""
+        return self.push_ref(commit, f"refs/heads/{self.branch}", verified_onto=verified_onto)
+
+    def push_ref(self, commit: str, dst: str, *, verified_onto: str | None = None
+                 ) -> PushOutcome:
         """Push ``commit`` to remote ref ``dst`` as a fast-forward (never forced). Raises
         ``RemoteConfigError`` when the remote refused the credentials (nothing was sent)."""
         self.check()
+        env = None
+        if verified_onto is not None:
+            env = {pushmark.ENV: pushmark.mark([pushmark.entry(
+                str(self.repo.git_dir), commit, dst, verified_onto)])}
         try:
             proc = self._git(["push", "--porcelain", "--no-recurse-submodules", self.remote,
-                              f"{commit}:{dst}"], self.push_timeout)
+                              f"{commit}:{dst}"], self.push_timeout, env)
         except subprocess.TimeoutExpired:
             return PushOutcome(PushResult.UNKNOWN, "push timed out")
         out, err = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
