@@ -35,10 +35,14 @@ CONFIG = 'remote: origin\nbranch: main\narticles: ["posts/**/*.md"]\nnode: bench
 JOBS = 10
 
 
-def git_pub() -> str:
-    """The ``git-pub`` executable next to gitpub's interpreter (what ``git pub`` runs)."""
+def git_pub() -> list[str]:
+    """The ``git-pub`` executable next to gitpub's interpreter (what ``git pub`` runs); with
+    ``GITPUB_BENCH_MODULE=1``, ``python -m gitpub`` (the gitpub ``PYTHONPATH`` names: to
+    compare two source trees with one interpreter)."""
+    if os.environ.get("GITPUB_BENCH_MODULE") == "1":
+        return [python(), "-m", "gitpub"]
     script = Path(python()).parent / "git-pub"
-    return str(script) if script.exists() else "git-pub"
+    return [str(script) if script.exists() else "git-pub"]
 
 
 def _run(argv: Sequence[str], cwd: Path, env: dict[str, str], stdin: bytes | None = None
@@ -78,14 +82,14 @@ def make_site(root: Path, name: str, env: dict[str, str]) -> Path:
 def prepare(site: Path, env: dict[str, str], tag: str) -> str:
     """A new job, prepared (LOCAL_COMMITTED, not pushed); its id."""
     text = f"---\ntitle: Post {tag}\n---\n\n# Post {tag}\n\nText {tag}.\n".encode()
-    proc = subprocess.run([git_pub(), "-C", str(site), "prepare", "--json", "--key", tag,
+    proc = subprocess.run([*git_pub(), "-C", str(site), "prepare", "--json", "--key", tag,
                            "--to", f"posts/{tag}.md", "-"], input=text, env=env,
                           capture_output=True, check=True)
     return str(json.loads(proc.stdout)["job_id"])
 
 
 def install_hooks(site: Path, env: dict[str, str]) -> None:
-    subprocess.run([git_pub(), "-C", str(site), "hooks", "install"], env=env, check=True,
+    subprocess.run([*git_pub(), "-C", str(site), "hooks", "install"], env=env, check=True,
                    capture_output=True)
 
 
@@ -112,6 +116,8 @@ def run(quick: bool = False, runs: int | None = None) -> list[dict[str, object]]
     runs = runs or (5 if quick else 30)
     with tempfile.TemporaryDirectory(prefix="gitpub-bench-startup-") as tmp:
         env = hermetic_env(Path(tmp) / "home")
+        if "PYTHONPATH" in os.environ:  # the gitpub this interpreter imports, in every process
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         return measure(Path(tmp), env, runs)
 
 
@@ -125,7 +131,7 @@ def measure(root: Path, env: dict[str, str], runs: int) -> list[dict[str, object
         return _run([py, "-c", "pass"], site, env)
 
     def command(*args: str) -> Callable[[], float]:
-        return lambda: _run([exe, *args], site, env)
+        return lambda: _run([*exe, *args], site, env)
 
     rows = []
     for args, target, name in (
@@ -156,7 +162,7 @@ def push_row(root: Path, env: dict[str, str], runs: int) -> dict[str, object]:
     def push(site: Path) -> Callable[[], float]:
         def go() -> float:
             prepare(site, env, f"push-{next(counter)}")  # untimed
-            return _run([git_pub(), "-C", str(site), "push"], site, env)
+            return _run([*git_pub(), "-C", str(site), "push"], site, env)
         return go
 
     xs, ys = interleaved(runs, push(hooked), push(plain))
