@@ -96,7 +96,6 @@ def test_post_commit_fast_path_is_stdlib_only(site: Site) -> None:
         assert proc.returncode == 0, proc.stderr
     names = imported(proc.stderr)
     assert {n for n in names if n.startswith("gitpub")} == {
-        "gitpub", "gitpub.core", "gitpub.core.pushmark", "gitpub.hooks", "gitpub.hooks.fast",
-        "gitpub.hooks.shared"}
+        "gitpub", "gitpub.hooks", "gitpub.hooks.fast", "gitpub.hooks.shared"}
     assert not {"site", "re", "subprocess", "typing"} & names, names & {"site", "re"}
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 import os
 import sys
 
-from gitpub.core import pushmark
 from gitpub.hooks.shared import CONFIG_FILE, HOOKS, LEGACY_SUFFIX, is_shim, read_cache
 
 TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
@@ -103,8 +102,10 @@ def run_legacy(hook: str, hook_dir: str | None, args: Sequence[str], stdin: byte
         return 0
     import subprocess
 
+    from gitpub.core.pushmark import ENV as MARK
+
     # Not the mark of gitpub's own push: it vouches for that push only (``core.pushmark``).
-    env = {**{k: v for k, v in os.environ.items() if k != pushmark.ENV}, _LEGACY_ENV: "1"}
+    env = {**{k: v for k, v in os.environ.items() if k != MARK}, _LEGACY_ENV: "1"}
     try:
         if hook == "pre-push":
             return subprocess.run([legacy, *args], input=stdin, env=env).returncode
@@ -196,6 +197,8 @@ def pre_push(args: Sequence[str], stdin: bytes) -> int:
 
 def own_verified_push(stdin: bytes) -> bool:
     """Whether this push is gitpub's own, of exactly the updates it verified before pushing."""
+    from gitpub.core import pushmark  # not on post-commit's path: it costs a commit nothing
+
     value = os.environ.get(pushmark.ENV)
     if not value or not stdin.strip():
         return False
