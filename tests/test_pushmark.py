@@ -92,6 +92,7 @@ def test_a_mark_for_another_commit_ref_old_value_or_repository_does_not_skip_the
                                            ZERO).replace("v1", "v0", 1),
         "garbage": "refs/heads/pub;" + bad,
     }
+    observed.unlink(missing_ok=True)
     for what, value in forged.items():
         r = git_push(site, "origin", "pub", env={pushmark.ENV: value})
         assert r.returncode != 0, what
