@@ -6,9 +6,9 @@
     python -m bench --profile       # also profile one gitpub run of every missed scenario
 
 Only a full run (no ``--quick``, no ``--only``) writes ``BENCHMARKS.md`` at the project root;
-other runs write ``bench/.work/last-run.md`` unless ``--output`` says otherwise. The font and
-hook benchmarks (``bench/fonts.py``, ``bench/hooks.py``, each exposing ``run()``) are included
-when importable; ``--no-fonts`` / ``--no-hooks`` leave them out.
+other runs write ``bench/.work/last-run.md`` unless ``--output`` says otherwise. The font, hook
+and start-up benchmarks (``bench/fonts.py``, ``bench/hooks.py``, ``bench/startup.py``, each
+exposing ``run()``) are included when importable; ``--no-fonts`` / ``--no-hooks`` leave them out.
 
 Fixtures are cached in ``bench/.work/cache`` (``--fresh`` rebuilds them). Each run's sites
 (working clones, bare remotes, the baseline's worktrees) live on tmpfs (``/dev/shm``) when there
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="fewer runs and small synthetic sizes (a smoke check)")
     parser.add_argument("--only", action="append", metavar="SCENARIO", default=[],
                         help="run only this scenario (repeatable; prefix match): "
-                             + ", ".join([*SCENARIOS, "fonts", "hooks", "channels"]))
+                             + ", ".join([*SCENARIOS, "fonts", "hooks", "channels", "startup"]))
     parser.add_argument("--profile", action="store_true",
                         help="profile one gitpub run of every scenario that misses its target")
     parser.add_argument("--fonts", action=argparse.BooleanOptionalAction, default=True,
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep bench/.work/run (the sites and remotes) afterwards")
     args = parser.parse_args(argv)
 
-    names = [*SCENARIOS, "fonts", "hooks", "channels"]
+    names = [*SCENARIOS, "fonts", "hooks", "channels", "startup"]
     selected = [n for n in names if not args.only or any(n.startswith(o) for o in args.only)]
     if args.only and not selected:
         parser.error(f"no scenario matches {args.only}; choose from {', '.join(names)}")

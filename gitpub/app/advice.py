@@ -11,9 +11,7 @@ import time
 
 from gitpub.core.manifest import content_sha256
 from gitpub.core.states import LOCAL, FailureCode, State
-from gitpub.fonts.step import font_outputs
 from gitpub.git.repo import MODE_TREE
-from gitpub.pipeline.commit import target_problems
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job
 
@@ -97,6 +95,9 @@ def _conflict(ctx: Context, job: Job) -> str:
 def conflict_diffs(ctx: Context, job: Job) -> list[str]:
     """For each conflicting file, the command that shows theirs against ours (``git diff
     THEIRS OURS`` of two blob ids, or ``git show`` when one side has no file)."""
+    from gitpub.fonts.step import font_outputs  # only for a CONFLICT: `status` starts faster
+    from gitpub.pipeline.commit import target_problems
+
     repo, config = ctx.repo, ctx.config
     tip = repo.read_ref(f"refs/remotes/{config.remote}/{config.branch}")
     artifacts = ctx.store.subtree(job, "artifacts")

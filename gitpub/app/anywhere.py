@@ -26,14 +26,15 @@ def find_anywhere(ctx: Context, ref: str) -> Job:
     """A job by id or prefix: this clone's, else (the network is needed then) the remote's
     job store's — fetched, only ``refs/pub/*`` and the branch — so that any clone shows any
     job. Read only: nothing is adopted here."""
-    from gitpub.delivery.shared import Shared
-    from gitpub.git.remote import RemoteConfigError, RemoteError
-
     try:
         return find_job(ctx.store, ref)
     except UsageError as missing:
         if not missing.message.startswith("no job"):
             raise
+        # only now: a job of this clone costs `status`/`log` no delivery code (a fast start)
+        from gitpub.delivery.shared import Shared
+        from gitpub.git.remote import RemoteConfigError, RemoteError
+
         try:
             found = Shared(ctx, ctx.remote()).locate(ref)
         except (RemoteError, RemoteConfigError) as e:

@@ -18,8 +18,6 @@ from gitpub.app.advice import next_step
 from gitpub.app.anywhere import find_anywhere, find_job_or_adopt, share, take_over
 from gitpub.app.contain import Failures
 from gitpub.app.session import find_job, open_session
-from gitpub.app.sources import read_sources
-from gitpub.app.targets import check_targets
 from gitpub.core.errors import (
     EXIT_ERROR,
     EXIT_KEY_REUSED,
@@ -31,10 +29,7 @@ from gitpub.core.errors import (
 )
 from gitpub.core.states import LOCAL, TERMINAL, State, exit_code_for
 from gitpub.pipeline.context import Context
-from gitpub.pipeline.prepare import prepare as run_prepare
-from gitpub.pipeline.request import Request
 from gitpub.store.jobs import Event, Job
-from gitpub.store.maintenance import pack_refs_if_needed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -136,6 +131,13 @@ class History:
 
 def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[str],
             sources: Sequence[str], push: bool = False) -> Prepared:
+    # The pipeline is imported by the command that runs it (``status`` and ``log`` start
+    # without it: see README "Performance").
+    from gitpub.app.sources import read_sources
+    from gitpub.app.targets import check_targets
+    from gitpub.pipeline.prepare import prepare as run_prepare
+    from gitpub.pipeline.request import Request
+
     keep = frozenset({State.LOCAL_COMMITTED}) if push else frozenset()
     with open_session(where, progress, keep_lease_in=keep) as ctx:
         drafted = ctx.config.draft is not None
@@ -256,6 +258,8 @@ def _maintain(ctx: Context, failures: Failures, *, sweep: bool = False) -> None:
     try:
         if sweep:
             ctx.repo.sweep_stale_locks()
+        from gitpub.store.maintenance import pack_refs_if_needed
+
         pack_refs_if_needed(ctx.repo)
     except Exception as e:
         failures.add(None, e)

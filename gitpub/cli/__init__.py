@@ -1,6 +1,8 @@
 """The command line: click commands and rendering only.
 
-- ``main``     the ``git-pub`` entry point, the commands, the one error handler
+- ``entry``    the ``git-pub`` executable: ``--version`` before any import, else ``main``
+- ``main``     the commands and the one error handler
+- ``lazy``     modules imported on first use (``-h`` does not load the commands)
 - ``options``  ``--json``/``--debug`` on every command; the working directory after ``-C``
 - ``output``   human text or one JSON object; progress on stderr; errors as one line + hint
 - ``render``   results as text and as JSON

@@ -13,11 +13,17 @@ from pathlib import Path
 
 import click
 
-from gitpub.app import commands
+from gitpub.cli.lazy import lazy
 from gitpub.cli.options import common_options, out_for, where
 from gitpub.core.errors import EXIT_OK
-from gitpub.hooks.install import HookState
 from gitpub.hooks.shared import HOOKS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gitpub.app import commands
+    from gitpub.hooks.install import HookState
+else:  # `git pub -h` lists these commands: it must not import their work (see ``cli.lazy``)
+    commands = lazy("gitpub.app.commands")
 
 
 def describe_install(states: Sequence[HookState]) -> str:

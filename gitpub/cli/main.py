@@ -21,15 +21,19 @@ from typing import Literal
 import click
 
 from gitpub import __version__
-from gitpub.app import commands
-from gitpub.cli import render
+from gitpub.cli.lazy import lazy
 from gitpub.cli.options import State, common_options, out_for, where
 from gitpub.cli.output import Output, as_json, report_error
 from gitpub.core.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, GitpubError, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from gitpub.app import commands
+    from gitpub.cli import render
     from gitpub.delivery.resolve import Action
+else:  # imported when a command runs, not for `-h` or a usage error (see ``cli.lazy``)
+    commands = lazy("gitpub.app.commands")
+    render = lazy("gitpub.cli.render")
 
 #: The exit status of a run interrupted by ^C, as shells report it.
 EXIT_INTERRUPTED = 130

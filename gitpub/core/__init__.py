@@ -11,6 +11,7 @@
                    names, steering paths, the write scope, case twins
 - ``files``        durable file writes outside git (atomic replace, directory fsync)
 - ``crashpoints``  named places to die at, for the fault-injection tests
+- ``pushmark``     the mark on gitpub's own verified push, which its pre-push hook honours
 
 May import: the standard library only. No git, no configuration, no I/O but ``files``.
 """

@@ -76,7 +76,7 @@ from gitpub.pipeline.prepare import (
     to_review,
 )
 from gitpub.store.jobs import Job
-from gitpub.verify.commit import Verdict, verify_commit
+from gitpub.verify.commit import DEFAULT_PREFIX, Verdict, verify_commit
 from gitpub.verify.probe import ProbeResult, probe
 
 S = State
@@ -346,7 +346,8 @@ class Deliverer:
                              reason=f"remote branch has {commit}: the job's trailers and "
                                     "content (pushed with this state)")
         try:
-            outcome = self.shared.deliver(job, commit, staged)
+            outcome = self.shared.deliver(job, commit, staged,
+                                          verified_onto=self._verified_onto(commit, tip))
         except RemoteConfigError as e:  # refused before anything was sent: no attempt used
             store.transition(job, job.record.evolve(state=S.LOCAL_COMMITTED), phase=Stage.PUSH,
                              reason=f"push refused, nothing sent: {e.message}")
@@ -377,6 +378,18 @@ class Deliverer:
     def _published_record(job: Job, remote_commit: str) -> JobRecord:
         return job.record.evolve(state=S.PUBLISHED, remote_commit=remote_commit,
                                  failure_code=None, failure_detail=None, next_retry_at=None)
+
+    def _verified_onto(self, commit: str, tip: str | None) -> str | None:
+        """``tip``, when pushing ``commit`` onto it sends that one commit (``tip`` is its only
+        parent) and the commit is the publication it claims: what gitpub's pre-push hook
+        would check, checked here, where everything is loaded, so that the hook need not
+        start an interpreter to check it again (``core.pushmark``). None otherwise: the hook
+        then checks the push in full, as any other."""
+        repo = self.ctx.repo
+        if tip is None or repo.commit(commit).parents != (tip,):
+            return None
+        verdict = verify_commit(repo, commit, [self.ctx.config.trailer_prefix, DEFAULT_PREFIX])
+        return tip if verdict is None or verdict.ok else None
 
     def _regenerate_fonts(self, job: Job, tip: str | None, artifacts: Artifacts,
                           fonts: frozenset[str]

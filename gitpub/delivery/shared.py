@@ -49,6 +49,7 @@ from gitpub.store.shared import Relation, SharedView
 
 #: A claim is renewed before a push when less than this share of its lease is left.
 RENEW_BELOW = 0.5
+NO_OBJECT = "0" * 40  # what pre-push reads as the old value of a ref the remote lacks
 
 
 class StoreRefusedError(RemoteConfigError):
@@ -246,17 +247,21 @@ class Shared:
 
     # -- delivering --------------------------------------------------------------------------
 
-    def deliver(self, pushing: Job, commit: str, published: Job) -> PushOutcome:
+    def deliver(self, pushing: Job, commit: str, published: Job, *,
+                verified_onto: str | None = None) -> PushOutcome:
         """Push ``commit`` (the branch's new tip) and ``published`` (the staged PUBLISHED
         state, child of ``pushing``) — atomically, or in the documented order without atomic
-        push. SENT means the content is on the branch."""
+        push. SENT means the content is on the branch. ``verified_onto``: the remote tip over
+        which the caller verified ``commit`` (its pre-push hook need not check it again)."""
         ref = remote_ref(pushing.job_id)
         claimed = self.view.remote_value(pushing.job_id)
         if self.atomic:
             branch = f"refs/heads/{self.remote.branch}"
+            verified = None if verified_onto is None else \
+                {branch: verified_onto, ref: claimed or NO_OBJECT}  # the state ref is ours
             pushed = self.remote.push_updates(
                 [Update(branch, commit), Update(ref, published.commit, claimed or "")],
-                atomic=True)
+                atomic=True, verified=verified)
             if not pushed.atomic_unsupported:
                 if pushed.result == PushResult.SENT:
                     self._note(pushing.job_id, claimed, published.commit)
@@ -271,16 +276,16 @@ class Shared:
             self.ctx.progress(f"warning: the remote {self.remote.remote} does not support "
                               "atomic pushes: pushing the job's state and the content one "
                               "after the other (claim, PUSHING, content, PUBLISHED)")
-        return self._deliver_in_order(pushing, commit, published, claimed)
+        return self._deliver_in_order(pushing, commit, published, claimed, verified_onto)
 
     def _deliver_in_order(self, pushing: Job, commit: str, published: Job,
-                          claimed: str | None) -> PushOutcome:
+                          claimed: str | None, verified_onto: str | None) -> PushOutcome:
         job_id = pushing.job_id
         outcome = self._push_state(job_id, claimed, pushing.commit)
         if outcome.result != PushResult.SENT:
             return outcome  # RACE: the next round's sync finds out who has it
         crash_point("shared.pushing-pushed")
-        content = self.remote.push(commit)
+        content = self.remote.push(commit, verified_onto=verified_onto)
         if content.result != PushResult.SENT:
             return content
         crash_point("shared.content-pushed")

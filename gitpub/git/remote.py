@@ -34,8 +34,10 @@ import os
 import re
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
+from gitpub.core import pushmark
 from gitpub.core.errors import GitpubError, UsageError
 from gitpub.core.files import write_atomic
 from gitpub.core.sanitize import sanitize
@@ -193,8 +195,9 @@ class Remote:
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.repo.work_tree or self.repo.git_dir) / p
 
-    def _git(self, args: list[str], timeout: float) -> subprocess.CompletedProcess[bytes]:
-        return self.repo.git(*args, timeout=timeout)
+    def _git(self, args: list[str], timeout: float, env: Mapping[str, str] | None = None
+             ) -> subprocess.CompletedProcess[bytes]:
+        return self.repo.git(*args, timeout=timeout, env=env)
 
     def fetch(self) -> str | None:
         """Fetch the branch into its tracking ref; its tip, or None if the branch does not
@@ -291,26 +294,40 @@ class Remote:
                 return tip
         raise RemoteError(f"could not update {dst}: it kept moving")
 
-    def push(self, commit: str) -> PushOutcome:
-        """Push ``commit`` as the new tip of the remote branch, never forcing."""
-        return self.push_ref(commit, f"refs/heads/{self.branch}")
+    def push(self, commit: str, *, verified_onto: str | None = None) -> PushOutcome:
+        """Push ``commit`` as the new tip of the remote branch, never forcing.
 
-    def push_ref(self, commit: str, dst: str) -> PushOutcome:
+        ``verified_onto``: the remote tip over which the caller has verified that this push
+        sends only ``commit`` and that it is the publication it claims; gitpub's pre-push hook
+        then skips its re-check of exactly this update (``core.pushmark``)."""
+        return self.push_ref(commit, f"refs/heads/{self.branch}", verified_onto=verified_onto)
+
+    def push_ref(self, commit: str, dst: str, *, verified_onto: str | None = None
+                 ) -> PushOutcome:
         """Push ``commit`` to remote ref ``dst`` as a fast-forward (never forced). Raises
         ``RemoteConfigError`` when the remote refused the credentials (nothing was sent)."""
-        return self.push_updates([Update(dst, commit)]).of(dst)
+        verified = {dst: verified_onto} if verified_onto is not None else None
+        return self.push_updates([Update(dst, commit)], verified=verified).of(dst)
 
     def push_updates(self, updates: list[Update], *, atomic: bool = False,
-                     verify: bool = True) -> Pushed:
+                     verify: bool = True, verified: Mapping[str, str] | None = None) -> Pushed:
         """One ``git push`` of ``updates`` (branches as fast-forwards, the others each with its
         lease; ``atomic``: all or nothing). ``verify=False`` skips the pre-push hooks: for
-        pushes of gitpub's own state refs only, which carry no branch commit to check. Raises
+        pushes of gitpub's own state refs only, which carry no branch commit to check.
+        ``verified`` (remote ref → the old value it was verified over): the updates gitpub has
+        verified itself, named in the push's mark for its pre-push hook (``core.pushmark``). Raises
         ``RemoteConfigError`` when the remote refused the credentials (nothing was sent)."""
         self.check()
+        env = None
+        if verified:
+            git_dir = str(self.repo.git_dir)
+            env = {pushmark.ENV: pushmark.mark(
+                pushmark.entry(git_dir, u.src or "", u.dst, verified[u.dst])
+                for u in updates if u.dst in verified)}
         args = push_args(updates, atomic=atomic) + ([] if verify else ["--no-verify"])
         try:
             proc = self._git([*args, self.remote, *(u.refspec() for u in updates)],
-                             self.push_timeout)
+                             self.push_timeout, env)
         except subprocess.TimeoutExpired:
             return Pushed({u.dst: PushOutcome(PushResult.UNKNOWN, "push timed out")
                            for u in updates})

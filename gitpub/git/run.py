@@ -14,6 +14,8 @@ all of them share one environment:
   to it explicitly, so a ``GIT_DIR`` left in the environment can never send a write to another
   repository than the one gitpub opened.
 - **None of gitpub's own secrets** (``PRIVATE_ENV``: CI's confirm key) reach git.
+- **No stale mark.** ``GITPUB_VERIFIED_PUSH`` (``core.pushmark``) is never inherited either: it
+  reaches only the one ``git push`` a caller gives it to.
 - **No stdin, output captured, never raises on git's failure** (the caller reads the exit
   status); a timeout raises ``subprocess.TimeoutExpired`` for the caller to classify.
 
@@ -27,6 +29,8 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from gitpub.core import pushmark
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -44,7 +48,8 @@ PRIVATE_ENV = ("GITPUB_CONFIRM_KEY",)
 def git_env(git_dir: Path | None = None, work_tree: Path | None = None,
             extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of every git gitpub runs (see the module docstring)."""
-    env = {k: v for k, v in os.environ.items() if k not in LOCATING and k not in PRIVATE_ENV}
+    env = {k: v for k, v in os.environ.items()
+           if k not in LOCATING and k not in PRIVATE_ENV and k != pushmark.ENV}
     env["GIT_TERMINAL_PROMPT"] = "0"
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
     env["LC_ALL"] = "C"

@@ -23,6 +23,11 @@ cost ~20 ms to import, and even ``re`` and ``subprocess`` cost 5-10 ms each when
 already imported their dependencies — so the fast path uses neither (``str.startswith``,
 ``os.posix_spawnp``).
 
+pre-push has a fast path too: gitpub's own ``git push`` of a commit it has just verified
+carries a mark naming exactly that update (``core.pushmark``, which also says why a mark gives
+nobody a way around the check); when the mark names every ref update on stdin, the hook returns
+without starting the check a second time. Every other push is checked in full.
+
 Both hooks run an earlier hook of the same name first (kept as ``<hook>.legacy`` by the
 installer) with the same arguments and, for pre-push, the same stdin: git hands a hook its stdin
 once, so it is read here and given to both. A post-commit hook cannot undo a commit, so
@@ -97,7 +102,10 @@ def run_legacy(hook: str, hook_dir: str | None, args: Sequence[str], stdin: byte
         return 0
     import subprocess
 
-    env = {**os.environ, _LEGACY_ENV: "1"}
+    from gitpub.core.pushmark import ENV as MARK
+
+    # Not the mark of gitpub's own push: it vouches for that push only (``core.pushmark``).
+    env = {**{k: v for k, v in os.environ.items() if k != MARK}, _LEGACY_ENV: "1"}
     try:
         if hook == "pre-push":
             return subprocess.run([legacy, *args], input=stdin, env=env).returncode
@@ -175,11 +183,36 @@ def read_config(top: str) -> bytes | None:
 # -- pre-push ---------------------------------------------------------------------------------
 
 def pre_push(args: Sequence[str], stdin: bytes) -> int:
-    """Refuse the push (1) when a job commit in it does not match its manifest."""
+    """Refuse the push (1) when a job commit in it does not match its manifest.
+
+    gitpub's own push of a commit it has just verified returns here at once, stdlib-only: the
+    mark it sets names every update in this push (``core.pushmark``)."""
+    if own_verified_push(stdin):
+        return 0
     _enable_site()
     from gitpub.hooks.work import pre_push_check
 
     return pre_push_check(args, stdin)
+
+
+def own_verified_push(stdin: bytes) -> bool:
+    """Whether this push is gitpub's own, of exactly the updates it verified before pushing."""
+    from gitpub.core import pushmark  # not on post-commit's path: it costs a commit nothing
+
+    value = os.environ.get(pushmark.ENV)
+    if not value or not stdin.strip():
+        return False
+    updates = []
+    for line in stdin.decode("utf-8", "surrogateescape").splitlines():
+        parts = line.rsplit(None, 3)
+        if len(parts) != 4:
+            return False
+        updates.append((parts[1], parts[2], parts[3]))
+    try:
+        git_dir = locate()[0]
+    except Exception:  # cannot tell which repository: the full check decides
+        return False
+    return pushmark.covers(value, git_dir, updates)
 
 
 # -- plumbing ---------------------------------------------------------------------------------
