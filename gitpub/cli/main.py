@@ -252,7 +252,10 @@ def reconcile(ctx: click.Context) -> None:
                    "hashes).")
 @click.option("--from", "from_file", metavar="FILE",
               help="CONFLICT: the merged content of the conflicting file (- for stdin): a new "
-                   "snapshot against the current remote tip, under the same job.")
+                   "snapshot against the current remote tip, under the same job. A regular "
+                   "file, at most 100 MiB, not empty unless --allow-empty.")
+@click.option("--allow-empty", is_flag=True,
+              help="With --from: the merged file is meant to be empty.")
 @click.option("--push", "push_now", is_flag=True,
               help="With --retry on REVIEW: deliver the job once the pipeline passes.")
 @click.option("--abandon", is_flag=True,
@@ -269,8 +272,8 @@ def reconcile(ctx: click.Context) -> None:
 @common_options
 @click.pass_context
 def resolve(ctx: click.Context, job: str, retry: bool, overwrite: bool,
-            from_file: str | None, push_now: bool, abandon: bool, channel: str | None,
-            confirmed_url: str | None, channel_action: str | None) -> None:
+            from_file: str | None, allow_empty: bool, push_now: bool, abandon: bool,
+            channel: str | None, confirmed_url: str | None, channel_action: str | None) -> None:
     """The way out of REVIEW, CONFLICT and FAILED, or abandoning a job; with --channel, of a
     channel that needs a person."""
     out = out_for(ctx)
@@ -282,8 +285,11 @@ def resolve(ctx: click.Context, job: str, retry: bool, overwrite: bool,
         result = commands.resolve_channel(where(), out.progress, job, str(channel), decision,
                                           confirmed_url)
         _jobs(ctx, out, result, "")
+    if allow_empty and from_file is None:
+        raise click.UsageError("--allow-empty goes with --from FILE")
     action = resolve_action(retry, overwrite, from_file, push_now, abandon)
-    result = commands.resolve(where(), out.progress, job, action, from_file, push_now)
+    result = commands.resolve(where(), out.progress, job, action, from_file, push_now,
+                              allow_empty)
     _jobs(ctx, out, result, "")
 
 
