@@ -357,6 +357,52 @@ def test_abandon_a_job_that_is_on_the_remote_publishes_it(site: Site) -> None:
     assert git(site.remote, "show", "main:posts/a.md") == "# A\n"
 
 
+def test_abandon_local_committed_probes_a_hand_pushed_job(site: Site) -> None:
+    """A person pushed the job's commit by hand (or a push's report was lost): the job is on
+    the remote although it is LOCAL_COMMITTED, so --abandon probes and finds it."""
+    job_id = prepare(site, "k", "posts/a.md", "# A\n")
+    commit = site.call("status", "--json", job_id).json()["local_commit"]
+    site.git("push", "-q", "--no-verify", "origin", f"{commit}:refs/heads/main")
+    r = site.call("resolve", "--json", job_id, "--abandon")
+    assert r.code == 0, r.out + r.err
+    job = r.json()["jobs"][0]
+    assert job["state"] == "PUBLISHED" and "not abandoned" in job["note"], job
+
+
+def test_abandon_local_committed_refuses_without_the_remote(site: Site) -> None:
+    job_id = prepare(site, "k", "posts/a.md", "# A\n")
+    site.git("remote", "set-url", "origin", str(site.remote.parent / "gone.git"))
+    r = site.call("resolve", "--json", job_id, "--abandon")
+    assert r.code != 0 and r.json()["hint"], r.out + r.err
+    assert state_of(site, job_id) == "LOCAL_COMMITTED"
+
+
+#: A server whose reference-transaction hook applies the push, then prints an authentication
+#: failure (a mirror or proxy message) and kills receive-pack: no porcelain line comes back.
+_AUTH_TEXT_AFTER_LANDING = """#!/bin/sh
+cat >/dev/null
+if [ "$1" = committed ] && [ ! -f "$GIT_DIR/once" ]; then touch "$GIT_DIR/once"
+  echo "remote: fatal: Authentication failed for 'https://mirror.example.org/blog.git/'" >&2
+  kill -9 $PPID
+fi
+"""
+
+
+def test_a_push_that_landed_is_sent_whatever_stderr_says(site: Site) -> None:
+    hook = site.remote / "hooks" / "reference-transaction"
+    hook.write_text(_AUTH_TEXT_AFTER_LANDING)
+    hook.chmod(0o755)
+    job_id = prepare(site, "k", "posts/a.md", "# A\n")
+    r = site.call("push", "--json")
+    assert (site.remote / "once").exists(), "the hook did not run"
+    assert r.code == 0, r.out + r.err
+    assert r.json()["jobs"][0]["state"] == "PUBLISHED"
+    log = git(site.remote, "log", "--format=%(trailers:key=Blog-Job-Id,valueonly)", "main")
+    assert log.split().count(job_id) == 1
+    assert site.call("resolve", job_id, "--abandon").code == 2, "published: never abandoned"
+    assert state_of(site, job_id) == "PUBLISHED"
+
+
 @pytest.fixture
 def flaky(site: Site, tmp_path: Path) -> Iterator[DropReplyProxy]:
     with GitDaemon(tmp_path) as daemon, DropReplyProxy(daemon.port) as proxy:

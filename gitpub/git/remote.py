@@ -292,8 +292,31 @@ class Remote:
         if outcome.result == PushResult.UNKNOWN:
             wrong = misconfiguration(self.remote, err)
             if wrong is not None:
-                raise wrong
+                return self._refused_or_landed(wrong, commit, dst)
         return outcome
+
+    def _refused_or_landed(self, wrong: RemoteConfigError, commit: str,
+                           dst: str) -> PushOutcome:
+        """A push without a porcelain line for ``dst`` whose messages read like a refusal of
+        the credentials. Words on stderr are not proof — a server hook or a proxy may print
+        "Authentication failed" *after* the remote applied the push, and a connection may drop
+        before the report. The remote ref says what happened: at our commit, it was sent;
+        readable and elsewhere, the refusal stands (exit 2, no attempt); unreadable for the
+        same reason, too; unreadable otherwise, the outcome is unknown (probed later)."""
+        try:
+            proc = self._git(["ls-remote", self.remote, dst], self.fetch_timeout)
+        except subprocess.TimeoutExpired:
+            return PushOutcome(PushResult.UNKNOWN, f"{wrong.message} (and ls-remote timed out)")
+        if proc.returncode != 0:
+            if misconfiguration(self.remote, proc.stderr.decode("utf-8", "replace")):
+                raise wrong
+            return PushOutcome(PushResult.UNKNOWN, f"{wrong.message} (and ls-remote failed)")
+        for line in proc.stdout.decode("utf-8", "replace").splitlines():
+            sha, _, ref = line.partition("\t")
+            if ref == dst and sha == commit:
+                return PushOutcome(PushResult.SENT, "the remote ref is at the commit (the "
+                                   "push's own report was lost)")
+        raise wrong
 
     def dry_run_push(self, source: str) -> PushOutcome:
         """``git push --dry-run`` of ``source`` to the remote branch: reaches the remote and
