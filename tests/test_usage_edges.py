@@ -24,3 +24,17 @@ def test_a_job_id_too_short_never_picks_a_job(site: Site, ref: str, command: lis
     assert r.code == 2, r.out + r.err
     assert "too short" in r.json()["error"] and r.json()["hint"]
     assert site.call("status", "--json", job_id).json()["state"] == "LOCAL_COMMITTED"
+
+
+@pytest.mark.parametrize("branch", ["--json", "-x", "a..b", "a b", "main.lock"])
+def test_init_never_writes_a_config_no_command_can_read(site: Site, branch: str) -> None:
+    """Attack repro r15: `init --branch --json` wrote `branch: "--json"`, and then every
+    command (init again included) failed on the file it had written."""
+    site.git("rm", "-q", "--cached", ".gitpub.yaml")
+    (site.path / ".gitpub.yaml").unlink()
+    r = site.call("init", "--branch", branch)
+    assert r.code == 2, r.out + r.err
+    assert "hint: " in r.err
+    assert not (site.path / ".gitpub.yaml").exists()
+    assert site.call("init", "--branch", "main").code == 0
+    assert site.call("status").code == 0
