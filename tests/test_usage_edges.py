@@ -4,6 +4,13 @@ repositories (the ``site`` fixture)."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 from conftest import Site
 
@@ -38,3 +45,42 @@ def test_init_never_writes_a_config_no_command_can_read(site: Site, branch: str)
     assert not (site.path / ".gitpub.yaml").exists()
     assert site.call("init", "--branch", "main").code == 0
     assert site.call("status").code == 0
+
+
+def _wait_stopped(pid: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            if f.read().rsplit(b")", 1)[1].split()[0] == b"T":
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} did not stop")
+
+
+def test_a_lost_race_exits_5_with_a_hint_not_1(site: Site) -> None:
+    """Two people abandon the same REVIEW job at once. The first is frozen (SIGSTOP) while it
+    writes its new state's objects — after it read the job, before its compare-and-swap — and
+    the second finishes; the first then loses the swap. That is "run again", exit 5 with a
+    hint, not an unexpected error (exit 1)."""
+    r = site.call("prepare", "--json", "--key", "s", "--to", "posts/s.md", "-",
+                  input="# S\n\ntoken = ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8\n")
+    job_id = str(r.json()["job_id"])
+    assert r.json()["state"] == "REVIEW", r.out
+    first = subprocess.Popen(
+        [sys.executable, "-m", "gitpub", "-C", str(site.path), "--json", "resolve", job_id,
+         "--abandon"], env={**site.env, "GITPUB_PAUSE_AT": "git.object-locked",
+                            # (a trace installs the git.* points, as a crash point does)
+                            "GITPUB_CRASH_TRACE": str(site.path.parent / "trace")},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_stopped(first.pid)
+        second = site.run("resolve", job_id, "--abandon")
+        assert second.code == 0, second.out + second.err
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+        out, err = first.communicate(timeout=60)
+    assert first.returncode == 5, (out + err).decode()
+    data = json.loads(out)
+    assert data["exit"] == 5 and data["hint"] and "another process" in data["error"], data
+    assert b"unexpected" not in err
+    assert site.call("status", "--json", job_id).json()["state"] == "SKIPPED"

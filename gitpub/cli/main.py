@@ -25,7 +25,15 @@ from gitpub.app import commands
 from gitpub.cli import render
 from gitpub.cli.options import State, common_options, out_for, where
 from gitpub.cli.output import Output, as_json, report_error
-from gitpub.core.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, GitpubError, UsageError
+from gitpub.core.errors import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_UNCONFIRMED,
+    EXIT_USAGE,
+    GitpubError,
+    LostRace,
+    UsageError,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -417,6 +425,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GitpubError as e:
         report_error(e.message, e.hint, as_json, e.exit_code)
         return e.exit_code
+    except LostRace as e:  # another process moved a job between our read and our write
+        report_error(f"another process changed {e} while this command ran; nothing of this "
+                     "command's change to it was recorded",
+                     "run the same command again: it reads the job afresh (`git pub status` "
+                     "shows where it stands now)", as_json, EXIT_UNCONFIRMED)
+        return EXIT_UNCONFIRMED
     except Exception as e:
         if debug:
             traceback.print_exc()
