@@ -84,3 +84,19 @@ def test_a_lost_race_exits_5_with_a_hint_not_1(site: Site) -> None:
     assert data["exit"] == 5 and data["hint"] and "another process" in data["error"], data
     assert b"unexpected" not in err
     assert site.call("status", "--json", job_id).json()["state"] == "SKIPPED"
+
+
+@pytest.mark.parametrize("args", [["-h", "--json"], ["--json", "--help"], ["push", "-h", "--json"],
+                                  ["--json", "resolve", "--help"], ["doctor", "--json", "-h"]])
+def test_help_under_json_is_json(site: Site, args: list[str]) -> None:
+    r = site.run(*args)
+    assert r.code == 0, r.out + r.err
+    data = r.json()  # validated against help.json
+    assert data["help"].startswith("Usage: git-pub") and r.err == ""
+    assert data["help"] == site.run(*[a for a in args if a != "--json"]).out
+
+
+def test_a_dash_h_that_is_a_value_is_not_help(site: Site) -> None:
+    r = site.run("--json", "prepare", "--key", "-h", "--to", "posts/h.md", "-", input="# H\n")
+    assert r.code == 0, r.out + r.err
+    assert r.json()["state"] == "LOCAL_COMMITTED"

@@ -403,6 +403,28 @@ def usage_message(e: click.ClickException) -> tuple[str, str]:
     return message, f"`{path} -h` shows the usage"
 
 
+def _help_as_json(args: list[str], state: State) -> int:
+    """``-h --json``: the help text click prints, as ``{"help": TEXT}`` (``--json`` is total).
+    A ``-h`` that was an option's value runs the command as usual, its output passed on."""
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer):
+            rv = cli.main(args=args, prog_name="git-pub", standalone_mode=False, obj=state)
+        code = rv if isinstance(rv, int) else EXIT_OK
+    except click.exceptions.Exit as e:
+        code = int(e.exit_code)
+    finally:
+        text = buffer.getvalue()
+    if code == EXIT_OK and text.startswith("Usage:"):
+        click.echo(as_json({"help": text}))
+    else:
+        sys.stdout.write(text)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The entry point: runs a command and turns every outcome into an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -412,6 +434,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         state = State()
         state.json, state.debug = as_json, debug
+        if as_json and ("-h" in args or "--help" in args):
+            return _help_as_json(args, state)
         rv = cli.main(args=args, prog_name="git-pub", standalone_mode=False, obj=state)
         return rv if isinstance(rv, int) else EXIT_OK
     except click.exceptions.Exit as e:
