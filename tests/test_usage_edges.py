@@ -10,9 +10,10 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
-from conftest import Site
+from conftest import Result, Site
 
 
 def prepare(site: Site, key: str = "k1") -> str:
@@ -100,3 +101,40 @@ def test_a_dash_h_that_is_a_value_is_not_help(site: Site) -> None:
     r = site.run("--json", "prepare", "--key", "-h", "--to", "posts/h.md", "-", input="# H\n")
     assert r.code == 0, r.out + r.err
     assert r.json()["state"] == "LOCAL_COMMITTED"
+
+
+# -- every non-OK outcome says what to do next -------------------------------------------------
+
+def _outcomes(site: Site, tmp_path: Path) -> list[tuple[str, Result]]:
+    """One run per kind of non-OK outcome, each in its own fault."""
+    found = []
+    review = site.call("prepare", "--key", "r", "--to", "posts/r.md", "-",
+                       input="# R\n\ntoken = ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8\n")
+    found.append(("REVIEW", review))
+    found.append(("no such job", site.call("status", "zzzzzzzz")))
+    found.append(("click usage error", site.call("prepar")))
+    found.append(("bad option", site.call("push", "--bogus")))
+    found.append(("hooks outside a repository", site.run("-C", str(tmp_path), "hooks", "install")))
+    ref = site.path / ".git" / "refs" / "pub" / "jobs" / "00000000-dead-5bad-8bad-000000000000"
+    ref.write_text("")  # the crash symptom: an empty ref file
+    found.append(("a damaged job among healthy ones", site.call("reconcile")))
+    ref.unlink()
+    site.write_config("retry: {max_attempts: three}\n")
+    found.append(("invalid configuration", site.call("status")))
+    (site.path / ".gitpub.yaml").write_text("remote: [\n")
+    found.append(("configuration that is not YAML", site.call("status")))
+    return found
+
+
+def test_every_non_ok_outcome_prints_a_hint(site: Site, tmp_path: Path) -> None:
+    for what, r in _outcomes(site, tmp_path):
+        assert r.code != 0, (what, r.out + r.err)
+        assert "hint: " in r.out + r.err, (what, r.out + r.err)
+        assert "Traceback" not in r.err, (what, r.err)
+
+
+def test_every_non_ok_outcome_has_a_hint_under_json(site: Site, tmp_path: Path) -> None:
+    site.write_config("retry: {max_attempts: three}\n")
+    for args in (["status"], ["push"], ["resolve", "zzzzzzzz", "--abandon"]):
+        r = site.call("--json", *args)
+        assert r.code == 2 and r.json()["hint"], (args, r.out)

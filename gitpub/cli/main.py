@@ -403,6 +403,27 @@ def usage_message(e: click.ClickException) -> tuple[str, str]:
     return message, f"`{path} -h` shows the usage"
 
 
+def fallback_hint(error: GitpubError, args: Sequence[str]) -> str:
+    """The next step for an error raised without a hint of its own: every non-OK outcome
+    says what to do, even where the code that failed could not know."""
+    from gitpub.config.model import CONFIG_FILE, ConfigError
+    from gitpub.core.errors import CorruptStateError, TryLaterError
+
+    if isinstance(error, ConfigError):
+        return (f"fix {error.source or CONFIG_FILE} (a committed file: commit and push the fix); "
+                "`git pub doctor` checks the configuration")
+    if isinstance(error, CorruptStateError):
+        return ("nothing was changed; `git pub doctor` names unreadable job state (left as "
+                "it is, for repair)")
+    if isinstance(error, TryLaterError):
+        return "nothing was changed; run the same command again later"
+    if isinstance(error, UsageError):
+        command = next((a for a in args if a in cli.commands), None)
+        return f"`git pub {command} -h` shows the usage" if command \
+            else "`git pub -h` lists the commands"
+    return "`git pub doctor` checks the repository; rerun with --debug for details"
+
+
 def _help_as_json(args: list[str], state: State) -> int:
     """``-h --json``: the help text click prints, as ``{"help": TEXT}`` (``--json`` is total).
     A ``-h`` that was an option's value runs the command as usual, its output passed on."""
@@ -447,7 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (click.exceptions.Abort, KeyboardInterrupt):
         return EXIT_INTERRUPTED
     except GitpubError as e:
-        report_error(e.message, e.hint, as_json, e.exit_code)
+        report_error(e.message, e.hint or fallback_hint(e, args), as_json, e.exit_code)
         return e.exit_code
     except LostRace as e:  # another process moved a job between our read and our write
         report_error(f"another process changed {e} while this command ran; nothing of this "
