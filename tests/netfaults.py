@@ -31,7 +31,7 @@ from typing import Literal, Self, get_args
 
 HOST = "127.0.0.1"
 
-Mode = Literal["pass", "drop_push_reply", "refuse", "blackhole"]
+Mode = Literal["pass", "drop_push_reply", "drop_branch_push_reply", "refuse", "blackhole"]
 MODES: tuple[str, ...] = get_args(Mode)
 
 RECEIVE_PACK = "git-receive-pack"
@@ -235,6 +235,7 @@ class _ClientStream:
         self.request_done = False
         self.commands_done = False
         self.commands = 0
+        self.refs: list[str] = []  # the refs the push updates, from its command pkt-lines
         self._buf = bytearray()
 
     def feed(self, data: bytes) -> None:
@@ -267,6 +268,9 @@ class _ClientStream:
                 return
             if len(self._buf) < length:
                 return
+            command = bytes(self._buf[4:length]).split(b"\0", 1)[0].split(b" ")
+            if len(command) >= 3:
+                self.refs.append(command[2].strip().decode("utf-8", "replace"))
             del self._buf[:length]
             self.commands += 1
 
@@ -302,11 +306,13 @@ class DropReplyProxy:
       server closes (it has applied the update and sent its report), then reset the client
       connection. The client gets no report-status although the remote took the push.
       (A push with nothing to send -- a lone flush -- gets no reply anyway and is not counted.)
+    * ``"drop_branch_push_reply"``: the same, only for pushes that update a branch
+      (``refs/heads/…``): a push of gitpub's job state alone gets its reply.
     * ``"refuse"``: accept and reset at once, before anything is sent.
     * ``"blackhole"``: accept and read, never answer; connections close on ``close()``.
 
-    Counters: ``connections``, ``pushes_seen``, ``fetches_seen``, ``replies_dropped`` (push
-    replies swallowed), ``bytes_dropped``.
+    Counters: ``connections``, ``pushes_seen``, ``branch_pushes_seen`` (pushes updating a
+    branch), ``fetches_seen``, ``replies_dropped`` (push replies swallowed), ``bytes_dropped``.
     """
 
     def __init__(self, upstream_port: int, *, upstream_host: str = HOST, mode: Mode = "pass",
@@ -317,6 +323,7 @@ class DropReplyProxy:
         self.mode = mode
         self.connections = 0
         self.pushes_seen = 0
+        self.branch_pushes_seen = 0  # pushes that update a branch (not only refs/pub/...)
         self.fetches_seen = 0
         self.replies_dropped = 0
         self.bytes_dropped = 0
@@ -458,6 +465,7 @@ class DropReplyProxy:
         self._track(upstream)
         stream = _ClientStream()
         dropping = False
+        counted_branch = False
         sel = selectors.DefaultSelector()
         sel.register(client, selectors.EVENT_READ)
         sel.register(upstream, selectors.EVENT_READ)
@@ -479,9 +487,17 @@ class DropReplyProxy:
                         self._note_service(stream, known)
                         # Decide *before* the server can see the end of the commands: all it
                         # sends from then on is its answer to the push.
-                        if (mode == "drop_push_reply" and stream.service == RECEIVE_PACK
-                                and stream.commands_done and stream.commands > 0):
+                        if (mode in ("drop_push_reply", "drop_branch_push_reply")
+                                and stream.service == RECEIVE_PACK
+                                and stream.commands_done and stream.commands > 0
+                                and (mode == "drop_push_reply" or any(
+                                    r.startswith("refs/heads/") for r in stream.refs))):
                             dropping = True
+                        if (stream.service == RECEIVE_PACK and stream.commands_done
+                                and not counted_branch and any(
+                                    r.startswith("refs/heads/") for r in stream.refs)):
+                            counted_branch = True
+                            self._count("branch_pushes_seen")
                         upstream.sendall(data)
                     else:
                         data = upstream.recv(65536)

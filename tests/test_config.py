@@ -235,6 +235,14 @@ def test_partial_retry_keeps_other_defaults() -> None:
     assert parse_config("retry: {max_attempts: 1}").retry.max_attempts == 1
 
 
+def test_lease_seconds() -> None:
+    assert parse_config("").lease_seconds == 900.0
+    assert parse_config("lease_seconds: 2.5").lease_seconds == 2.5
+    for bad in ("0", "-1", "soon", "[1]"):
+        with pytest.raises(UsageError, match="lease_seconds"):
+            parse_config(f"lease_seconds: {bad}")
+
+
 def test_multiline_shell_command() -> None:
     config = parse_config("draft: |\n  set -e\n  make draft\n")
     assert config.draft == Command("draft", ("sh", "-c", "set -e\nmake draft\n"), 600.0)

@@ -143,7 +143,7 @@ def test_lost_push_reply_is_confirmed_not_repushed(
         f"draft: 'echo x >> {counter} && mkdir -p \"$GITPUB_OUTPUT/posts\" && "
         "cp \"$GITPUB_SOURCE\" \"$GITPUB_OUTPUT/posts/lost.md\"'\n")
     data = prepare(site, "k1", "posts/lost.md", article("lost"))
-    flaky.mode = "drop_push_reply"
+    flaky.mode = "drop_branch_push_reply"  # the claim gets its reply, the delivery does not
     r = site.call("push", "--json")
     assert r.code == 5, r.out + r.err
     assert r.json()["jobs"][0]["state"] == "RETRY_WAIT"
@@ -153,7 +153,7 @@ def test_lost_push_reply_is_confirmed_not_repushed(
     r = site.call("push", "--json")
     assert r.code == 0, r.out + r.err
     assert r.json()["jobs"][0]["state"] == "PUBLISHED"
-    assert flaky.pushes_seen == 1, "confirmed by a probe, not pushed again"
+    assert flaky.branch_pushes_seen == 1, "confirmed from the remote, not pushed again"
     assert remote_job_ids(site) == [data["job_id"]]
     assert len(counter.read_text().splitlines()) == 1, "never regenerated"
 

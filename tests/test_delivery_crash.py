@@ -8,6 +8,7 @@ one commit on the remote, and the other writer's article is intact.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,9 @@ def test_kill_push_then_reconcile_and_push(site: Site, tmp_path: Path, point: st
     assert remote_job_ids(site) == [job_id], "exactly one remote commit for the job"
     assert git(site.remote, "show", "main:posts/theirs.md") == article("theirs")
     assert git(site.remote, "show", "main:posts/mine.md") == article("mine")
+    # the remote's job store agrees: its job ref says PUBLISHED at that very commit
+    record = json.loads(git(site.remote, "show", f"refs/pub/jobs/{job_id}:job.json"))
+    assert record["state"] == "PUBLISHED" and record["remote_commit"] == status["remote_commit"]
     # one run in prepare, one re-check of the remote delta (two if killed before recording it)
     assert judge_runs(counter) <= 3
     if point in ("delivery.pushing-recorded", "delivery.pushed", "delivery.published-recorded"):

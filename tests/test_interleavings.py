@@ -257,7 +257,7 @@ def test_kill_push_at_each_delivery_point_then_recover(
         url = git(site.path, "remote", "get-url", "origin").strip()
         with GitDaemon(tmp_path) as daemon, DropReplyProxy(daemon.port) as proxy:
             site.git("remote", "set-url", "origin", proxy.url(site.remote.name))
-            proxy.mode = "drop_push_reply"
+            proxy.mode = "drop_branch_push_reply"  # the delivery's reply, not the claim's
             r = site.run("push", env={"GITPUB_CRASH_AT": point})
             assert proxy.replies_dropped == 1
         site.git("remote", "set-url", "origin", url)

@@ -412,7 +412,7 @@ def flaky(site: Site, tmp_path: Path) -> Iterator[DropReplyProxy]:
 
 def test_abandon_retry_wait_whose_push_landed(site: Site, flaky: DropReplyProxy) -> None:
     job_id = prepare(site, "k", "posts/a.md", "# A\n")
-    flaky.mode = "drop_push_reply"
+    flaky.mode = "drop_branch_push_reply"  # the delivery's reply (the claim gets its own)
     assert site.call("push").code == 5
     assert state_of(site, job_id) == "RETRY_WAIT"
     flaky.mode = "refuse"

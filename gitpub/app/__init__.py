@@ -5,6 +5,7 @@
 - ``targets``   the ``--to`` rule: repository paths from the root, cwd-relative ones refused
 - ``commands``  one function per command; the exit code is part of each result
 - ``advice``    the ``hint:`` of every outcome that is not simply done (what to run next)
+- ``anywhere``  jobs of the shared store from any clone: found, adopted, taken over
 - ``doctor``    ``git pub doctor [--fix]``: the checks, and the safe fixes
 - ``dryrun``    ``push --dry-run`` / ``sync --dry-run``: what would be pushed, writing nothing
 

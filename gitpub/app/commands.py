@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitpub.app.advice import next_step
+from gitpub.app.anywhere import find_anywhere, find_job_or_adopt, share, take_over
 from gitpub.app.contain import Failures
 from gitpub.app.session import find_job, open_session
 from gitpub.app.sources import read_sources
@@ -177,7 +178,7 @@ def status(where: Path, progress: Progress, job_ref: str | None,
 
     with open_session(where, progress) as ctx:
         if job_ref is not None:
-            job = find_job(ctx.store, job_ref)
+            job = find_anywhere(ctx, job_ref)
             return Shown(job, next_step(ctx, job),
                          channel_reports(ctx, [job], strict=True).get(job.job_id))
         jobs: list[Job] = []
@@ -198,7 +199,7 @@ def status(where: Path, progress: Progress, job_ref: str | None,
 
 def log(where: Path, progress: Progress, job_ref: str) -> History:
     with open_session(where, progress) as ctx:
-        job = find_job(ctx.store, job_ref)
+        job = find_anywhere(ctx, job_ref)
         return History(job, tuple(ctx.store.history(job)))
 
 
@@ -318,8 +319,10 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
         errors = failures.errors
         everything = frozenset(State) - TERMINAL
         jobs = _unfinished(ctx, failures, everything, scan=True)
+        jobs += take_over(ctx, deliverer, failures)
         driver = _driver(ctx)
         driver.expect(jobs)
+        driver.rediscover(errors)
         try:
             done = _deliver_all(ctx, jobs, deliverer, failures)
         except RemoteConfigError:
@@ -350,10 +353,11 @@ def resolve(where: Path, progress: Progress, job_ref: str, action: Action,
 
     merged = None if from_file is None else read_merged(from_file, allow_empty)
     with open_session(where, progress) as ctx:
-        job = find_job(ctx.store, job_ref)
+        job = find_job_or_adopt(ctx, job_ref)
         driver = _driver(ctx)
         driver.expect([job])  # a retry may publish it: its channels follow
         result = resolve_job(ctx, job, Resolution(action, merged, from_file, push))
+        share(ctx, result.job)
         notes = {} if result.note is None else {result.job.job_id: result.note}
         errors: list[str] = []
         (shown,), channels = _distribute(ctx, driver, [result.job], errors, only_named=True)

@@ -19,6 +19,7 @@ from gitpub.core.states import State
 from gitpub.git.repo import Repository
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job, JobStore
+from gitpub.store.lease import Worker
 
 
 @contextmanager
@@ -28,7 +29,7 @@ def open_session(where: Path, progress: Callable[[str], None], *,
     with Repository.discover(where) as repo:
         repo.notice = progress
         config = load_repo_config(repo)
-        store = JobStore(repo, keep_lease_in=keep_lease_in)
+        store = JobStore(repo, Worker.current(config.lease_seconds), keep_lease_in=keep_lease_in)
         yield Context(repo, store, config, progress=progress)
 
 

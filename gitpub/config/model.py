@@ -30,6 +30,8 @@ DEFAULT_REMOTE = "origin"
 DEFAULT_BRANCH = "main"
 DEFAULT_ARTICLES: tuple[str, ...] = ("content/**/*.md", "posts/**/*.md", "_posts/**/*.md")
 DEFAULT_TRAILER_PREFIX = "Blog"
+#: A lease outlives a delivery's network segment (fetch and push time out after 300 s each).
+DEFAULT_LEASE_SECONDS = 900.0
 DEFAULT_DRAFT_TIMEOUT = 600.0
 DEFAULT_JUDGE_TIMEOUT = 120.0
 DEFAULT_GATE_TIMEOUT = 120.0
@@ -217,6 +219,9 @@ class Config:
                                 metadata=check("trailer_prefix"))
     node: str = field(default_factory=default_node, metadata=check("node"))
     retry: RetryPolicy = field(default_factory=RetryPolicy, metadata=check("retry"))
+    #: How long a claim on a job (the lease a node pushes with the job's state) holds without
+    #: a renewal: after it, another node may take the job over (``delivery.shared``).
+    lease_seconds: float = field(default=DEFAULT_LEASE_SECONDS, metadata=check("seconds"))
     draft: Command | None = field(default=None,
                                   metadata=check("command", timeout=DEFAULT_DRAFT_TIMEOUT))
     judge: Command | None = field(default=None,

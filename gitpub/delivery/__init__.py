@@ -8,6 +8,9 @@ remote.
                 never destroys anything
 - ``handplan``  what becomes of each unpushed hand commit, decided before anything is done
 - ``sync``      the plan carried out: a sync job per hand commit, the local branch rebuilt
+- ``shared``    the remote's job store: sync with it, claims and fencing, the atomic delivery
+                and its fallback order, take-over, finding a job on the remote
+- ``fold``      folding finished jobs into the archive ref (not yet wired into a command)
 
 May import: ``pipeline`` and everything below it.
 """

@@ -50,8 +50,9 @@ from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import LostRace, UsageError
 from gitpub.core.manifest import Manifest, ManifestEntry, ManifestError, content_sha256
 from gitpub.core.record import JobRecord
-from gitpub.core.states import LOCAL, Answer, FailureCode, Kind, Phase, Stage, State
+from gitpub.core.states import LOCAL, SETTLED, Answer, FailureCode, Kind, Phase, Stage, State
 from gitpub.delivery.checkout import fast_forward_local
+from gitpub.delivery.shared import Shared
 from gitpub.fonts.step import font_outputs
 from gitpub.git.locks import LockedError, ensure_pub_dir
 from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError, default_branch
@@ -66,7 +67,7 @@ from gitpub.pipeline.commit import (
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import derive_fonts, drive, reload, run_judge, to_review
 from gitpub.store.jobs import Job
-from gitpub.verify.commit import Verdict
+from gitpub.verify.commit import Verdict, verify_commit
 from gitpub.verify.probe import ProbeResult, probe
 
 S = State
@@ -155,18 +156,32 @@ class Deliverer:
     now_please: bool = False  # the user named the jobs: retry and probe now, not when due
     create_branch: bool = False  # the user asked for the branch to be created if missing
     notes: dict[str, str] = field(default_factory=dict)  # job id -> what happened locally
+    shared: Shared = field(init=False)  # the remote's job store: claims, fencing, pushes
+
+    def __post_init__(self) -> None:
+        self.shared = Shared(self.ctx, self.remote)
 
     # -- entry point -------------------------------------------------------------------------
 
     def deliver(self, job: Job) -> Job:
         """Take one job as far as it can go now. Never raises for a lost race."""
+        if job.job_id in self.shared.lost:
+            return job  # fenced: this node does not write it again in this run
         if job.state in LOCAL:
             job = drive(self.ctx, job)
+        if job.state not in DELIVERABLE and job.state not in LOCAL and self.shared.fetched:
+            try:  # the store was fetched (reconcile): a person may have resolved it elsewhere
+                return self.shared.sync(job)
+            except LostRace:
+                return reload(self.ctx.store, job)
         if job.state not in DELIVERABLE or self.waits(job):
             return job
         try:
             with delivery_lock(self.ctx.repo, progress=self.ctx.progress):
-                return self._rounds(job)
+                job = self._rounds(job)
+                if job.state in SETTLED and self.shared.fetched:
+                    self.shared.publish_states([job])
+                return job
         except LostRace:
             return reload(self.ctx.store, job)
 
@@ -185,15 +200,17 @@ class Deliverer:
         due = self.due(job)
         for _ in range(MAX_REBASE_ROUNDS):
             try:
-                tip = self.remote.fetch()
+                tip = self.shared.fetch()
             except RemoteError as e:  # an attempt is used only by a delivery that was due
                 return self._transient(job, e.message) if due else job
             crash_point("delivery.fetched")
             if tip is None and not self.create_branch:
                 raise branch_missing(self.remote)
-            job = reload(self.ctx.store, job)  # someone may have moved it while we waited
-            if job.state not in DELIVERABLE:
+            job = self.shared.sync(reload(self.ctx.store, job))
+            if job.job_id in self.shared.lost or job.state not in DELIVERABLE:
                 return job
+            if self.shared.held_elsewhere(job):
+                return job  # another live worker delivers it: not our business
             found = self._probe(job, tip)
             if found.published is not None:
                 return self.published(job, found.published)
@@ -209,8 +226,14 @@ class Deliverer:
                     phase=Stage.PROBE, reason="probe: not on the remote; next probe in an hour")
             leased = self.ctx.store.acquire(job)
             if leased is None:
-                return job  # another worker delivers it: not our business
-            job = self._recheck(leased, tip)
+                return job  # another worker here delivers it: not our business
+            try:
+                claimed = self.shared.claim(leased)
+            except RemoteError as e:  # the claim's outcome is unknown: as any push's
+                return self._transient(leased, e.message)
+            if claimed is None:
+                return reload(self.ctx.store, leased)  # lost to another node: fenced
+            job = self._recheck(claimed, tip)
             if job.state not in DELIVERABLE:
                 return job
             # A new branch starts from the job's own base, never from an empty tree.
@@ -221,10 +244,14 @@ class Deliverer:
                                     "while we rebased")
 
     def fetch_and_probe(self, job: Job) -> tuple[str | None, str | None]:
-        """Fetch the remote branch now: (its tip, the job's publication commit or None).
-        Raises ``RemoteError`` / ``RemoteConfigError``; changes no job."""
-        tip = self.remote.fetch()
-        return tip, self._probe(reload(self.ctx.store, job), tip).published
+        """Fetch the remote branch and job store now: (the branch's tip, the job's publication
+        commit or None). Raises ``RemoteError`` / ``RemoteConfigError``; changes no job but by
+        adopting what the remote's job store says about it."""
+        tip = self.shared.fetch()
+        job = self.shared.sync(reload(self.ctx.store, job))
+        if job.state == S.PUBLISHED and job.record.remote_commit is not None:
+            return tip, job.record.remote_commit
+        return tip, self._probe(job, tip).published
 
     def _probe(self, job: Job, tip: str | None) -> ProbeResult:
         if tip is None:
@@ -294,6 +321,9 @@ class Deliverer:
                 job, record.evolve(state=S.CONFLICT, failure_code=FailureCode.TARGET_BLOCKED,
                                    failure_detail=detail),
                 phase=Stage.REBASE, reason=f"cannot rebase onto {tip}: {detail}"), False
+        problem = self._not_its_publication(job, record, commit)
+        if problem is not None:
+            return self._transient(job, problem), False
         job = store.transition(
             job, record.evolve(state=S.PUSHING, local_commit=commit),
             phase=Stage.PUSH, reason=f"pushing {commit} onto {tip or '(new branch)'}{note}",
@@ -302,15 +332,18 @@ class Deliverer:
         crash_point("delivery.pushing-recorded")
         self.ctx.progress(f"pushing {job.job_id[:13]} to {self.remote.remote}/"
                           f"{self.remote.branch}")
+        staged = store.stage(job, self._published_record(job, commit), phase=Stage.CONFIRM,
+                             reason=f"remote branch has {commit}: the job's trailers and "
+                                    "content (pushed with this state)")
         try:
-            outcome = self.remote.push(commit)
+            outcome = self.shared.deliver(job, commit, staged)
         except RemoteConfigError as e:  # refused before anything was sent: no attempt used
             store.transition(job, job.record.evolve(state=S.LOCAL_COMMITTED), phase=Stage.PUSH,
                              reason=f"push refused, nothing sent: {e.message}")
             raise
         crash_point("delivery.pushed")
         if outcome.result == PushResult.SENT:
-            return self._confirm(job, commit), False
+            return self.published(job, commit, staged), False
         if outcome.result == PushResult.RACE:
             job = store.transition(
                 job, job.record.evolve(state=S.LOCAL_COMMITTED),
@@ -319,6 +352,21 @@ class Deliverer:
             return job, True
         kind = "rejected" if outcome.result == PushResult.REJECTED else "outcome unknown"
         return self._transient(job, f"push {kind}: {outcome.detail}"), False
+
+    def _not_its_publication(self, job: Job, record: JobRecord, commit: str) -> str | None:
+        """Why the commit just built would not be the job's publication (checked before it is
+        pushed, since its PUBLISHED state goes with it); None when it is."""
+        verdict = verify_commit(self.ctx.repo, commit, [self.ctx.config.trailer_prefix])
+        if verdict is not None and verdict.ok and verdict.job_id == job.job_id and \
+                verdict.manifest_sha256 == record.manifest_sha256:
+            return None
+        why = "; ".join(verdict.problems) if verdict is not None else "no job trailers"
+        return f"built {commit}, but it is not the job's publication ({why})"
+
+    @staticmethod
+    def _published_record(job: Job, remote_commit: str) -> JobRecord:
+        return job.record.evolve(state=S.PUBLISHED, remote_commit=remote_commit,
+                                 failure_code=None, failure_detail=None, next_retry_at=None)
 
     def _regenerate_fonts(self, job: Job, tip: str | None, artifacts: Artifacts,
                           fonts: frozenset[str]
@@ -348,25 +396,22 @@ class Deliverer:
         return (Artifacts(entries, manifest), record,
                 {"manifest": manifest.serialize(), **changed})
 
-    def _confirm(self, job: Job, pushed: str) -> Job:
-        """After the remote reported our ref updated to ``pushed``: its history now has that
-        commit; PUBLISHED once its trailers are the job's (read back, not assumed)."""
-        found = self._probe(job, pushed).published
-        if found is None:
-            return self._transient(job, f"pushed {pushed}, but it is not the job's "
-                                        "publication")
-        return self.published(job, found)
-
     # -- outcomes ----------------------------------------------------------------------------
 
-    def published(self, job: Job, remote_commit: str) -> Job:
-        """Record PUBLISHED (the remote has ``remote_commit`` with the job's trailers) and
-        bring the local branch along when that is safe."""
-        job = self.ctx.store.transition(
-            job, job.record.evolve(state=S.PUBLISHED, remote_commit=remote_commit,
-                                   failure_code=None, failure_detail=None, next_retry_at=None),
-            phase=Stage.CONFIRM,
-            reason=f"remote branch has {remote_commit}: the job's trailers and content")
+    def published(self, job: Job, remote_commit: str, staged: Job | None = None) -> Job:
+        """Record PUBLISHED (the remote has ``remote_commit`` with the job's trailers and
+        content; ``staged``: the very state commit the remote got with it) and bring the local
+        branch along when that is safe."""
+        current = self.ctx.store.load(job.job_id)
+        if staged is not None:
+            job = self.ctx.store.advance(job, staged)
+        elif current is not None and current.state == S.PUBLISHED and \
+                current.record.remote_commit == remote_commit:
+            job = current  # adopted from the remote's job store already (``Shared.sync``)
+        else:
+            job = self.ctx.store.transition(
+                job, self._published_record(job, remote_commit), phase=Stage.CONFIRM,
+                reason=f"remote branch has {remote_commit}: the job's trailers and content")
         crash_point("delivery.published-recorded")
         if job.record.kind != Kind.SYNC:  # sync moves the branch itself (see sync.py)
             self.notes[job.job_id] = fast_forward_local(self.ctx.repo, self.ctx.config.branch,

@@ -7,6 +7,9 @@
 - ``worktrees`` where each branch is checked out (``git worktree list``)
 - ``message``   a person's commit message with the proof added, checked against git
 - ``remote``    the network segment with C git: fetch, push and their three outcomes
+- ``push``      what a push did, ref by ref (sent, race, rejected, unknown); atomic and leases
+- ``storefetch`` one fetch of the branch and the remote's ``refs/pub/*``
+- ``refstore``  one ref read or moved without parsing all of ``packed-refs``
 - ``notes``     append-only notes under ``refs/notes/pub``, merged by line union
 - ``trailers``  writing and reading the proof-of-publication trailers
 - ``walk``      git's ``tips ^base`` history walk, in-process

@@ -31,18 +31,30 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import subprocess
 import tempfile
-from dataclasses import dataclass
-from enum import StrEnum
+from dataclasses import replace
 from pathlib import Path
 
 from gitpub.core.errors import GitpubError, UsageError
 from gitpub.core.files import write_atomic
 from gitpub.core.sanitize import sanitize
 from gitpub.git.locks import ensure_pub_dir
+from gitpub.git.push import (
+    Pushed,
+    PushOutcome,
+    PushResult,
+    Update,
+    classify_push,
+    parse_push,
+    push_args,
+)
 from gitpub.git.repo import Repository
 from gitpub.git.run import run_git
+
+__all__ = ["PushOutcome", "PushResult", "Pushed", "Remote", "RemoteConfigError", "RemoteError",
+           "Update", "classify_push", "default_branch", "isolated_fetch_dir", "remote_names"]
 
 FETCH_TIMEOUT = 300.0
 PUSH_TIMEOUT = 300.0
@@ -66,6 +78,10 @@ NO_REPOSITORY = ("does not appear to be a git repository", "repository not found
                  "not found: did you run git update-server-info")
 
 
+#: git over HTTP(S) when the server answers 404: ``fatal: repository 'URL/' not found``.
+_HTTP_NOT_FOUND_RE = re.compile(r"repository '[^'\n]*' not found")
+
+
 def misconfiguration(remote: str, stderr: str) -> RemoteConfigError | None:
     """The configuration error git's message reports, if it is one (else a transient)."""
     text = stderr.lower()
@@ -76,7 +92,7 @@ def misconfiguration(remote: str, stderr: str) -> RemoteConfigError | None:
             hint=f"check the credentials for `git remote get-url {sanitize(remote)}` (a "
                  "credential helper, an ssh key, a token with write access); no delivery "
                  "attempt was used")
-    if any(p in text for p in NO_REPOSITORY):
+    if any(p in text for p in NO_REPOSITORY) or _HTTP_NOT_FOUND_RE.search(text):
         return RemoteConfigError(
             f"remote {sanitize(remote)!r} has no repository at its URL: {_last_line(stderr)}",
             hint=f"`git remote set-url {sanitize(remote)} URL` to the right repository; no "
@@ -99,25 +115,6 @@ def local_path(url: str) -> str | None:
     if ":" in head:
         return None  # scp-like ``host:path``
     return url
-
-
-class PushResult(StrEnum):
-    SENT = "sent"
-    RACE = "race"
-    REJECTED = "rejected"
-    UNKNOWN = "unknown"
-
-
-#: Reasons in a porcelain ``[rejected]``/``[remote rejected]`` summary that mean the remote ref
-#: moved under us: another writer won the race (the push was the compare-and-swap that lost).
-RACE_REASONS = ("non-fast-forward", "fetch first", "stale info", "cannot lock ref",
-                "failed to update ref", "failed to lock")
-
-
-@dataclass(frozen=True)
-class PushOutcome:
-    result: PushResult
-    detail: str  # sanitized
 
 
 _UNREAD = object()
@@ -226,15 +223,22 @@ class Remote:
 
     def _fetch(self, extra: list[str], src: str, dst: str, git_dir: Path,
                env: dict[str, str]) -> subprocess.CompletedProcess[bytes] | None:
-        # Negotiate only with branches: not with the thousands of refs/pub/ state refs, whose
-        # histories the remote never has. No opportunistic updates of other tracking refs.
+        self.repo.heal_lock(git_dir / f"{dst}.lock")  # a killed fetch's leftover
+        return self.fetch_refspecs(extra, [f"+{src}:{dst}"], git_dir, env)
+
+    def fetch_refspecs(self, extra: list[str], refspecs: list[str], git_dir: Path,
+                       env: dict[str, str]) -> subprocess.CompletedProcess[bytes] | None:
+        """One ``git fetch`` of ``refspecs`` into ``git_dir``; None when a ref one of them
+        names exactly is not on the remote. Raises ``RemoteError`` / ``RemoteConfigError``."""
+        # Negotiate only with branches and the fetched job store: not with the local job refs,
+        # whose histories the remote may never have. No opportunistic updates of other refs.
         self.check()
         args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--refmap=",
                 "--no-recurse-submodules", "--negotiation-tip=refs/heads/*",
-                f"--negotiation-tip=refs/remotes/{self.remote}/*", *extra]
-        self.repo.heal_lock(git_dir / f"{dst}.lock")  # a killed fetch's leftover
+                f"--negotiation-tip=refs/remotes/{self.remote}/*",
+                f"--negotiation-tip={self.store_prefix}*", *extra]
         try:
-            proc = run_git([*args, self.remote, f"+{src}:{dst}"],
+            proc = run_git([*args, self.remote, *refspecs],
                            cwd=self.repo.work_tree or self.repo.git_dir, git_dir=git_dir,
                            work_tree=self.repo.work_tree if git_dir == self.repo.git_dir
                            else None, timeout=self.fetch_timeout, env=env)
@@ -250,6 +254,20 @@ class Remote:
             raise RemoteError(f"fetch from {sanitize(self.remote)} failed: "
                               f"{sanitize(err.strip())[-500:]}")
         return proc
+
+    @property
+    def store_prefix(self) -> str:
+        """Where the remote's job store (its ``refs/pub/*``) is kept here once fetched:
+        ``refs/pub/remote/<remote>/`` (a URL given as the remote is named by its hash)."""
+        name = self.remote
+        if not name.replace("-", "").replace("_", "").replace(".", "").isalnum() \
+                or name.startswith("."):
+            name = "url-" + hashlib.sha256(name.encode()).hexdigest()[:12]
+        return f"refs/pub/remote/{name}/"
+
+    def can_isolate(self) -> bool:
+        """Whether fetches run in the private fetch repository (``fetch_ref``)."""
+        return self._can_isolate()
 
     def _can_isolate(self) -> bool:
         common = self.repo.common_dir
@@ -281,42 +299,58 @@ class Remote:
     def push_ref(self, commit: str, dst: str) -> PushOutcome:
         """Push ``commit`` to remote ref ``dst`` as a fast-forward (never forced). Raises
         ``RemoteConfigError`` when the remote refused the credentials (nothing was sent)."""
+        return self.push_updates([Update(dst, commit)]).of(dst)
+
+    def push_updates(self, updates: list[Update], *, atomic: bool = False,
+                     verify: bool = True) -> Pushed:
+        """One ``git push`` of ``updates`` (branches as fast-forwards, the others each with its
+        lease; ``atomic``: all or nothing). ``verify=False`` skips the pre-push hooks: for
+        pushes of gitpub's own state refs only, which carry no branch commit to check. Raises
+        ``RemoteConfigError`` when the remote refused the credentials (nothing was sent)."""
         self.check()
+        args = push_args(updates, atomic=atomic) + ([] if verify else ["--no-verify"])
         try:
-            proc = self._git(["push", "--porcelain", "--no-recurse-submodules", self.remote,
-                              f"{commit}:{dst}"], self.push_timeout)
+            proc = self._git([*args, self.remote, *(u.refspec() for u in updates)],
+                             self.push_timeout)
         except subprocess.TimeoutExpired:
-            return PushOutcome(PushResult.UNKNOWN, "push timed out")
+            return Pushed({u.dst: PushOutcome(PushResult.UNKNOWN, "push timed out")
+                           for u in updates})
         out, err = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
-        outcome = classify_push(proc.returncode, out, err, dst)
-        if outcome.result == PushResult.UNKNOWN:
+        pushed = parse_push(proc.returncode, out, err, updates)
+        if pushed.result == PushResult.UNKNOWN and not pushed.atomic_unsupported:
             wrong = misconfiguration(self.remote, err)
             if wrong is not None:
-                return self._refused_or_landed(wrong, commit, dst)
-        return outcome
+                return self._refused_or_landed(wrong, pushed, updates)
+        return pushed
 
-    def _refused_or_landed(self, wrong: RemoteConfigError, commit: str,
-                           dst: str) -> PushOutcome:
-        """A push without a porcelain line for ``dst`` whose messages read like a refusal of
-        the credentials. Words on stderr are not proof — a server hook or a proxy may print
+    def _refused_or_landed(self, wrong: RemoteConfigError, pushed: Pushed,
+                           updates: list[Update]) -> Pushed:
+        """A push without a porcelain report whose messages read like a refusal of the
+        credentials. Words on stderr are not proof — a server hook or a proxy may print
         "Authentication failed" *after* the remote applied the push, and a connection may drop
-        before the report. The remote ref says what happened: at our commit, it was sent;
-        readable and elsewhere, the refusal stands (exit 2, no attempt); unreadable for the
-        same reason, too; unreadable otherwise, the outcome is unknown (probed later)."""
+        before the report. The remote refs say what happened: each at its new value was sent;
+        none readable and moved, the refusal stands (exit 2, no attempt), and so it does when
+        they are unreadable for the same reason; unreadable otherwise, the outcome is unknown
+        (probed later)."""
         try:
-            proc = self._git(["ls-remote", self.remote, dst], self.fetch_timeout)
+            proc = self._git(["ls-remote", self.remote, *(u.dst for u in updates)],
+                             self.fetch_timeout)
         except subprocess.TimeoutExpired:
-            return PushOutcome(PushResult.UNKNOWN, f"{wrong.message} (and ls-remote timed out)")
+            return pushed
         if proc.returncode != 0:
             if misconfiguration(self.remote, proc.stderr.decode("utf-8", "replace")):
                 raise wrong
-            return PushOutcome(PushResult.UNKNOWN, f"{wrong.message} (and ls-remote failed)")
+            return pushed
+        now = {}
         for line in proc.stdout.decode("utf-8", "replace").splitlines():
             sha, _, ref = line.partition("\t")
-            if ref == dst and sha == commit:
-                return PushOutcome(PushResult.SENT, "the remote ref is at the commit (the "
-                                   "push's own report was lost)")
-        raise wrong
+            now[ref] = sha
+        landed = {u.dst for u in updates if u.src is not None and now.get(u.dst) == u.src}
+        if not landed:
+            raise wrong
+        sent = PushOutcome(PushResult.SENT, "the remote ref is at the commit (the push's own "
+                           "report was lost)")
+        return replace(pushed, refs={**pushed.refs, **{dst: sent for dst in landed}})
 
     def dry_run_push(self, source: str) -> PushOutcome:
         """``git push --dry-run`` of ``source`` to the remote branch: reaches the remote and
@@ -431,27 +465,6 @@ def _mirror_ref(repo: Repository, net: Path, ref: str) -> None:
     with os.fdopen(fd, "wb") as f:
         f.write(f"{sha}\n".encode())
     os.replace(tmp, path)
-
-
-def classify_push(code: int, out: str, err: str, dst: str) -> PushOutcome:
-    """sent / race / rejected / unknown, from ``git push --porcelain``'s status line for ``dst``.
-
-    Porcelain lines are ``<flag>\\t<src>:<dst>\\t<summary>``; flag ``' '``, ``'*'``, ``'+'``
-    or ``'='`` means the ref is (now) at our commit, ``'!'`` that it was refused, the summary
-    saying why (``[rejected] (fetch first)``). Without a line for our ref, we do not know what
-    happened.
-    """
-    for line in out.splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 3 and parts[1].endswith(":" + dst):
-            flag, summary = parts[0], sanitize(parts[2])
-            if flag in (" ", "*", "+", "="):
-                return PushOutcome(PushResult.SENT, summary)
-            if flag == "!":
-                race = any(reason in parts[2] for reason in RACE_REASONS)
-                return PushOutcome(PushResult.RACE if race else PushResult.REJECTED, summary)
-    detail = sanitize(err.strip())[-500:] or f"git push exited {code}"
-    return PushOutcome(PushResult.UNKNOWN, detail)
 
 
 # -- what a repository's remotes are (for ``init`` and for hints) ------------------------------

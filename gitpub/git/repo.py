@@ -31,7 +31,7 @@ from dulwich.repo import Repo
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, NotARepositoryError
 from gitpub.core.files import fsync_dir
-from gitpub.git import locks, packed
+from gitpub.git import locks, packed, refstore
 from gitpub.git.locate import Location, locate
 from gitpub.git.run import run_git
 from gitpub.git.values import (
@@ -251,19 +251,24 @@ class Repository(ObjectWriter):
         return raw[5:].strip().decode("utf-8", "replace")
 
     def cas_ref(self, name: str, old: str | None, new: str, message: str = "gitpub") -> bool:
-        """Move ``name`` from ``old`` (``None``: must not exist) to ``new``; False if it moved."""
-        old_b = ZERO_SHA if old is None else _b(old)
-        ok = self._while_locked(lambda: self._repo.refs.set_if_equals(
-            _r(name), old_b, _b(new), message=message.encode()), f"ref {name}")
+        """Move ``name`` from ``old`` (``None``: must not exist) to ``new``; False if it moved.
+        Costs one ref, however many are packed (``git.refstore``)."""
+        ok = self._while_locked(
+            lambda: refstore.compare_and_swap(self.common_dir, name, old, new), f"ref {name}")
         if ok:
-            ref_dir = (self.common_dir / name).parent
-            if ref_dir.is_dir():
-                fsync_dir(str(ref_dir))
+            fsync_dir(str((self.common_dir / name).parent))
+            self._repo.refs._log(_r(name), ZERO_SHA if old is None else _b(old), _b(new),
+                                 message=message.encode())
         return bool(ok)
 
     def delete_ref(self, name: str, old: str) -> bool:
-        return bool(self._while_locked(
-            lambda: self._repo.refs.remove_if_equals(_r(name), _b(old)), f"ref {name}"))
+        """Delete ``name`` if it is ``old``; False if it holds another value (or none)."""
+        done = self._while_locked(lambda: refstore.delete_loose(self.common_dir, name, old),
+                                  f"ref {name}")
+        if done is not None:
+            return done
+        # packed: C git rewrites packed-refs under its own lock, checking the old value
+        return self.git("update-ref", "-d", name, old).returncode == 0
 
     def ref_names(self, prefix: str) -> list[str]:
         """The names under ``prefix`` (ending with ``/``) of every ref, *including* damaged
@@ -277,9 +282,9 @@ class Repository(ObjectWriter):
         return sorted(names)
 
     def list_refs(self, prefix: str) -> dict[str, str]:
-        """Refs under ``prefix`` (which ends with ``/``), keyed by the rest of their name."""
-        found = self._repo.refs.as_dict(_r(prefix.rstrip("/")))
-        return {_s(k): _s(v) for k, v in found.items()}
+        """Refs under ``prefix`` (which ends with ``/``), keyed by the rest of their name: a
+        range of ``packed-refs`` and the loose files below the prefix, nothing else read."""
+        return refstore.with_prefix(self.common_dir, prefix)
 
     # -- objects ---------------------------------------------------------------------------
 

@@ -156,6 +156,9 @@ def pushed_job_commits(repo: Repository, updates: Sequence[PushUpdate], remote: 
     remote has. Oldest first."""
     found: dict[str, None] = {}
     for update in updates:
+        if update.remote_ref.startswith(("refs/pub/", "refs/notes/")):
+            continue  # gitpub's job store and notes: state, not publications (their history
+            # holds each job's content commits, rebased ones included)
         if update.local_sha == ZERO_SHA or not _is_commit(repo, update.local_sha):
             continue  # a deleted ref, or a tag of a tree or blob: no commits to check
         revs = [update.local_sha]

@@ -4,6 +4,9 @@
                    active-job index (``refs/pub/active/``) that keeps status and push cheap
 - ``lease``        which process may work on a job right now
 - ``outbox``       content changes made outside gitpub, recorded for ``git pub sync``
+- ``shared``       the remote's job store as last fetched (``refs/pub/remote/<remote>/``): a
+                   job found anywhere, how this clone's value relates to the remote's
+- ``archive``      the archive of finished jobs (format; the fold is ``delivery.fold``)
 - ``maintenance``  keeping many refs cheap for git itself (packing with git's ``pack-refs``)
 
 May import: ``gitpub.git``, ``gitpub.core``.

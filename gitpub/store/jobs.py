@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gitpub.core.errors import CorruptStateError, GitpubError, LostRace
-from gitpub.core.record import JobRecord, RecordError, parse_record
+from gitpub.core.record import JobRecord, Lease, RecordError, parse_record
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import RESTING, TERMINAL, Stage, State, check_transition
 from gitpub.git.repo import MODE_FILE, CommitInfo, Entry, Repository
@@ -41,6 +41,9 @@ JOBS_PREFIX = "refs/pub/jobs/"
 #: a terminal state, it is always a superset of the unfinished jobs; a stale entry is skipped
 #: and cleaned up lazily. Derived data: never the truth about a job.
 ACTIVE_PREFIX = "refs/pub/active/"
+#: Local states of a job that lost to the remote's (same request, another node's history): kept
+#: for inspection (``git log``), never read by gitpub.
+SUPERSEDED_PREFIX = "refs/pub/superseded/"
 _JOB_NAMESPACE = uuid.UUID("6f1c2f0e-5b1e-4c55-9a43-3c8f9d0e7a21")
 EVENT_VERSION = 1
 
@@ -77,6 +80,13 @@ class Event:
     reason: str
 
 
+def taken_over(old: Lease) -> str:
+    """The event of a take-over: whose lease, and why it no longer held."""
+    why = ("its lease expired" if old.expires_at <= time.time()
+           else "its process is gone")
+    return f"taken over from {old.owner}: {why}"
+
+
 class JobStore:
     """Jobs in one repository, written on behalf of one ``worker`` (lease holder).
 
@@ -111,6 +121,15 @@ class JobStore:
                 hint=f"nothing was changed; inspect `git log -p {self.ref_name(job_id)}` "
                 "and repair or delete that ref",
             ) from None
+
+    def load_at(self, job_id: str, sha: str) -> Job:
+        """The job as state commit ``sha`` records it (another node's value of its ref, an
+        archived final state). Unreadable state raises, naming the job."""
+        try:
+            return self._load_commit(job_id, sha)
+        except CorruptStateError as e:
+            raise CorruptStateError(f"job {job_id}: state commit {sha} is unreadable: "
+                                    f"{e.message}", hint="`git fsck` lists the damage") from None
 
     def _load_commit(self, job_id: str, sha: str) -> Job:
         info = self.repo.commit(sha)
@@ -206,8 +225,7 @@ class JobStore:
         if self.held_by_other(job):
             return None
         old = job.record.lease
-        reason = ("lease taken" if old is None
-                  else f"lease of {old.owner} taken over (expired or owner gone)")
+        reason = "lease taken" if old is None else taken_over(old)
         try:
             return self._write(job, job.record, {}, {}, (), Stage.LEASE, reason,
                                keep_lease=True)
@@ -257,24 +275,72 @@ class JobStore:
         *,
         keep_lease: bool = True,
     ) -> Job:
+        staged = self._stage(prev, record, files, entries, keep_alive, phase, reason,
+                             keep_lease=keep_lease)
+        return self.advance(prev, staged)
+
+    def stage(self, job: Job, record: JobRecord, *, phase: Stage, reason: str,
+              keep_lease: bool | None = None) -> Job:
+        """The state commit that would record ``record`` after ``job``, written (objects only,
+        durable) but not recorded: nothing points at it until ``advance`` (or a push that
+        moves the job's ref on the remote — the atomic delivery sends it with the content)."""
+        check_transition(job.state, record.state)
+        if keep_lease is None:
+            keep_lease = record.state not in RESTING or record.state in self.keep_lease_in
+        return self._stage(job, record, {}, {}, (), phase, reason, keep_lease=keep_lease)
+
+    def _stage(self, prev: Job | None, record: JobRecord, files: Mapping[str, bytes],
+               entries: Mapping[str, Entry | None], keep_alive: Sequence[str], phase: Stage,
+               reason: str, *, keep_lease: bool) -> Job:
         now = time.time()
         record = record.evolve(updated_at=now,
                                lease=self.worker.lease(now) if keep_lease else None)
         with self.repo.batch():  # one round of fsyncs for all of this transition's objects
             commit, tree = self._objects(prev, record, files, entries, keep_alive, phase,
                                          reason, now)
+        return Job(record, commit, tree)
+
+    def advance(self, prev: Job | None, staged: Job) -> Job:
+        """Record ``staged`` (a state commit whose first parent is ``prev``'s) as the job's
+        state: one compare-and-swap of its ref; ``LostRace`` if it moved."""
+        record = staged.record
         ref = self.ref_name(record.job_id)
         active = ACTIVE_PREFIX + record.job_id
         if prev is None:
-            self.repo.cas_ref(active, None, commit, "gitpub: active")  # before the job exists
-        if not self.repo.cas_ref(ref, None if prev is None else prev.commit, commit,
+            self.repo.cas_ref(active, None, staged.commit, "gitpub: active")  # before the job
+        if not self.repo.cas_ref(ref, None if prev is None else prev.commit, staged.commit,
                                  f"gitpub: {record.state.value}"):
             raise LostRace(ref)
         if record.state in TERMINAL:
-            current = self.repo.read_ref(active)
-            if current is not None:
-                self.repo.delete_ref(active, current)
-        return Job(record, commit, tree)
+            self._unindex(record.job_id)
+        return staged
+
+    def _unindex(self, job_id: str) -> None:
+        active = ACTIVE_PREFIX + job_id
+        current = self.repo.read_ref(active)
+        if current is not None:
+            self.repo.delete_ref(active, current)
+
+    def adopt(self, job_id: str, local: str | None, value: str) -> Job:
+        """Make the job's ref here ``value`` — its state as another node recorded it on the
+        remote (no new commit: the remote's history becomes this job's) — by compare-and-swap
+        from ``local`` (None: no such job here yet); ``LostRace`` if it moved meanwhile."""
+        job = self.load_at(job_id, value)
+        active = ACTIVE_PREFIX + job_id
+        if job.state not in TERMINAL and self.repo.read_ref(active) is None:
+            self.repo.cas_ref(active, None, value, "gitpub: active (adopted)")
+        if not self.repo.cas_ref(self.ref_name(job_id), local, value, "gitpub: adopted"):
+            raise LostRace(self.ref_name(job_id))
+        if job.state in TERMINAL:
+            self._unindex(job_id)
+        return job
+
+    def keep_superseded(self, job: Job) -> str:
+        """Keep ``job``'s state (about to be replaced by the remote's) under an inspectable
+        ref, ``refs/pub/superseded/<id>/<commit>``; its name."""
+        name = f"{SUPERSEDED_PREFIX}{job.job_id}/{job.commit[:12]}"
+        self.repo.cas_ref(name, None, job.commit, "gitpub: superseded by the remote's state")
+        return name
 
     def _objects(self, prev: Job | None, record: JobRecord, files: Mapping[str, bytes],
                  entries: Mapping[str, Entry | None], keep_alive: Sequence[str], phase: Stage,

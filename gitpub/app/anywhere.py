@@ -1,0 +1,90 @@
+"""Jobs of the shared store seen from any clone: found, adopted, shared, taken over.
+
+A job that reached delivery lives on the remote too (``refs/pub/jobs/<id>``, see
+``delivery.shared``). ``status <id>``, ``log <id>`` and ``resolve <id>`` look in this clone
+first and, only when the job is not here, fetch the remote's job store (``refs/pub/*``, one
+fetch with protocol v2 ref prefixes); ``reconcile`` fetches it every time to take over the jobs
+of nodes that are gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+from gitpub.app.contain import Failures
+from gitpub.app.session import find_job
+from gitpub.core.errors import UsageError
+from gitpub.pipeline.context import Context
+from gitpub.store.jobs import Job
+
+if TYPE_CHECKING:
+    from gitpub.delivery.deliver import Deliverer
+
+
+def find_anywhere(ctx: Context, ref: str) -> Job:
+    """A job by id or prefix: this clone's, else (the network is needed then) the remote's
+    job store's — fetched, only ``refs/pub/*`` and the branch — so that any clone shows any
+    job. Read only: nothing is adopted here."""
+    from gitpub.delivery.shared import Shared
+    from gitpub.git.remote import RemoteConfigError, RemoteError
+
+    try:
+        return find_job(ctx.store, ref)
+    except UsageError as missing:
+        if not missing.message.startswith("no job"):
+            raise
+        try:
+            found = Shared(ctx, ctx.remote()).locate(ref)
+        except (RemoteError, RemoteConfigError) as e:
+            raise UsageError(f"no job {ref!r} here, and the remote's job store could not be "
+                             f"read: {e.message}",
+                             hint="`git pub status` lists this clone's jobs") from None
+        if found is None:
+            raise UsageError(f"no job {ref!r}, neither here nor on the remote",
+                             hint="`git pub status` lists the jobs") from None
+        return found
+
+
+def find_job_or_adopt(ctx: Context, ref: str) -> Job:
+    """``find_anywhere``, a job found only on the remote adopted here (its ref set to the
+    remote's value): a person resolves a job on any clone."""
+    job = find_anywhere(ctx, ref)
+    if ctx.store.load(job.job_id) is None:
+        job = ctx.store.adopt(job.job_id, None, job.commit)
+    return job
+
+
+def share(ctx: Context, job: Job) -> None:
+    """A job a person settled here (abandoned, say) goes to the remote's job store too when
+    the remote has it (by compare-and-swap; best effort: a later delivery run retries)."""
+    from gitpub.delivery.shared import Shared
+    from gitpub.git.remote import RemoteConfigError, RemoteError
+
+    shared = Shared(ctx, ctx.remote())
+    with contextlib.suppress(RemoteError, RemoteConfigError):
+        if shared.view.remote_value(job.job_id) is not None:
+            shared.fetch()
+            shared.publish_states([job])
+
+
+def take_over(ctx: Context, deliverer: Deliverer, failures: Failures) -> list[Job]:
+    """The remote's unfinished jobs whose holder is gone (``Shared.orphans``), adopted here
+    to be delivered like this clone's own: probed first. A remote that does not answer is
+    reported; one that is not configured leaves only this clone's jobs to recover."""
+    from gitpub.delivery.deliver import delivery_lock
+    from gitpub.git.locks import LockedError
+    from gitpub.git.remote import RemoteConfigError, RemoteError
+
+    try:
+        with delivery_lock(ctx.repo, progress=ctx.progress):  # the network segment's lock
+            deliverer.shared.fetch()
+            return deliverer.shared.orphans()
+    except LockedError:
+        ctx.progress("no take-over of other nodes' jobs in this run: another gitpub here holds "
+                     "the delivery lock")
+    except RemoteConfigError:
+        pass  # said once, by the delivery of this clone's jobs (exit 2) if it has any
+    except RemoteError as e:
+        failures.add(None, e)
+    return []

@@ -1,0 +1,173 @@
+"""Refs read, listed and moved the way git does: one ref costs one ref, however many there are.
+
+dulwich's ``set_if_equals``, ``remove_if_equals`` and ``as_dict`` parse the whole
+``packed-refs`` file (and check every name in it) to answer for one ref: with one packed ref per
+job, creating a job cost more with every job ever published (150 ms of a 430 ms ``prepare`` at
+7,000 jobs). Here a ref is its loose file, else one binary search of ``packed-refs``
+(``git.packed``); a listing is a range scan of ``packed-refs`` plus the loose files below the
+prefix. Writes keep git's protocol: the ``<ref>.lock`` taken with ``O_EXCL`` (dulwich's
+``GitFile``: a holder raises ``FileLocked``), the value re-read under the lock, the new value
+written, fsynced and renamed over the ref. A ref that lives only in ``packed-refs`` is deleted
+by C git (``update-ref -d``), which rewrites that file under its own lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from dulwich.file import GitFile
+
+from gitpub.core.errors import CorruptStateError
+from gitpub.git import packed
+
+HEX = frozenset(b"0123456789abcdef")
+
+
+def packed_refs(common: Path) -> Path:
+    return common / "packed-refs"
+
+
+def loose(common: Path, name: str) -> bytes | None:
+    """The raw contents of ``name``'s loose file (stripped), None when there is none."""
+    try:
+        return (common / name).read_bytes().strip()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+
+
+def is_object_id(value: bytes) -> bool:
+    return len(value) == 40 and set(value) <= HEX
+
+
+def corrupt(common: Path, name: str, raw: bytes) -> CorruptStateError:
+    return CorruptStateError(
+        f"ref {name} is corrupt ({len(raw)} bytes that are not an object id)",
+        hint=f"inspect {common / name}; restore it from `git reflog` or a backup")
+
+
+def packed_value(common: Path, name: str) -> str | None:
+    try:
+        return packed.lookup(packed_refs(common), name)
+    except packed.PackedRefsError as e:
+        raise CorruptStateError(f"packed-refs is corrupt: {e}",
+                                hint="`git pack-refs` rewrites it from the loose refs; "
+                                     "inspect it first") from None
+
+
+def current(common: Path, name: str) -> str | None:
+    """``name``'s object id (loose, else packed), None if absent; corruption raises. Symbolic
+    refs are not followed here (the job store has none)."""
+    raw = loose(common, name)
+    if raw is None:
+        return packed_value(common, name)
+    if not is_object_id(raw):
+        raise corrupt(common, name, raw)
+    return raw.decode("ascii")
+
+
+def with_prefix(common: Path, prefix: str) -> dict[str, str]:
+    """Every ref whose name starts with ``prefix`` (ending with ``/``), keyed by the rest of
+    its name: a range of ``packed-refs`` and the loose files below the prefix (which win).
+    Damaged loose files are left out (``Repository.ref_names`` lists them)."""
+    try:
+        found = packed.with_prefix(packed_refs(common), prefix)
+    except packed.PackedRefsError as e:
+        raise CorruptStateError(f"packed-refs is corrupt: {e}") from None
+    out = {name[len(prefix):]: sha for name, sha in found.items()}
+    top = common / prefix
+    for dirpath, _dirs, files in os.walk(top):
+        rel = Path(dirpath).relative_to(top)
+        for f in files:
+            if f.endswith(".lock"):
+                continue
+            key = (rel / f).as_posix()
+            raw = loose(common, prefix + key)
+            if raw is not None and is_object_id(raw):
+                out[key] = raw.decode("ascii")
+            elif raw is not None and key in out:
+                del out[key]  # a damaged loose ref hides its packed value, as in git
+    return out
+
+
+def _check_name(name: str) -> None:
+    parts = name.split("/")
+    if parts[0] != "refs" or len(parts) < 2 or any(
+            p in ("", ".", "..") or p.endswith(".lock") or p.startswith(".") for p in parts):
+        raise ValueError(f"not a ref name gitpub writes: {name!r}")
+
+
+def compare_and_swap(common: Path, name: str, old: str | None, new: str) -> bool:
+    """Move ``name`` from ``old`` (None: it must not exist) to ``new`` under its lock; False
+    when it holds another value. ``FileLocked`` when another process holds the lock."""
+    _check_name(name)
+    for i in range(2, name.count("/") + 1):  # a packed ref where a directory must go
+        ancestor = "/".join(name.split("/")[:i])
+        if packed_value(common, ancestor) is not None:
+            raise NotADirectoryError(f"ref {ancestor} is in the way of {name}")
+    with _locked(common / name) as f:
+        try:
+            found = current(common, name)
+        except CorruptStateError:
+            f.abort()
+            raise
+        if found != old:
+            f.abort()
+            return False
+        if found == new:
+            f.abort()
+            return True
+        f.write(new.encode("ascii") + b"\n")
+    return True
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[Any]:
+    """``path``'s lock (``GitFile``), its directory created first; a directory removed by a
+    concurrent delete of its last ref (``_prune_empty_dirs``) is created again."""
+    for attempt in range(3):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            f = GitFile(path, "wb")
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
+            continue
+        with f:
+            yield f
+        return
+
+
+def delete_loose(common: Path, name: str, old: str) -> bool | None:
+    """Delete ``name`` if it is ``old`` and lives in a loose file only; False if it holds
+    another value, None if ``packed-refs`` has it too (then C git must delete it)."""
+    _check_name(name)
+    path = common / name
+    if not path.parent.is_dir():  # no loose file: packed or absent
+        return None if packed_value(common, name) == old else False
+    with GitFile(path, "wb") as f:
+        try:
+            found = current(common, name)
+            if found != old:
+                return False
+            if packed_value(common, name) is not None:
+                return None
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        finally:
+            f.abort()
+    _prune_empty_dirs(common, path.parent)
+    return True
+
+
+def _prune_empty_dirs(common: Path, directory: Path) -> None:
+    stop = common / "refs"
+    while directory != stop and stop in directory.parents:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        directory = directory.parent

@@ -1,0 +1,148 @@
+"""Fetching the remote's job store with its branch: one ``git fetch``, only ``refs/pub/*``.
+
+The remote holds the shared job store under ``refs/pub/`` (one ref per unfinished job,
+``refs/pub/jobs/<id>``, and the archive of finished ones, ``refs/pub/archive``). One fetch
+brings the configured branch and that prefix — ``+refs/heads/<branch>:refs/remotes/<r>/<branch>``
+and ``+refs/pub/*:refs/pub/remote/<r>/*`` with ``--prune`` — so a remote job ref that was
+folded into the archive disappears here too. With protocol v2 (git's default since 2.26) the
+client asks the server for those prefixes only (``ref-prefix refs/heads/<branch>``,
+``ref-prefix refs/pub/``): the ref advertisement costs what the job store holds, which the
+archive keeps proportional to the unfinished jobs.
+
+Like every gitpub fetch it runs in the private repository ``.git/pub/fetch.git`` (see
+``git.remote``: a damaged local job ref must not break it), which keeps its own copy of the
+tracking refs for the negotiation; afterwards each tracking ref that changed is moved here by
+compare-and-swap, and each one the remote no longer has is deleted here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gitpub.core.errors import GitpubError
+from gitpub.core.sanitize import sanitize
+from gitpub.git import refstore
+from gitpub.git.remote import (
+    _ISOLATED_CONFIG,
+    Remote,
+    RemoteError,
+    _current,
+    _mirror_ref,
+    _read_loose,
+    isolated_fetch_dir,
+)
+
+#: The remote's job store: everything gitpub keeps on a remote under this prefix.
+REMOTE_PREFIX = "refs/pub/"
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What one fetch found: the branch's tip (None: no such branch) and the job store's refs
+    (name below ``refs/pub/`` → object id, as mirrored here under ``Remote.store_prefix``)."""
+
+    tip: str | None
+    store: dict[str, str] = field(default_factory=dict)
+
+
+def fetch_with_store(remote: Remote) -> Fetched:
+    """Fetch the branch and the job store in one ``git fetch`` (a second one for the store
+    alone when the branch does not exist). Raises ``RemoteError`` / ``RemoteConfigError``."""
+    repo = remote.repo
+    branch_spec = f"+refs/heads/{remote.branch}:{remote.tracking_ref}"
+    store_spec = f"+{REMOTE_PREFIX}*:{remote.store_prefix}*"
+    if not remote.can_isolate():
+        env = {"GIT_REF_PARANOIA": "0"}
+        tip: str | None = None
+        if remote.fetch_refspecs(["--prune"], [branch_spec, store_spec], repo.git_dir,
+                                 env) is None:
+            remote.fetch_refspecs(["--prune"], [store_spec], repo.git_dir, env)
+        else:
+            tip = repo.read_ref(remote.tracking_ref)
+        return Fetched(tip, repo.list_refs(remote.store_prefix))
+    net = isolated_fetch_dir(repo)
+    _mirror_ref(repo, net, remote.tracking_ref)
+    _mirror_ref(repo, net, f"refs/heads/{remote.branch}")
+    _mirror_store(remote, net)
+    env = {"GIT_OBJECT_DIRECTORY": str(repo.common_dir / "objects")}
+    extra = [*_ISOLATED_CONFIG, "--prune"]
+    found_branch = remote.fetch_refspecs(extra, [branch_spec, store_spec], net, env) is not None
+    if not found_branch:
+        remote.fetch_refspecs(extra, [store_spec], net, env)
+    tip = None
+    if found_branch:
+        tip = _read_loose(net, remote.tracking_ref)
+        if tip is None or not repo.has_object(tip):
+            raise RemoteError(f"fetch from {sanitize(remote.remote)} left no "
+                              f"{remote.tracking_ref}")
+        _move(remote, remote.tracking_ref, tip)
+    return Fetched(tip, _bring_back(remote, net))
+
+
+def _mirror_store(remote: Remote, net: Path) -> None:
+    """Make the private repository's copy of the tracking store this repository's: the
+    negotiation then starts from what this repository keeps alive (a ref whose object is
+    missing here would make the fetch die). Stale locks of a killed fetch are healed."""
+    prefix = remote.store_prefix
+    for dirpath, _dirs, files in os.walk(net / prefix):
+        for f in files:
+            if f.endswith(".lock"):
+                remote.repo.heal_lock(Path(dirpath) / f)
+    ours = {k: v for k, v in remote.repo.list_refs(prefix).items()
+            if remote.repo.has_object(v)}
+    theirs = refstore.with_prefix(net, prefix)
+    for key in theirs.keys() - ours.keys():
+        with contextlib.suppress(FileNotFoundError):
+            (net / (prefix + key)).unlink()
+    for key, sha in ours.items():
+        if theirs.get(key) != sha:
+            path = net / (prefix + key)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp-gitpub")
+            tmp.write_bytes(f"{sha}\n".encode())
+            os.replace(tmp, path)
+
+
+def _bring_back(remote: Remote, net: Path) -> dict[str, str]:
+    """Move this repository's tracking store to what the fetch left in the private one;
+    returns it (name below ``refs/pub/`` → object id)."""
+    prefix = remote.store_prefix
+    fetched = refstore.with_prefix(net, prefix)
+    here = remote.repo.list_refs(prefix)
+    for key in here.keys() - fetched.keys():
+        remote.repo.delete_ref(prefix + key, here[key])
+    for key, sha in fetched.items():
+        if here.get(key) != sha:
+            if not remote.repo.has_object(sha):
+                raise RemoteError(f"fetch from {sanitize(remote.remote)} left "
+                                  f"{prefix + key} without its object")
+            _move(remote, prefix + key, sha)
+    return fetched
+
+
+def _move(remote: Remote, ref: str, sha: str) -> None:
+    for _ in range(5):  # a concurrent fetch may move it too
+        old = _current(remote.repo, ref)
+        if old == sha or remote.repo.cas_ref(ref, old, sha, "gitpub: fetch"):
+            return
+    raise GitpubError(f"could not update {ref}: it kept moving")
+
+
+def note_pushed(remote: Remote, name: str, old: str | None, new: str | None) -> None:
+    """After the remote accepted ``new`` for its ``refs/pub/<name>`` (None: deleted), the
+    tracking ref says so too (a compare-and-swap from ``old``; a concurrent fetch that moved
+    it already is just as good)."""
+    ref = remote.store_prefix + name
+    current = _current(remote.repo, ref)
+    if current == new:
+        return
+    if current != old:
+        return
+    if new is None:
+        if current is not None:
+            remote.repo.delete_ref(ref, current)
+    else:
+        remote.repo.cas_ref(ref, current, new, "gitpub: pushed")

@@ -1,0 +1,131 @@
+"""The shared job store as this clone last fetched it, and how a job here relates to it.
+
+The remote holds the truth about every job that reached delivery: ``refs/pub/jobs/<id>`` (the
+job's latest state commit, the same objects as here, moved only by compare-and-swap) and
+``refs/pub/archive`` (finished jobs, ``store.archive``). A fetch mirrors them under a tracking
+prefix, ``refs/pub/remote/<remote>/`` (``git.storefetch``); this module reads that mirror
+without the network:
+
+- ``find``: a job by id — this clone's own ref (its working copy), else the remote's, else the
+  archive's entry — so that a key names one job across every clone;
+- ``relation``: how this clone's value of a job's ref relates to the remote's — the same, one
+  ahead of the other (the older one is in the newer one's first-parent chain: the history of
+  state commits), or diverged (two nodes recorded different states from a common past, or two
+  clones created the job independently).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gitpub.core.errors import CorruptStateError, GitpubError
+from gitpub.store.archive import ARCHIVE, Archive, Archived
+from gitpub.store.jobs import Job, JobStore
+
+JOBS = "jobs/"
+#: How far back a first-parent walk looks for the other value before asking C git.
+WALK_LIMIT = 2000
+
+
+class Relation(StrEnum):
+    SAME = "same"
+    REMOTE_AHEAD = "remote-ahead"  # the remote has states this clone has not seen: adopt them
+    LOCAL_AHEAD = "local-ahead"  # this clone has states the remote has not seen yet (normal)
+    DIVERGED = "diverged"  # neither contains the other: the remote's is the truth
+    LOCAL_ONLY = "local-only"  # the remote has no such job (never delivered, or not fetched)
+    REMOTE_ONLY = "remote-only"
+
+
+class Where(StrEnum):
+    LOCAL = "local"
+    REMOTE = "remote"
+    ARCHIVE = "archive"
+
+
+@dataclass(frozen=True)
+class Found:
+    job: Job
+    where: Where
+
+
+class SharedView:
+    """The tracking refs of one remote's job store, read through ``store``."""
+
+    def __init__(self, store: JobStore, prefix: str) -> None:
+        self.store = store
+        self.repo = store.repo
+        self.prefix = prefix  # refs/pub/remote/<remote>/
+
+    def remote_ref(self, job_id: str) -> str:
+        return f"{self.prefix}{JOBS}{job_id}"
+
+    def remote_value(self, job_id: str) -> str | None:
+        """The remote's value of the job's ref as last fetched (None: no such job there)."""
+        return self.repo.read_ref(self.remote_ref(job_id))
+
+    def remote_ids(self) -> list[str]:
+        return sorted(self.repo.list_refs(self.prefix + JOBS))
+
+    def remote_job(self, job_id: str) -> Job | None:
+        sha = self.remote_value(job_id)
+        return None if sha is None else self.store.load_at(job_id, sha)
+
+    def remote_jobs(self) -> Iterator[Job | CorruptStateError]:
+        for job_id, sha in sorted(self.repo.list_refs(self.prefix + JOBS).items()):
+            try:
+                yield self.store.load_at(job_id, sha)
+            except CorruptStateError as e:
+                yield e
+
+    @property
+    def archive_value(self) -> str | None:
+        return self.repo.read_ref(self.prefix + ARCHIVE)
+
+    def archive(self) -> Archive:
+        return Archive(self.repo, self.archive_value)
+
+    def archived(self, job_id: str) -> Archived | None:
+        return self.archive().lookup(job_id)
+
+    def find(self, job_id: str) -> Found | None:
+        """The job as this clone knows it: its own ref, else the remote's, else the archive."""
+        local = self.store.load(job_id)
+        if local is not None:
+            return Found(local, Where.LOCAL)
+        remote = self.remote_job(job_id)
+        if remote is not None:
+            return Found(remote, Where.REMOTE)
+        entry = self.archived(job_id)
+        if entry is not None:
+            return Found(self.store.load_at(job_id, entry.state_commit), Where.ARCHIVE)
+        return None
+
+    def relation(self, local: str | None, remote: str | None) -> Relation:
+        if local == remote:
+            return Relation.SAME if local is not None else Relation.LOCAL_ONLY
+        if remote is None:
+            return Relation.LOCAL_ONLY
+        if local is None:
+            return Relation.REMOTE_ONLY
+        if self.descends(remote, local):
+            return Relation.REMOTE_AHEAD
+        if self.descends(local, remote):
+            return Relation.LOCAL_AHEAD
+        return Relation.DIVERGED
+
+    def descends(self, newer: str, older: str) -> bool:
+        """Whether state commit ``older`` is in ``newer``'s history (first parents first)."""
+        if not self.repo.has_object(newer):
+            return False
+        with contextlib.suppress(GitpubError):
+            for i, info in enumerate(self.repo.first_parent_chain(newer)):
+                if info.sha == older:
+                    return True
+                if i >= WALK_LIMIT:
+                    break
+            else:
+                return False
+        return self.repo.git("merge-base", "--is-ancestor", older, newer).returncode == 0

@@ -1,0 +1,332 @@
+"""The remote as the shared job store: several clones of one git daemon remote as nodes.
+
+Every fault is injected for real: another clone is the racing writer, processes are SIGKILLed
+or SIGSTOPped at named crash points, the server lacks atomic push. At the end of each test the
+branch has every accepted job exactly once, the remote's job refs agree with the trailers, and
+every repository passes ``git fsck --strict`` (the fixture checks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import Site, git
+from netfaults import GitDaemon
+from test_delivery import article, prepare, remote_job_ids
+
+JOBS = "refs/pub/jobs/"
+FAST = "retry: {max_attempts: 50, backoff_base: 0.01, backoff_max: 0.02}\n"
+
+
+@pytest.fixture
+def daemon(site: Site, tmp_path: Path) -> Iterator[GitDaemon]:
+    """The site's origin served by git daemon on 127.0.0.1."""
+    with GitDaemon(tmp_path) as d:
+        site.git("remote", "set-url", "origin", d.url(site.remote.name))
+        yield d
+
+
+def node(site: Site, tmp_path: Path, name: str, extra: str = "") -> Site:
+    """Another clone of the same remote (same URL as the site's origin): another node."""
+    path = tmp_path / name
+    url = site.git("remote", "get-url", "origin").strip()
+    git(tmp_path, "clone", "-q", url, str(path))
+    site.repos.append(path)
+    other = Site(path, site.remote, site.env)
+    other.write_config(extra)
+    return other
+
+
+def remote_state(site: Site, job_id: str) -> dict[str, object] | None:
+    """The job's record as the remote's job ref says (None: no such ref)."""
+    sha = git(site.remote, "rev-parse", "-q", "--verify", JOBS + job_id, check=False).strip()
+    if not sha:
+        return None
+    data: dict[str, object] = json.loads(git(site.remote, "show", f"{sha}:job.json"))
+    return data
+
+
+def branch_tip(site: Site) -> str:
+    return git(site.remote, "rev-parse", "main").strip()
+
+
+def assert_store_agrees(site: Site, job_ids: list[str]) -> None:
+    """Each job exactly once on the branch, and its remote job ref PUBLISHED at that commit."""
+    ids = remote_job_ids(site)
+    assert sorted(ids) == sorted(job_ids), ids
+    for job_id in job_ids:
+        state = remote_state(site, job_id)
+        assert state is not None and state["state"] == "PUBLISHED", state
+        commit = str(state["remote_commit"])
+        trailers = git(site.remote, "log", "-1", "--format=%(trailers:key=Blog-Job-Id,"
+                       "valueonly)", commit).strip()
+        assert trailers == job_id
+        assert git(site.remote, "merge-base", "--is-ancestor", commit, "main",
+                   check=False) == ""
+
+
+def spawn(site: Site, *args: str, env: dict[str, str] | None = None
+          ) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "gitpub", "-C", str(site.path), *args],
+                            env={**site.env, **(env or {})}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def wait_stopped(pid: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            if f.read().rsplit(b")", 1)[1].split()[0] == b"T":
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} did not stop")
+
+
+# -- the atomic delivery ---------------------------------------------------------------------
+
+def test_state_travels_with_the_content_in_one_atomic_push(site: Site, daemon: GitDaemon,
+                                                           tmp_path: Path) -> None:
+    data = prepare(site, "k1", "posts/a.md", article("a"))
+    job_id = str(data["job_id"])
+    trace = tmp_path / "packets"
+    r = site.run("push", "--json", env={"GIT_TRACE_PACKET": str(trace)})
+    assert r.code == 0, r.out + r.err
+    assert_store_agrees(site, [job_id])
+    local = site.git("rev-parse", JOBS + job_id).strip()
+    assert git(site.remote, "rev-parse", JOBS + job_id).strip() == local, "same state commit"
+    packets = trace.read_text("utf-8", "replace")
+    # the fetch asks for the branch and the job store only (protocol v2 ref prefixes)
+    prefixes = {line.split("ref-prefix ", 1)[1].strip() for line in packets.splitlines()
+                if "fetch> ref-prefix " in line}
+    # (git expands the branch's full name by its rev-parse rules: refs/tags/refs/heads/main…)
+    assert {p for p in prefixes if not p.startswith("refs/") or "refs/heads/main" not in p
+            } == {"refs/pub/"}, prefixes
+    # one push carries the branch and the PUBLISHED state, with the atomic capability
+    pushes = [line for line in packets.splitlines()
+              if "refs/heads/main" in line and "push>" in line and "atomic" in line]
+    assert pushes, "the delivery push is atomic"
+    history = site.call("log", "--json", job_id)
+    assert history.code == 0
+
+
+def test_racing_claim_refuses_the_whole_atomic_push(site: Site, daemon: GitDaemon,
+                                                    tmp_path: Path) -> None:
+    """Node A is frozen (SIGSTOP) after recording PUSHING, past its lease; node B takes the
+    job over by compare-and-swap on the remote and dies (SIGKILL) right after its claim.
+    Resumed, A's atomic push would fast-forward the branch, but its job ref's lease no
+    longer holds: the server applies none of it. A stops (fenced); a take-over publishes once."""
+    site.write_config(FAST + "lease_seconds: 2\n")
+    data = prepare(site, "k1", "posts/a.md", article("a"))
+    job_id = str(data["job_id"])
+    b = node(site, tmp_path, "node-b", FAST + "lease_seconds: 2\n")
+    before = branch_tip(site)
+    a = spawn(site, "push", env={"GITPUB_PAUSE_AT": "delivery.pushing-recorded"})
+    try:
+        wait_stopped(a.pid)
+        claim = remote_state(site, job_id)
+        assert claim is not None and claim["state"] == "LOCAL_COMMITTED", "A claimed it"
+        time.sleep(2.3)  # A's lease runs out while it is frozen
+        r = b.run("reconcile", env={"GITPUB_CRASH_AT": "delivery.claimed"})
+        assert r.code == -signal.SIGKILL, r.out + r.err
+        taken = remote_state(site, job_id)
+        assert taken is not None and taken != claim
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
+    out, err = a.communicate(timeout=120)
+    assert branch_tip(site) == before, "A's atomic push landed nothing"
+    assert remote_job_ids(site) == []
+    assert remote_state(site, job_id) == taken, "A never overwrote B's claim"
+    assert b"this node leaves it" in err + out, (out, err)
+    # B died on this host: its claim is free at once; A's clone takes it over and publishes
+    r = site.run("reconcile")
+    assert r.code == 0, r.out + r.err
+    assert_store_agrees(site, [job_id])
+    events = site.call("log", "--json", job_id).json()
+    reasons = " | ".join(str(e["reason"]) for e in events["events"])
+    assert "taken over from" in reasons
+
+
+# -- one key, one job across clones ----------------------------------------------------------
+
+def test_same_key_same_content_on_two_clones_is_one_job(site: Site, daemon: GitDaemon,
+                                                        tmp_path: Path) -> None:
+    b = node(site, tmp_path, "node-b")
+    data = prepare(site, "shared-key", "posts/a.md", article("a"))
+    assert prepare(b, "shared-key", "posts/a.md", article("a"))["job_id"] == data["job_id"]
+    assert site.call("push").code == 0
+    tip = branch_tip(site)
+    r = b.call("push", "--json")
+    assert r.code == 0, r.out + r.err
+    (job,) = r.json()["jobs"]
+    assert job["state"] == "PUBLISHED" and job["job_id"] == data["job_id"]
+    assert branch_tip(site) == tip, "the second clone pushed nothing"
+    assert_store_agrees(site, [str(data["job_id"])])
+    superseded = b.git("for-each-ref", "--format=%(refname)", "refs/pub/superseded/")
+    assert superseded.strip(), "B's own state is kept for inspection"
+
+
+def test_same_key_other_content_on_another_clone_exits_3(site: Site, daemon: GitDaemon,
+                                                         tmp_path: Path) -> None:
+    b = node(site, tmp_path, "node-b")
+    data = prepare(site, "shared-key", "posts/a.md", article("a"))
+    prepare(b, "shared-key", "posts/a.md", article("other"))
+    assert site.call("push").code == 0
+    tip = branch_tip(site)
+    r = b.call("push", "--json")
+    assert r.code == 3, r.out + r.err
+    (job,) = r.json()["jobs"]
+    assert job["state"] == "REVIEW" and job["failure_code"] == "key_reused"
+    assert branch_tip(site) == tip
+    assert_store_agrees(site, [str(data["job_id"])])
+
+
+def test_same_key_on_two_racing_clones(site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
+    """Both nodes deliver the same key at once: the claim's compare-and-swap picks one; the
+    other adopts its record. One publication."""
+    site.write_config(FAST)
+    b = node(site, tmp_path, "node-b", FAST)
+    data = prepare(site, "race-key", "posts/a.md", article("a"))
+    prepare(b, "race-key", "posts/a.md", article("a"))
+    procs = [spawn(n, "push", "--json") for n in (site, b)]
+    results = [p.communicate(timeout=180) for p in procs]
+    for n in (site, b):  # a loser fenced for its run finishes on the next one
+        r = n.run("push")
+        assert r.code == 0, (results, r.out, r.err)
+        assert n.call("status", "--json", str(data["job_id"])).json()["state"] == "PUBLISHED"
+    assert_store_agrees(site, [str(data["job_id"])])
+
+
+# -- take-over -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("point", ["delivery.claimed", "delivery.pushing-recorded"])
+def test_a_dead_nodes_job_is_taken_over_by_another_clone(site: Site, daemon: GitDaemon,
+                                                         tmp_path: Path, point: str) -> None:
+    """A claims the job and is SIGKILLed; B, a clone that never saw the job, takes it over in
+    `reconcile`: probe first, then claim by compare-and-swap, then deliver once."""
+    data = prepare(site, "k1", "posts/a.md", article("a"))
+    job_id = str(data["job_id"])
+    r = site.run("push", env={"GITPUB_CRASH_AT": point})
+    assert r.code == -signal.SIGKILL, r.out + r.err
+    assert remote_state(site, job_id) is not None and remote_job_ids(site) == []
+    b = node(site, tmp_path, "node-b")
+    r = b.run("status", "--json", job_id)  # any clone sees any job
+    assert r.code == 0 and json.loads(r.out)["job_id"] == job_id, r.out + r.err
+    r = b.run("reconcile")
+    assert r.code == 0, r.out + r.err
+    assert "taken over from" in r.err + r.out
+    assert_store_agrees(site, [job_id])
+    log = b.call("log", "--json", job_id).json()
+    assert any("taken over from" in str(e["reason"]) for e in log["events"])
+    tip = branch_tip(site)
+    r = site.run("push", "--json")  # A's clone comes back: adopts, pushes nothing
+    assert r.code == 0, r.out + r.err
+    assert branch_tip(site) == tip
+    assert site.call("status", "--json", job_id).json()["state"] == "PUBLISHED"
+
+
+def test_a_live_lease_is_left_alone(site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
+    """A frozen node whose lease still runs holds its job: another clone does not touch it."""
+    site.write_config("lease_seconds: 600\n")
+    data = prepare(site, "k1", "posts/a.md", article("a"))
+    job_id = str(data["job_id"])
+    a = spawn(site, "push", env={"GITPUB_PAUSE_AT": "delivery.claimed"})
+    try:
+        wait_stopped(a.pid)
+        claim = remote_state(site, job_id)
+        b = node(site, tmp_path, "node-b")
+        r = b.run("reconcile")
+        assert r.code == 0, r.out + r.err
+        assert remote_state(site, job_id) == claim, "B left A's live claim alone"
+        assert b.git("for-each-ref", JOBS).strip() == ""
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
+    out, err = a.communicate(timeout=120)
+    assert a.returncode == 0, out + err
+    assert_store_agrees(site, [job_id])
+
+
+# -- a server without atomic push ------------------------------------------------------------
+
+@pytest.mark.parametrize("point", [None, "shared.pushing-pushed", "shared.content-pushed"])
+def test_without_atomic_push_the_safe_order(site: Site, daemon: GitDaemon,
+                                            point: str | None) -> None:
+    git(site.remote, "config", "receive.advertiseAtomic", "false")
+    data = prepare(site, "k1", "posts/a.md", article("a"))
+    job_id = str(data["job_id"])
+    if point is not None:
+        r = site.run("push", env={"GITPUB_CRASH_AT": point})
+        assert r.code == -signal.SIGKILL, r.out + r.err
+        pushing = remote_state(site, job_id)
+        assert pushing is not None and pushing["state"] == "PUSHING", "claim, PUSHING first"
+        assert remote_job_ids(site) == ([job_id] if point == "shared.content-pushed" else [])
+    r = site.run("push")
+    assert r.code == 0, r.out + r.err
+    if point != "shared.content-pushed":  # (then the probe finds it: nothing to push)
+        assert "does not support atomic pushes" in r.err + r.out
+    assert_store_agrees(site, [job_id])
+
+
+# -- any clone resolves any job --------------------------------------------------------------
+
+def test_another_clone_resolves_a_job_it_never_had(site: Site, daemon: GitDaemon,
+                                                   tmp_path: Path) -> None:
+    """A's job ends in CONFLICT (its state goes to the remote store); B, which never had the
+    job, abandons it; A's clone then adopts the remote's SKIPPED and pushes nothing."""
+    b = node(site, tmp_path, "node-b")
+    data = prepare(site, "k1", "posts/welcome.md", "# Welcome\n\nMine.\n")
+    job_id = str(data["job_id"])
+    (b.path / "posts/welcome.md").write_text("# Welcome\n\nTheirs.\n")
+    b.git("commit", "-qam", "their edit")
+    b.git("push", "-q", "origin", "HEAD:main")
+    assert site.call("push").code == 4
+    conflict = remote_state(site, job_id)
+    assert conflict is not None and conflict["state"] == "CONFLICT"
+    r = b.call("resolve", "--json", job_id, "--abandon")
+    assert r.code == 0, r.out + r.err
+    assert r.json()["jobs"][0]["state"] == "SKIPPED"
+    skipped = remote_state(site, job_id)
+    assert skipped is not None and skipped["state"] == "SKIPPED", "shared by compare-and-swap"
+    tip = branch_tip(site)
+    assert site.call("reconcile").code == 0  # fetches the store: syncs the job A has
+    assert site.call("status", "--json", job_id).json()["state"] == "SKIPPED"
+    assert branch_tip(site) == tip and remote_job_ids(site) == []
+
+
+# -- three nodes, random kills ---------------------------------------------------------------
+
+def test_three_nodes_with_random_kills_publish_each_job_once(site: Site, daemon: GitDaemon,
+                                                             tmp_path: Path) -> None:
+    """Three clones deliver three jobs each at once; each node's first run is SIGKILLed at a
+    delivery crash point drawn from a seeded generator. Reconcile (take-over included) on
+    every node until nothing is left: every job on the branch exactly once, the remote's job
+    refs agreeing with the trailers."""
+    import random
+
+    points = ["delivery.fetched", "delivery.claimed", "delivery.pushing-recorded",
+              "delivery.pushed", "delivery.published-recorded"]
+    rng = random.Random(15)
+    site.write_config(FAST)
+    nodes = [site, node(site, tmp_path, "node-b", FAST), node(site, tmp_path, "node-c", FAST)]
+    expected = []
+    for n, writer in enumerate(nodes):
+        for i in range(3):
+            data = prepare(writer, f"n{n}-{i}", f"posts/n{n}/{i}.md", article(f"{n}-{i}"))
+            expected.append(str(data["job_id"]))
+    kills = {str(w.path): f"{rng.choice(points)}:{rng.randint(1, 3)}" for w in nodes}
+    procs = [spawn(w, "push", env={"GITPUB_CRASH_AT": kills[str(w.path)]}) for w in nodes]
+    for p in procs:
+        p.communicate(timeout=300)
+    for _ in range(6):
+        codes = [w.run("reconcile", timeout=300).code for w in nodes]
+        if not codes[0] and not codes[1] and not codes[2] and \
+                sorted(remote_job_ids(site)) == sorted(expected):
+            break
+    assert_store_agrees(site, expected)
