@@ -12,6 +12,9 @@ from test_delivery import article, prepare
 from gitpub.git.notes import add_notes
 from gitpub.git.repo import Repository
 
+#: CI's secret (``GITPUB_CONFIRM_KEY``): the runs in CI clones are authenticated.
+KEY = "ci-secret-0123456789abcdef"
+
 
 def publish(site: Site, n: int, start: int = 0) -> list[str]:
     for i in range(start, start + n):
@@ -26,7 +29,7 @@ def ci_clone(site: Site, tmp_path: Path, name: str, depth: int | None = 1) -> Si
     args = ["clone", "-q", "--no-local"] + ([f"--depth={depth}"] if depth else [])
     git(tmp_path, *args, site.remote.as_uri(), str(path))
     site.repos.append(path)
-    return Site(path, site.remote, site.env)
+    return Site(path, site.remote, {**site.env, "GITPUB_CONFIRM_KEY": KEY})
 
 
 def remote_notes(site: Site, commit: str) -> str:
@@ -74,7 +77,7 @@ def test_racing_confirm_runs_keep_each_others_notes(site: Site, tmp_path: Path) 
     clones = [ci_clone(site, tmp_path, f"ci{i}", depth=None) for i in range(2)]
     ranges = [f"{first}..{commits[1]}", f"{commits[1]}..{commits[3]}"]
     procs = [subprocess.Popen([sys.executable, "-m", "gitpub", "-C", str(c.path), "confirm",
-                               "--range", rng], env=site.env, stdout=subprocess.PIPE,
+                               "--range", rng], env=c.env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE) for c, rng in zip(clones, ranges,
                                                                          strict=True)]
     results = [(*p.communicate(timeout=120), p.returncode) for p in procs]
@@ -130,7 +133,10 @@ def message_of(repo: Path, commit: str) -> bytes:
     return git(repo, "cat-file", "commit", commit).split("\n\n", 1)[1].encode()
 
 
-def job_commit_message(files: dict[str, str], job_id: str = "forged-job") -> bytes:
+FORGED_JOB = "0badf00d-0000-5000-8000-000000000000"
+
+
+def job_commit_message(files: dict[str, str], job_id: str = FORGED_JOB) -> bytes:
     """A well-formed job message for ``files``: its manifest and hash are right."""
     from gitpub.core.manifest import Manifest
 
@@ -214,7 +220,9 @@ def test_a_prefix_switch_in_the_same_push_does_not_hide_a_tampered_commit(
     assert r.code == 1, r.out + r.err
     data = r.json()
     assert data["bad"] == [bad] and data["config_changes"] == [switch]
-    assert data["prefixes"] == ["Blog"]
+    # the switch only adds a prefix to check: Blog (the start's and the default) stays
+    assert data["prefixes"] == ["Blog", "Evil"]
+    assert any("trailer_prefix changes to Evil" in r for r in data["remarks"])
     # from the next run on, the new configuration applies, and Blog is still checked
     r = ci_clone(site, tmp_path, "ci2").run("confirm", "--json")
     assert r.json()["prefixes"] == ["Evil", "Blog"] and r.code == 1

@@ -266,6 +266,28 @@ def test_unicode_normalisation_twins_go_to_review(site: Site, tmp_path: Path) ->
     assert nfc in detail and nfd in detail
 
 
+def test_a_case_twin_pushed_after_the_snapshot_is_a_conflict_at_rebase(site: Site,
+                                                                       tmp_path: Path) -> None:
+    """t19: our job (posts/Hello.md) was prepared against a base without a twin; meanwhile
+    another clone publishes posts/hello.md. The rebase finds it: CONFLICT, nothing pushed."""
+    ours = prepare(site, "--key", "ka", "--to", "posts/Hello.md", "-", input="# A\n")
+    assert ours.code == 0 and ours.json()["state"] == "LOCAL_COMMITTED", ours.err
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(site.remote), str(other))
+    site.repos.append(other)
+    (other / "posts/hello.md").write_text("# B\n")
+    git(other, "add", "posts/hello.md")
+    git(other, "commit", "-q", "-m", "B")
+    git(other, "push", "-q", "origin", "HEAD:main")
+    r = site.call("push", "--json")
+    assert r.code == 4, r.out + r.err
+    job = r.json()["jobs"][0]
+    assert job["state"] == "CONFLICT" and job["failure_code"] == "target_changed", job
+    assert "posts/hello.md now exists, which differs only in case" in job["failure_detail"]
+    listed = git(site.remote, "ls-tree", "-r", "--name-only", "main").split()
+    assert "posts/Hello.md" not in listed and "posts/hello.md" in listed
+
+
 def test_the_case_rule_is_the_one_in_core() -> None:
     assert paths.case_twins(["a/B.md", "a/b.md", "c.md"]) == [("a/B.md", "a/b.md")]
     assert paths.case_twins(["Posts/a.md", "posts/b.md"]) == [("Posts/a.md", "posts/b.md")]
@@ -280,9 +302,22 @@ STEERING = [".gitpub.yaml", ".github/workflows/evil.yml", ".gitlab-ci.yml", ".gi
             ".GitHub/workflows/x.yml", ".git\u200chub/workflows/x.yml",
             "GITHUB~1/workflows/x.yml", "GITMOD~1", "gi7eba~1", ".mailmap", "MAILMA~1",
             ".circleci/config.yml", "Jenkinsfile", ".travis.yml", ".pre-commit-config.yaml",
-            "posts/.github/x.md", ".gitea/workflows/x.yml", ".forgejo/workflows/x.yml"]
+            "posts/.github/x.md", ".gitea/workflows/x.yml", ".forgejo/workflows/x.yml",
+            # the gaps an attack found (t10): other CI services, owners, hosting, builds,
+            # editors and bots — each runs or decides something when the file changes
+            ".drone.yaml", ".woodpecker/build.yml", ".woodpecker.yaml", ".cirrus.yml",
+            "appveyor.yml", ".appveyor.yml", ".semaphore/semaphore.yml", "bitrise.yml",
+            "codemagic.yaml", ".readthedocs.yaml", ".azure-pipelines/ci.yml",
+            "azure-pipelines.yaml", "Jenkinsfile.release", ".buildkite/pipeline.yml",
+            "CODEOWNERS", "docs/CODEOWNERS", "netlify.toml", "vercel.json", ".vercel/project.json",
+            "package.json", ".npmrc", ".yarnrc.yml", "Makefile", "GNUmakefile", ".lfsconfig",
+            ".devcontainer/devcontainer.json", ".devcontainer.json", ".vscode/tasks.json",
+            ".envrc", "renovate.json", ".renovaterc.json", "Makefile.", "PACKAGE.JSON",
+            "netlify.toml "]
 NOT_STEERING = ["posts/git.md", "posts/github.md", "posts/a.git.md", "docs/Jenkinsfile",
-                "posts/.circleci/x.md", "gitpub.md", "posts/git~x.md", "static/gi/x.css"]
+                "posts/.circleci/x.md", "gitpub.md", "posts/git~x.md", "static/gi/x.css",
+                "posts/package.json", "static/Makefile", "posts/CODEOWNERS.md",
+                "docs/netlify.toml", "posts/vercel.json.md", "posts/.vscode/x.md"]
 
 
 @pytest.mark.parametrize("path", STEERING)

@@ -557,8 +557,11 @@ def test_the_event_history_records_each_phase(site: Site) -> None:
     subjects = site.git("log", "--first-parent", "--format=%s",
                         f"refs/pub/jobs/{data['job_id']}").splitlines()
     states = [s.split(":", 1)[0] for s in reversed(subjects)]
-    assert states == ["RECEIVED", "PREPARING", "READY_TO_COMMIT", "LOCAL_COMMITTING",
-                      "LOCAL_COMMITTED"]
+    # the once-per-job history search records its own event, in the state it ran in
+    distinct = [st for i, st in enumerate(states) if i == 0 or states[i - 1] != st]
+    assert distinct == ["RECEIVED", "PREPARING", "READY_TO_COMMIT", "LOCAL_COMMITTING",
+                        "LOCAL_COMMITTED"]
+    assert len(states) == len(distinct) + 1
 
 
 def test_usage_errors_change_nothing(site: Site, tmp_path: Path) -> None:

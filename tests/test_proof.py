@@ -180,3 +180,110 @@ def test_recover_does_not_take_a_local_forgery(site: Site, tmp_path: Path) -> No
     events = site.call("log", "--json", job_id).json()["events"]
     assert not any(forged in e["reason"] for e in events), events
     assert any("rebuilding the commit" in e["reason"] for e in events), events
+
+
+# -- one job id, one publication: also when the base already holds it ---------------------------
+
+def test_the_same_key_in_a_fresh_clone_never_overwrites_the_publication(site: Site,
+                                                                         tmp_path: Path) -> None:
+    """An agent re-run on a fresh runner: the publication is in the new clone's base, where the
+    probe (after the base) never looks. The once-per-job history search finds it."""
+    first = prepare(site, "weekly-2024-05", "posts/weekly.md", article("one"))
+    assert site.call("push").code == 0
+    fresh = second_site(site, tmp_path, "fresh")
+    r = fresh.call("prepare", "--json", "--key", "weekly-2024-05", "--to", "posts/weekly.md",
+                   "-", input=article("TWO, regenerated"))
+    assert r.code == EXIT_KEY_REUSED, r.out + r.err
+    assert r.json()["failure_code"] == "key_reused" and r.json()["job_id"] == first["job_id"]
+    assert fresh.call("push").code == 0  # nothing to deliver
+    assert len(remote_claims(site, str(first["job_id"]))) == 1
+    assert git(site.remote, "show", "main:posts/weekly.md") == article("one")
+    # another path under the same key: refused the same way
+    other = second_site(site, tmp_path, "fresh2")
+    r = other.call("prepare", "--json", "--key", "weekly-2024-05", "--to", "posts/other.md",
+                   "-", input=article("other"))
+    assert r.code == EXIT_KEY_REUSED, r.out + r.err
+    assert git(site.remote, "ls-tree", "main", "posts/other.md").strip() == ""
+
+
+def test_the_same_request_in_a_clone_that_pulled_is_already_published(site: Site,
+                                                                       tmp_path: Path) -> None:
+    job = prepare(site, "k1", "posts/hello.md", article("hello"))
+    r = site.call("push", "--json")
+    assert r.code == 0, r.err
+    published = r.json()["jobs"][0]["remote_commit"]
+    other = second_site(site, tmp_path)
+    r = other.call("prepare", "--json", "--key", "k1", "--to", "posts/hello.md", "-",
+                   input=article("hello"))
+    assert r.code == 0, r.err
+    assert r.json()["state"] == "PUBLISHED" and r.json()["remote_commit"] == published
+    assert other.call("push").code == 0
+    assert remote_claims(site, str(job["job_id"])) == [published]
+    events = other.call("log", "--json", str(job["job_id"])).json()["events"]
+    assert any(e["phase"] == "history" and "already its publication" in e["reason"]
+               for e in events), events
+
+
+def test_a_local_base_is_searched_at_the_first_delivery(site: Site, tmp_path: Path) -> None:
+    """A clone without the remote-tracking branch snapshots its local branch: its history is
+    searched once, at the first delivery, in the fetched remote branch."""
+    job = prepare(site, "k1", "posts/hello.md", article("hello"))
+    assert site.call("push").code == 0
+    other = second_site(site, tmp_path)
+    other.git("update-ref", "-d", "refs/remotes/origin/main")
+    r = other.call("prepare", "--json", "--key", "k1", "--to", "posts/hello.md", "-",
+                   input=article("changed"))
+    assert r.code == 0 and r.json()["state"] == "LOCAL_COMMITTED", r.err
+    r = other.call("push", "--json")
+    assert r.code == EXIT_KEY_REUSED, r.out + r.err
+    assert len(remote_claims(site, str(job["job_id"]))) == 1
+    events = other.call("log", "--json", str(job["job_id"])).json()["events"]
+    assert [e["phase"] for e in events].count("history") == 2  # deferred, then searched
+
+
+def test_the_history_index_follows_the_branch(site: Site, tmp_path: Path) -> None:
+    """``.git/pub/job-ids`` is brought up to each base incrementally, and rebuilt when the
+    branch was rewritten under it."""
+    from gitpub.verify.history import INDEX_FILE, commits_mentioning
+
+    message = job_message_for(site, prepare(site, "a", "posts/a.md", article("a")))
+    site.call("push")
+    with Repository.discover(site.path) as repo:
+        tip = repo.read_ref("refs/remotes/origin/main")
+        assert tip is not None
+        job_id = message[1]
+        assert commits_mentioning(repo, tip, job_id) == [tip]
+        index = repo.pub_dir / INDEX_FILE
+        assert index.read_bytes().startswith(b"gitpub job-id index v1 through " + tip.encode())
+        # a rewritten branch: the entry is gone with it
+        site.git("update-ref", "refs/remotes/origin/main", f"{tip}~1")
+        older = repo.read_ref("refs/remotes/origin/main")
+        assert older is not None and commits_mentioning(repo, older, job_id) == []
+        index.write_bytes(b"torn")
+        assert commits_mentioning(repo, tip, job_id) == [tip]  # unreadable: rebuilt
+
+
+def job_message_for(site: Site, job: dict[str, object]) -> tuple[bytes, str]:
+    return job_message(site, str(job["job_id"])), str(job["job_id"])
+
+
+def test_a_prefix_change_after_a_lost_push_reply_is_not_a_second_publication(
+        site: Site, tmp_path: Path) -> None:
+    """Killed right after the push; meanwhile `trailer_prefix` changed on the remote and the
+    publisher pulled. The probe reads the job's own commit's prefix too."""
+    job = prepare(site, "k1", "posts/hello.md", article("hello"))
+    r = site.run("push", env={"GITPUB_CRASH_AT": "delivery.pushed"})
+    assert r.code == -9
+    attacker = tmp_path / "colleague"
+    git(tmp_path, "clone", "-q", str(site.remote), str(attacker))
+    site.repos.append(attacker)
+    config = (attacker / ".gitpub.yaml").read_text() + "trailer_prefix: Site\n"
+    (attacker / ".gitpub.yaml").write_text(config)
+    git(attacker, "commit", "-q", "-am", "config: our own trailer prefix")
+    git(attacker, "push", "-q", "origin", "HEAD:main")
+    site.git("pull", "-q", "--no-rebase", "origin", "main")
+    r = site.call("reconcile", "--json")
+    assert r.code == 0, r.out + r.err
+    row = next(j for j in r.json()["jobs"] if j["job_id"] == job["job_id"])
+    assert row["state"] == "PUBLISHED"
+    assert len(remote_claims(site, str(job["job_id"]))) == 1

@@ -124,3 +124,26 @@ def test_an_old_cache_holding_a_secret_is_dropped(site: Site) -> None:
     config = load_config(site.path, cache.parent)
     assert config.gates[0].name == "notify"  # the file, not the stale cache
     assert not cache.exists()
+
+
+@pytest.mark.parametrize("key", ["node", "trailer_prefix"])
+def test_a_secret_as_node_or_trailer_prefix_is_refused(site: Site, key: str) -> None:
+    """t6: both end up in every commit's trailers and job record: refused, nothing stored."""
+    config = site.path / ".gitpub.yaml"
+    kept = [ln for ln in config.read_text().splitlines() if not ln.startswith(f"{key}:")]
+    config.write_text("\n".join([*kept, f"{key}: {AWS}"]) + "\n")
+    r = site.run("prepare", "--key", "k", "--to", "posts/a.md", "-", input="# Fine\n")
+    assert r.code == 2, r.out + r.err
+    assert f"{key}: looks like a secret" in r.err
+    assert site.git("for-each-ref", "refs/pub") == ""
+    assert not leaks(site, r.out, r.err)
+
+
+def test_a_secret_in_the_author_is_not_published(site: Site) -> None:
+    """The author of a job commit comes from git's user.name: sanitized before it is stored."""
+    site.git("config", "user.name", f"Deploy {GITHUB}")
+    r = site.run("prepare", "--json", "--key", "k", "--to", "posts/a.md", "-", input="# Fine\n")
+    assert r.code == 0, r.out + r.err
+    assert site.run("push").code == 0
+    assert not leaks(site, r.out, r.err)
+    assert GITHUB not in site.git("log", "-1", "--format=%an %ae", "origin/main")

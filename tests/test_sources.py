@@ -210,3 +210,51 @@ def test_a_secret_in_the_key_is_refused(site: Site) -> None:
     assert r.code == 2 and TOKEN not in r.out + r.err
     assert site.git("for-each-ref", "refs/pub") == ""
     assert TOKEN.encode() not in site.all_objects_text()
+
+
+def test_a_directory_swapped_for_a_link_out_while_a_link_is_read_is_never_followed(
+        tmp_path: Path) -> None:
+    """t9, the race: ``bundle/l`` links to ``sub/f.md`` inside; another process keeps swapping
+    ``bundle/sub`` between the real directory and a link to a directory outside that holds an
+    ``f.md`` of its own. However the swaps fall between the check and the read, the read is
+    either the inside file or refused — never the outside one."""
+    import threading
+    import time
+
+    from gitpub.app.sources import read_directory
+    from gitpub.core.errors import UsageError
+
+    bundle, away = tmp_path / "bundle", tmp_path / "away"
+    (bundle / "sub").mkdir(parents=True)
+    away.mkdir()
+    (bundle / "sub" / "f.md").write_text(ARTICLE)
+    (away / "f.md").write_text(OUTSIDE)
+    (bundle / "l.md").symlink_to(Path("sub/f.md"))
+    link, held = tmp_path / "link-out", tmp_path / "held"
+    link.symlink_to(away, target_is_directory=True)
+    stop = threading.Event()
+
+    def swap() -> None:
+        while not stop.is_set():
+            os.rename(bundle / "sub", held)
+            os.rename(link, bundle / "sub")
+            os.rename(bundle / "sub", link)
+            os.rename(held, bundle / "sub")
+
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    read, refusals = 0, 0
+    try:
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            try:
+                found = dict(read_directory(str(bundle)))
+            except UsageError:
+                refusals += 1
+                continue
+            read += 1
+            assert all(b"secret plans" not in s.data for s in found.values()), found
+    finally:
+        stop.set()
+        swapper.join()
+    assert read + refusals > 100

@@ -13,7 +13,11 @@ Sources stay what they claim to be, and reading them never waits:
 - a directory SOURCE publishes the files below it, walked through directory descriptors with
   ``O_NOFOLLOW``: a symbolic link in it is followed only when it resolves to a regular file
   inside the directory; a link that leads out of it (or to a directory, or nowhere) is refused,
-  naming it. So a directory never publishes a file from elsewhere.
+  naming it. So a directory never publishes a file from elsewhere. A link is resolved the same
+  way, component by component from the directory's own descriptor (``_open_inside``): each
+  directory opened relative to the one before with ``O_NOFOLLOW | O_DIRECTORY``, the file with
+  ``O_NOFOLLOW``, ``..`` never above the directory. Nothing is re-opened by path after it was
+  checked, so a directory swapped for a link to elsewhere in between is refused, not followed.
 
 ``resolve --from FILE`` reads the merged content under the same rules (``read_merged``), bounded
 by ``MAX_MERGED_BYTES`` (an endless pipe is refused, not read forever), and refuses empty
@@ -174,19 +178,35 @@ def read_directory(root: str) -> list[tuple[str, Source]]:
         raise UsageError(f"cannot read {_shown(root)}: {e.strerror or e}") from None
     found: list[tuple[str, Source]] = []
     try:
-        _walk(fd, root, real_root, "", found)
+        _walk(_Root(fd, root, real_root), fd, "", found)
     finally:
         os.close(fd)
     return sorted(found, key=lambda item: item[0])
 
 
-def _walk(dir_fd: int, root: str, real_root: str, rel_dir: str,
-          found: list[tuple[str, Source]]) -> None:
+class _Root:
+    """The directory SOURCE being read: its descriptor, its name and its real path."""
+
+    def __init__(self, fd: int, name: str, real: str) -> None:
+        self.fd, self.name, self.real = fd, name, real
+        self.spellings = tuple(dict.fromkeys((real, os.path.abspath(name))))
+
+    def inside(self, target: str) -> str | None:
+        """An absolute link target as a path relative to the root, None if it is elsewhere."""
+        for spelling in self.spellings:
+            if target == spelling:
+                return ""
+            if target.startswith(spelling.rstrip("/") + "/"):
+                return target[len(spelling.rstrip("/")) + 1:]
+        return None
+
+
+def _walk(root: _Root, dir_fd: int, rel_dir: str, found: list[tuple[str, Source]]) -> None:
     with os.scandir(dir_fd) as entries:
         names = sorted(entry.name for entry in entries)
     for name in names:
         rel = rel_dir + name
-        label = os.path.join(root, rel)
+        label = os.path.join(root.name, rel)
         try:
             mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
         except OSError as e:
@@ -198,30 +218,96 @@ def _walk(dir_fd: int, root: str, real_root: str, rel_dir: str,
             except OSError as e:
                 raise UsageError(f"cannot read {_shown(label)}: {e.strerror or e}") from None
             try:
-                _walk(sub, root, real_root, rel + "/", found)
+                _walk(root, sub, rel + "/", found)
             finally:
                 os.close(sub)
         elif stat.S_ISREG(mode):
             found.append((rel, Source(label, _read_regular(name, label, dir_fd, True))))
         elif stat.S_ISLNK(mode):
-            found.append((rel, Source(label, _read_link(root, real_root, rel, label))))
+            found.append((rel, Source(label, _read_link(root, rel, label))))
         else:
             raise _refuse(label, mode)
 
 
-def _read_link(root: str, real_root: str, rel: str, label: str) -> bytes:
+#: At most this many symbolic links on the way to one file (Linux's own limit).
+_MAX_LINKS = 40
+
+
+def _read_link(root: _Root, rel: str, label: str) -> bytes:
     """The content a symbolic link inside ``root`` leads to: only a regular file inside it."""
-    target = os.path.realpath(os.path.join(real_root, rel))
-    if os.path.commonpath([real_root, target]) != real_root:
-        raise UsageError(
-            f"{_shown(label)} is a symbolic link that leads out of {_shown(root)}: refused",
-            hint="a directory SOURCE publishes only what is inside it; copy the file in")
+    fd = _open_inside(root, rel.split("/"), label)
+    with open(fd, "rb", closefd=True) as file:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _refuse(label, mode)
+        return file.read()
+
+
+def _out_of(root: _Root, label: str) -> UsageError:
+    return UsageError(
+        f"{_shown(label)} is a symbolic link that leads out of {_shown(root.name)}: refused",
+        hint="a directory SOURCE publishes only what is inside it; copy the file in")
+
+
+def _open_inside(root: _Root, parts: list[str], label: str) -> int:
+    """Open the regular file that ``parts`` (a path relative to ``root``) resolves to, following
+    symbolic links component by component from the root's descriptor; refused when the way
+    leaves the root, ends anywhere but at a regular file, or changes while it is walked."""
+    stack = [os.dup(root.fd)]  # the directories from the root down to where we are
+    pending = list(reversed(parts))  # components still to resolve, the next one last
+    links = 0
     try:
-        mode = os.stat(target, follow_symlinks=False).st_mode
-    except OSError:
-        raise UsageError(f"{_shown(label)} is a broken symbolic link") from None
-    if not stat.S_ISREG(mode):
-        raise UsageError(f"{_shown(label)} is a symbolic link to {_kind(mode)}: refused",
+        while pending:
+            name = pending.pop()
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if len(stack) == 1:
+                    raise _out_of(root, label)
+                os.close(stack.pop())
+                continue
+            here = stack[-1]
+            try:
+                mode = os.stat(name, dir_fd=here, follow_symlinks=False).st_mode
+            except OSError:
+                raise UsageError(f"{_shown(label)} is a broken symbolic link") from None
+            if stat.S_ISLNK(mode):
+                links += 1
+                if links > _MAX_LINKS:
+                    raise UsageError(f"{_shown(label)}: too many levels of symbolic links")
+                try:
+                    target = os.readlink(name, dir_fd=here)
+                except OSError as e:  # it changed since the stat
+                    raise UsageError(f"cannot read {_shown(label)}: {e.strerror or e} (it "
+                                     "changed while it was read)") from None
+                if target.startswith("/"):
+                    inside = root.inside(os.path.normpath(target))
+                    if inside is None:
+                        raise _out_of(root, label)
+                    while len(stack) > 1:
+                        os.close(stack.pop())
+                    target = inside
+                pending.extend(reversed(target.split("/")))
+                continue
+            if pending and not stat.S_ISDIR(mode):
+                raise UsageError(f"{_shown(label)} is a broken symbolic link")
+            if not pending and not stat.S_ISREG(mode):
+                raise UsageError(f"{_shown(label)} is a symbolic link to {_kind(mode)}: refused",
+                                 hint="a symbolic link in a directory SOURCE may lead only to a "
+                                      "file inside it")
+            flags = (os.O_RDONLY | _DIRECTORY if pending else os.O_RDONLY | _NONBLOCK) \
+                | _NOFOLLOW | _CLOEXEC
+            try:
+                fd = os.open(name, flags, dir_fd=here)
+            except OSError as e:
+                raise UsageError(f"cannot read {_shown(label)}: {e.strerror or e} (it changed "
+                                 "while it was read)") from None
+            if not pending:
+                return fd
+            stack.append(fd)
+        raise UsageError(f"{_shown(label)} is a symbolic link to a directory: refused",
                          hint="a symbolic link in a directory SOURCE may lead only to a file "
                               "inside it")
-    return _read_regular(target, label, nofollow=True)
+    finally:
+        for fd in stack:
+            os.close(fd)

@@ -185,7 +185,8 @@ def confirm_json(report: ConfirmReport) -> dict[str, Any]:
             "accepted": [{"commit": c, "acceptance": line} for c, line in report.accepted],
             "start": report.start, "prefixes": list(report.prefixes),
             "config_changes": report.config_changes, "remarks": report.remarks,
-            "notes_pushed": report.notes_pushed, "deepened": report.deepened}
+            "notes_pushed": report.notes_pushed, "deepened": report.deepened,
+            "authenticated": report.authenticated, "rewritten": report.rewritten}
 
 
 def confirm_text(report: ConfirmReport, accepting: str | None = None) -> str:
@@ -197,6 +198,9 @@ def confirm_text(report: ConfirmReport, accepting: str | None = None) -> str:
         human += [f"BAD {v.commit} (job {v.job_id}): {'; '.join(v.problems)}"
                   for v in report.bad]
     new = {v.commit for v in report.bad}
+    human += [f"BAD {c}: checked-through point no longer in the branch's history (rewritten)"
+              for c in report.rewritten]
+    new |= set(report.rewritten)
     human += [f"still BAD {c} (not accepted): {line}" for c, line in report.open_bad
               if c not in new]
     human += [f"accepted {c}: {line}" for c, line in report.accepted]

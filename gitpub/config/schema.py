@@ -30,6 +30,7 @@ from gitpub.config.model import (
     sanitize_node,
 )
 from gitpub.core.globs import CONTROL_RE, glob_regex, path_problem, shown
+from gitpub.core.paths import is_steering
 from gitpub.core.paths import path_problem as repository_path_problem
 
 TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
@@ -143,6 +144,14 @@ class Parser(ChannelRules):
                 f"start from the template `git pub init` writes, e.g. 'remote: {DEFAULT_REMOTE}'",
             )
         config = Config(**self.section(Config, data, ""))
+        named = set(config.publish or ())
+        for index, font in enumerate(config.fonts):
+            if is_steering(font.output) and font.output not in named:
+                self.fail(f"fonts[{index}].output",
+                          f"{shown(font.output)} steers git, CI or gitpub (.git*, CI and tool "
+                          "files): a font may be written there only if `publish` names it "
+                          "exactly", "choose an output under your site's static files, e.g. "
+                                     "static/fonts/site.woff2")
         if config.channels and config.site.url is None:
             self.fail("site.url", "required when channels are configured",
                       "every payload carries the article's canonical URL: site.url + site.path")
@@ -176,8 +185,19 @@ class Parser(ChannelRules):
             self.fail(key, f"{problem[0]}, got {shown(branch)}", problem[1])
         return branch
 
+    def no_secret(self, value: str, key: str) -> None:
+        """A value that ends up in every commit's trailers and in job records: refused when the
+        sanitizer would redact it (it would be published, not redacted)."""
+        from gitpub.core.sanitize import contains_secret  # 40 ms: only when a file is parsed
+
+        if contains_secret(value):
+            self.fail(key, "looks like a secret (the sanitizer would redact it), and it would "
+                           "be written into every commit's trailers and job record",
+                      "use a plain name; a secret does not belong in .gitpub.yaml")
+
     def trailer_prefix(self, value: object, key: str) -> str:
         prefix = self.string(value, key)
+        self.no_secret(prefix, key)
         if not _TRAILER_TOKEN_RE.fullmatch(prefix):
             self.fail(
                 key,
@@ -189,6 +209,7 @@ class Parser(ChannelRules):
 
     def node(self, value: object, key: str) -> str:
         node = self.string(value, key)
+        self.no_secret(node, key)
         if not _NODE_RE.fullmatch(node) or ".." in node:
             self.fail(
                 key,

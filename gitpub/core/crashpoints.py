@@ -26,6 +26,7 @@ CRASH_POINTS: tuple[str, ...] = (
     "prepare.base-snapshotted",
     "prepare.draft-ran",
     "prepare.draft-recorded",
+    "prepare.history-checked",
     "prepare.judge-ran",
     "prepare.judge-recorded",
     "prepare.gates-ran",

@@ -17,10 +17,10 @@ Three questions, asked of every path a job would write:
    ``<>:"|?*``, a trailing dot or space).
 2. **Does it steer git, CI or gitpub?** (``is_steering``) ``.gitpub.yaml``, ``.github/``,
    ``.gitmodules``, ``.gitattributes``, ``.githooks/``, ``.gitlab-ci.yml`` — any component
-   that starts with ``.git`` in any spelling a file system folds to it — and the well-known CI
-   files of other services at the root (``STEERING_ROOT_NAMES``). A job may write one only if
-   the configuration names it exactly (``Scope``); ``confirm`` and pre-push treat a job commit
-   that touches one as suspect.
+   that starts with ``.git`` in any spelling a file system folds to it — and the files of other
+   CI services, builds, deployments and tools in the one table ``STEERING``. A job may write
+   one only if the configuration names it exactly (``Scope``); ``confirm`` and pre-push treat
+   a job commit that touches one as suspect.
 3. **Is it in the write scope?** (``Scope``) The configuration's ``publish`` globs.
 
 Also ``case_key``: the form in which two paths that a case-insensitive (and
@@ -56,14 +56,31 @@ _WINDOWS_FORBIDDEN = re.compile(r'[<>:"|?*]')
 _WINDOWS_RESERVED = re.compile(
     r"(?:aux|prn|nul|con|conin\$|conout\$|com[1-9]|lpt[0-9]) *(?:[.:]|$)")
 
-#: Steering files of CI services and tools, at the repository root (compared case-insensitively,
-#: as a checkout on a case-insensitive file system would). Every name that starts with ``.git``
-#: (``.github/``, ``.gitlab-ci.yml``, ``.gitpub.yaml``, ...) steers too, at any depth.
-STEERING_ROOT_NAMES = frozenset({
-    ".circleci", ".travis.yml", ".drone.yml", ".woodpecker", ".woodpecker.yml",
-    ".woodpecker.yaml", ".forgejo", ".buildkite", "jenkinsfile", "azure-pipelines.yml",
-    "bitbucket-pipelines.yml", ".pre-commit-config.yaml", ".pre-commit-hooks.yaml",
-})
+#: Paths that steer a CI service, a build, a deployment or a tool, from the repository root —
+#: the one table (every name that starts with ``.git`` — ``.github/``, ``.gitlab-ci.yml``,
+#: ``.gitpub.yaml``, ``.gitmodules`` … — steers too, at any depth: ``is_steering``). An entry
+#: is a ``/``-separated path whose components may hold ``*`` (within one component); one that
+#: ends in ``/`` covers everything below. Compared with each component folded as the most
+#: forgiving file system folds it (ASCII case, HFS+ ignorables, trailing dots and spaces).
+STEERING: tuple[str, ...] = (
+    # CI services (GitHub, GitLab, Gitea and Forgejo live under .github/, .gitlab*, .gitea/)
+    ".circleci/", ".travis.yml", ".drone.y*ml", ".woodpecker/", ".woodpecker.y*ml",
+    ".forgejo/", ".buildkite/", "jenkinsfile*", "azure-pipelines.y*ml", ".azure-pipelines/",
+    "bitbucket-pipelines.yml", ".cirrus.y*ml", ".cirrus.star", "appveyor.y*ml",
+    ".appveyor.y*ml", ".semaphore/", "bitrise.y*ml", "codemagic.y*ml", ".readthedocs.y*ml",
+    # who must review what
+    "codeowners", "docs/codeowners",
+    # hosting and deployment
+    "netlify.toml", "vercel.json", "now.json", ".vercel/",
+    # package managers and builds: they run the scripts these name
+    "package.json", ".npmrc", ".yarnrc*", ".pnpmfile.cjs", "makefile", "gnumakefile",
+    ".lfsconfig",
+    # editors, shells and hooks that run what these say when the directory is opened
+    ".devcontainer/", ".devcontainer.json", ".vscode/", ".envrc", ".pre-commit-config.yaml",
+    ".pre-commit-hooks.yaml",
+    # dependency bots
+    "renovate.json", "renovate.json5", ".renovaterc", ".renovaterc.json", ".renovaterc.json5",
+)
 
 #: Files git itself reads from the tree, with the prefix of their NTFS hashed short names
 #: (C git's ``is_ntfs_dotgitmodules`` and friends).
@@ -225,13 +242,33 @@ def _fold(name: str) -> str:
     return _ascii_lower("".join(char for char in name if char not in HFS_IGNORABLE))
 
 
+def _table_entry(entry: str) -> tuple[tuple[str, ...], bool]:
+    """An entry of ``STEERING`` as (its components, whether it covers what is below)."""
+    below = entry.endswith("/")
+    return tuple(entry.rstrip("/").split("/")), below
+
+
+_STEERING = tuple(_table_entry(e) for e in STEERING)
+
+
+def _in_table(parts: list[str]) -> bool:
+    from fnmatch import fnmatchcase  # not at the top: the hooks import this module
+
+    folded = [_fold(p).rstrip(". ") for p in parts]
+    for components, below in _STEERING:
+        if len(folded) < len(components) or (len(folded) > len(components) and not below):
+            continue
+        if all(fnmatchcase(f, c) for f, c in zip(folded, components, strict=False)):
+            return True
+    return False
+
+
 def is_steering(path: str) -> bool:
-    """Whether writing ``path`` can change how git, a CI service or gitpub behaves.
+    """Whether writing ``path`` can change how git, a CI service, a build or gitpub behaves.
 
     Any component that starts with ``.git`` (``.github/``, ``.gitmodules``, ``.gitpub.yaml``,
     ...) in any spelling a file system folds to it (case, HFS+ ignorables, an NTFS short name
-    such as ``GITHUB~1``), any spelling of ``.mailmap``, and at the root the names in
-    ``STEERING_ROOT_NAMES``.
+    such as ``GITHUB~1``), any spelling of ``.mailmap``, and the paths of ``STEERING``.
     """
     parts = path.split("/")
     for part in parts:
@@ -240,7 +277,7 @@ def is_steering(path: str) -> bool:
             return True
         if git_meta_name(part) is not None:
             return True
-    return _fold(parts[0]).rstrip(". ") in STEERING_ROOT_NAMES
+    return _in_table(parts)
 
 
 # -- the write scope --------------------------------------------------------------------------

@@ -78,12 +78,16 @@ __all__ = [
     "contains_secret",
     "find_secrets",
     "marker",
+    "remember_secret",
     "sanitize",
     "sanitize_bytes",
     "secret_spans",
 ]
 
 REDACTED_PREFIX = "[REDACTED:"
+
+#: Secret values this process holds (``remember_secret``), redacted wherever they appear.
+_KNOWN: dict[str, str] = {}
 
 
 def marker(kind: str) -> str:
@@ -505,6 +509,20 @@ def secret_spans(text: str) -> list[tuple[int, int, str]]:
     return [(start, end, kind) for start, end, _, kind in _merge(_scan(text))]
 
 
+def remember_secret(value: str, kind: str) -> None:
+    """Redact ``value`` (a secret this process was given, e.g. CI's confirm key, which no rule
+    would recognise) from every text ``sanitize`` sees from now on."""
+    if len(value) >= 4:
+        _KNOWN[value] = kind
+
+
+def _known(text: str) -> str:
+    for value, kind in _KNOWN.items():
+        if value in text:
+            text = text.replace(value, marker(kind))
+    return text
+
+
 def sanitize(text: str, keep: Keep | None = None) -> str:
     """``text`` with every secret replaced by ``[REDACTED:<kind>]``; unchanged (the same object)
     when there is none. Idempotent, and the result has no findings: redacting can hand a
@@ -513,6 +531,8 @@ def sanitize(text: str, keep: Keep | None = None) -> str:
     ``keep`` (content only: the allowlist of known non-secrets, ``core.allowlist``) leaves the
     spans it accepts as they are; then the result's findings are exactly the kept ones. Records,
     events, errors and logs never pass a ``keep``."""
+    if _KNOWN:
+        text = _known(text)
     for _ in range(_MAX_PASSES):
         spans = _merge(_scan(text))
         if keep is not None:

@@ -47,7 +47,9 @@ ALLOWED: dict[State, frozenset[State]] = {
     # → SKIPPED from every state in which the job is not on the remote: `resolve --abandon`
     # (from PUSHING, RETRY_WAIT and FAILED only after a probe found it absent).
     S.RECEIVED: frozenset({S.PREPARING, S.REVIEW, S.CONFLICT, S.SKIPPED}),
-    S.PREPARING: frozenset({S.SKIPPED, S.REVIEW, S.READY_TO_COMMIT, S.CONFLICT}),
+    # → PUBLISHED: the base's history already holds the job's publication (made from another
+    # clone); found by the once-per-job history search, never pushed again.
+    S.PREPARING: frozenset({S.SKIPPED, S.REVIEW, S.READY_TO_COMMIT, S.CONFLICT, S.PUBLISHED}),
     S.READY_TO_COMMIT: frozenset({S.LOCAL_COMMITTING, S.RECHECK_CANDIDATES, S.CONFLICT,
                                   S.REVIEW, S.SKIPPED}),
     S.LOCAL_COMMITTING: frozenset({S.LOCAL_COMMITTED, S.RECOVERING, S.CONFLICT, S.REVIEW,
@@ -124,6 +126,9 @@ class Phase(StrEnum):
     JUDGE = "judge"
     GATES = "gates"
     FONTS = "fonts"
+    #: The base's whole history searched once for the job id (``verify.history``):
+    #: ``checked <commit>``, or ``at the first delivery`` when the base is not the remote's.
+    HISTORY = "history"
 
 
 class Stage(StrEnum):
@@ -137,6 +142,7 @@ class Stage(StrEnum):
     JUDGE = "judge"
     GATES = "gates"
     FONTS = "fonts"
+    HISTORY = "history"
     COMMIT = "commit"
     RECOVER = "recover"
     RECHECK = "recheck"

@@ -8,7 +8,9 @@ One round, for one job, under the per-repository delivery lock (the network segm
    job is PUBLISHED, whatever we believed before (a lost push reply, a crash after the push, a
    person who pushed it by hand). Nothing is pushed twice. A publication of the job's id with
    other content means the key was used elsewhere: REVIEW (``key_reused``), and never a second
-   commit with that id. A claim that is no publication (copied trailers) is ignored;
+   commit with that id. A claim that is no publication (copied trailers) is ignored. A job
+   whose base's own history was not searched yet (``pipeline.prepare``: a base that was not
+   the remote's) has that search now, once;
 3. re-check: new remote article changes whose fingerprint was not checked yet go once to the
    dedup judge (RECHECK_CANDIDATES: SKIP → SKIPPED, KEEP → go on, anything else → REVIEW);
 4. compare-and-swap of the targets against the remote tip (changed UPDATE target, or a NEW path
@@ -65,7 +67,14 @@ from gitpub.pipeline.commit import (
     target_problems,
 )
 from gitpub.pipeline.context import Context
-from gitpub.pipeline.prepare import derive_fonts, drive, reload, run_judge, to_review
+from gitpub.pipeline.prepare import (
+    derive_fonts,
+    drive,
+    first_history_check,
+    reload,
+    run_judge,
+    to_review,
+)
 from gitpub.store.jobs import Job
 from gitpub.verify.commit import Verdict, verify_commit
 from gitpub.verify.probe import ProbeResult, probe
@@ -212,6 +221,7 @@ class Deliverer:
             if self.shared.held_elsewhere(job):
                 return job  # another live worker delivers it: not our business
             found = self._probe(job, tip)
+            job, found = first_history_check(self.ctx, job, tip, found)  # once per job
             if found.published is not None:
                 return self.published(job, found.published)
             if found.reused is not None:

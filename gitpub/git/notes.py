@@ -16,7 +16,7 @@ written by another tool) are read where they are and moved when lines are added 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from gitpub.core.errors import GitpubError
 from gitpub.git.repo import MODE_FILE, MODE_TREE, STORE_IDENTITY, Entry, Repository
@@ -64,10 +64,12 @@ def read_note(repo: Repository, commit: str, notes_commit: str | None) -> list[s
 
 
 def build_notes_commit(repo: Repository, parent: str | None,
-                       additions: Mapping[str, Sequence[str]], message: str, *,
+                       additions: Mapping[str, Sequence[str]],
+                       message: str | Callable[[str], str], *,
                        allow_empty: bool = False) -> str | None:
     """A notes commit on top of ``parent`` with ``additions`` merged in (line union); None if
-    every line is already there (unless ``allow_empty``: the message itself is news)."""
+    every line is already there (unless ``allow_empty``: the message itself is news).
+    ``message`` may be a function of the new notes tree (a message that authenticates it)."""
     tree = None if parent is None else repo.commit(parent).tree
     level = max(1, _fanout(repo, tree))
     changes: dict[str, Entry | None] = {}
@@ -86,8 +88,9 @@ def build_notes_commit(repo: Repository, parent: str | None,
         return None
     new_tree = repo.write_tree(tree, changes) if changes else tree
     assert new_tree is not None
+    text = message(new_tree) if callable(message) else message
     return repo.write_commit(new_tree, [] if parent is None else [parent],
-                             message.encode() + b"\n", author=STORE_IDENTITY)
+                             text.encode() + b"\n", author=STORE_IDENTITY)
 
 
 def add_notes(repo: Repository, additions: Mapping[str, Sequence[str]], message: str,

@@ -54,16 +54,24 @@ def submodule_at(repo: Repository, tree: str, path: str) -> str | None:
     return None
 
 
+def _same_key(name: str, part: str, low: str, key: str) -> bool:
+    """``case_key(name) == key`` (``key`` being ``part``'s), quickly for ASCII names: their key
+    is their lower case (a directory of 50,000 files is compared once per rebase)."""
+    if name.isascii() and part.isascii():
+        return name.lower() == low
+    return paths.case_key(name) == key
+
+
 def case_twins_in(repo: Repository, tree: str, path: str) -> list[str]:
     """Paths in ``tree`` that a case-insensitive file system would confuse with ``path``: at
     the first level where ``path``'s component has a twin that differs (``Posts`` for
     ``posts/a.md``, ``posts/Hello.md`` for ``posts/hello.md``), every such twin."""
     prefix, current = "", tree
     for part in path.split("/"):
-        key = paths.case_key(part)
+        key, low = paths.case_key(part), part.lower()
         items = repo.tree_items(current)
         twins = [f"{prefix}{name}" for name, _ in items
-                 if name != part and paths.case_key(name) == key]
+                 if name != part and _same_key(name, part, low, key)]
         if twins:
             return twins
         entry = next((e for name, e in items if name == part), None)

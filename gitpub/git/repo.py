@@ -358,7 +358,24 @@ class Repository(ObjectWriter):
             parents=tuple(_s(p) for p in obj.parents),
             message=bytes(obj.message),
             commit_time=int(obj.commit_time),
+            encoding=None if obj.encoding is None else obj.encoding.decode("ascii", "replace"),
         )
+
+    def raw_tree(self, sha: str) -> bytes:
+        """A tree object's content exactly as stored (dulwich's parsed view drops duplicate
+        entries; ``git.treecheck`` must see them)."""
+        obj = self._get(sha)
+        if not isinstance(obj, Tree):
+            raise CorruptStateError(f"object {sha} is a {obj.type_name.decode()}, not a tree")
+        return bytes(obj.as_raw_string())
+
+    def message_as_git_shows(self, sha: str) -> bytes:
+        """A commit's message as C git shows it: re-encoded to UTF-8 from the commit's
+        ``encoding`` header (what ``git log`` and ``%(trailers)`` read)."""
+        proc = self.git("show", "-s", "--no-notes", "--encoding=UTF-8", "--format=%B", sha)
+        if proc.returncode != 0:
+            raise CorruptStateError(f"git cannot show commit {sha}")
+        return proc.stdout.removesuffix(b"\n")
 
     def file_at(self, commit: str, path: str) -> bytes | None:
         """The content of the file (blob) at ``path`` in ``commit``, or None."""

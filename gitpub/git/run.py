@@ -17,6 +17,7 @@ all of them share one environment:
   user's index opportunistically — take ``.git/index.lock`` and rewrite the index — so a
   read-only command (``doctor``, ``--dry-run``) could make the user's own ``git commit`` fail
   on the lock. Locks git needs for a write it was asked for are unaffected.
+- **None of gitpub's own secrets** (``PRIVATE_ENV``: CI's confirm key) reach git.
 - **No stdin, output captured, never raises on git's failure** (the caller reads the exit
   status); a timeout raises ``subprocess.TimeoutExpired`` for the caller to classify.
 
@@ -39,10 +40,15 @@ LOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE",
             "GIT_PREFIX", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM")
 
 
+#: Variables that hold a secret of gitpub's own: never passed to a child process (git, a
+#: pipeline step, a channel command). ``GITPUB_CONFIRM_KEY``: CI's key (``verify.confirm``).
+PRIVATE_ENV = ("GITPUB_CONFIRM_KEY",)
+
+
 def git_env(git_dir: Path | None = None, work_tree: Path | None = None,
             extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of every git gitpub runs (see the module docstring)."""
-    env = {k: v for k, v in os.environ.items() if k not in LOCATING}
+    env = {k: v for k, v in os.environ.items() if k not in LOCATING and k not in PRIVATE_ENV}
     env["GIT_TERMINAL_PROMPT"] = "0"
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
     env["LC_ALL"] = "C"

@@ -23,6 +23,7 @@ from gitpub.core.crashpoints import crash_point
 from gitpub.core.manifest import Manifest, ManifestError, content_sha256
 from gitpub.core.record import JobRecord, Target
 from gitpub.core.states import FailureCode, Kind, Stage, State
+from gitpub.git import paths as git_paths
 from gitpub.git import trailers
 from gitpub.git.message import ProofMessageError, with_proof
 from gitpub.git.repo import BLOB_MODES, Entry, Identity, Repository
@@ -68,9 +69,17 @@ def read_artifacts(store: JobStore, job: Job) -> Artifacts:
 
 
 def target_problems(repo: Repository, tree: str | None, targets: Sequence[Target]) -> list[str]:
-    """Compare-and-swap conditions of the targets against ``tree``: what no longer holds."""
+    """Compare-and-swap conditions of the targets against ``tree``: what no longer holds. A
+    path that now differs from a target only in case or normalisation (another writer's
+    ``posts/hello.md`` against our ``posts/Hello.md``) is one file on macOS and Windows: a
+    conflict too, found at every rebase and not only at the snapshot."""
     problems = []
     for t in targets:
+        twins = [] if tree is None else git_paths.case_twins_in(repo, tree, t.path)
+        if twins:
+            problems.append(f"{t.path}: {', '.join(twins)} now exists, which differs only in "
+                            "case (one file on case-insensitive file systems)")
+            continue
         entry = None if tree is None else repo.lookup(tree, t.path)
         if t.op == "new":
             if entry is not None:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from gitpub.config.model import Command
 from gitpub.core.sanitize import sanitize, sanitize_bytes
+from gitpub.git.run import PRIVATE_ENV
 
 OUTPUT_LIMIT = 64 * 1024
 
@@ -143,7 +144,7 @@ def run(
     A step that exits while something it left behind still holds its output pipes is finished:
     the leftovers are killed, not waited for.
     """
-    full_env = dict(os.environ)
+    full_env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
     full_env.update(env or {})
     full_env["TMPDIR"] = str(scratch.path / "tmp")
     full_env["GITPUB_OUTPUT"] = str(scratch.path / "out")

@@ -3,44 +3,65 @@
 A commit is job J's publication only when all of these hold (README, "Proof of publication"):
 
 1. its message claims J the same way under both of git's readings (``git.trailers.claim``):
-   exactly one ``<prefix>-Job-Id`` and one ``<prefix>-Manifest-Sha256``;
+   exactly one ``<prefix>-Job-Id`` — a gitpub job id, i.e. a UUID — and one
+   ``<prefix>-Manifest-Sha256``; the message is read as git shows it, and one stored in another
+   encoding than UTF-8 (an ``encoding`` header: git re-encodes it, so the raw bytes hide the
+   claim from a byte-level reader) is never a proof;
 2. the manifest paragraph of its message hashes to that ``Manifest-Sha256``;
-3. its tree holds every manifest entry: path, mode and SHA-256 of the content — and no file at
+3. every tree it adds, and every tree on a manifest path, is one ``git fsck --strict`` accepts
+   (``git.treecheck``: no duplicate or unsorted entries, no bad modes, no ``.git`` names), so
+   that dulwich and C git read the same files from it;
+4. its tree holds every manifest entry: path, mode and SHA-256 of the content — and no file at
    a path the manifest lists as deleted (v2: a hand commit delivered by ``sync``);
-4. against its first parent it changes the manifest's paths and nothing else (no extra file, no
-   deletion the manifest does not list), and none of them is a path that steers git, CI or
-   gitpub (``steers``).
+5. against its first parent — as C git computes it (``git.diff``), so what is judged is what a
+   clone checks out — it changes something, only the manifest's paths (no other file added,
+   changed or deleted, no deletion the manifest does not list, no directory that leads to none
+   of them), and none of them is a path that steers git, CI or gitpub (``steers``).
 
 Trailers alone prove nothing (anyone can copy a message), and neither does a tree that merely
 holds the files (a forged commit may carry them plus something else). The probe of delivery,
-RECOVERING's search, ``git pub confirm`` and the pre-push hook all ask this module.
+RECOVERING's search, the once-per-job history search, ``git pub confirm`` and the pre-push
+hook all ask this module. Everything a verdict says is sanitized: job ids and paths come from
+commits anyone may push.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gitpub.core.manifest import HEADERS, Manifest, ManifestError, content_sha256
 from gitpub.core.paths import is_steering
+from gitpub.core.sanitize import sanitize
 from gitpub.git import trailers
+from gitpub.git.diff import Change, first_parent_changes
 from gitpub.git.repo import MODE_TREE, CommitInfo, Repository
+from gitpub.git.treecheck import tree_problems as fsck_problems
 
 #: The prefix gitpub writes by default: claims under it are always checked by ``confirm``.
 DEFAULT_PREFIX = "Blog"
+#: A gitpub job id: ``uuid5`` of the key, as ``store.jobs.job_id_for_key`` writes it.
+JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_UTF8 = frozenset({"utf-8", "utf8"})
 
 
 def steers(path: str) -> bool:
     """A path that steers git, CI or gitpub itself (``core.paths.is_steering``: any ``.git…``
-    component in any spelling, other CI services' files at the root). A job commit that
+    component in any spelling, other CI services' and tools' files). A job commit that
     touches one is BAD here even when the configuration lets a job write it: a person looks
     and accepts it (``confirm --accept``)."""
     return is_steering(path)
 
 
+def is_job_id(text: str) -> bool:
+    return JOB_ID.fullmatch(text) is not None
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """What is wrong, if anything, with one commit that claims a job."""
+    """What is wrong, if anything, with one commit that claims a job. Built with ``verdict``:
+    ``job_id`` and ``problems`` are sanitized (they quote a commit anyone may push)."""
 
     commit: str
     job_id: str  # the (first) job id the commit claims
@@ -51,6 +72,13 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+
+def verdict(commit: str, job_id: str, problems: Sequence[str],
+            manifest_sha256: str | None = None, manifest: Manifest | None = None) -> Verdict:
+    """A ``Verdict`` whose texts are sanitized."""
+    return Verdict(commit, sanitize(job_id), tuple(sanitize(p) for p in problems),
+                   manifest_sha256, manifest)
 
 
 def manifest_paragraph(message: bytes) -> bytes | None:
@@ -65,42 +93,100 @@ def manifest_paragraph(message: bytes) -> bytes | None:
 
 
 def claims_of(message: bytes, prefixes: Sequence[str]) -> list[trailers.Claim]:
-    """The claims ``message`` makes under each of ``prefixes`` (usually none)."""
-    return [c for p in dict.fromkeys(prefixes) if (c := trailers.claim(message, p)) is not None]
+    """The claims ``message`` makes under each of ``prefixes`` (usually none). Prefixes are
+    matched as git matches keys, case-insensitively: ``Blog`` and ``blog`` are one."""
+    unique = {p.lower(): p for p in reversed(prefixes)}
+    return [c for p in reversed(unique.values()) if (c := trailers.claim(message, p)) is not None]
+
+
+def shown_message(repo: Repository, info: CommitInfo) -> tuple[bytes, str | None]:
+    """The message as git shows it, and the problem of a message stored in another encoding
+    than UTF-8 (None for gitpub's own commits, which have no ``encoding`` header)."""
+    if info.encoding is None or info.encoding.strip().lower() in _UTF8:
+        return info.message, None
+    return repo.message_as_git_shows(info.sha), (
+        f"its message is stored in the {info.encoding!r} encoding (git shows it re-encoded): "
+        "gitpub writes UTF-8 only")
 
 
 def verify_commit(repo: Repository, commit: str, prefixes: Sequence[str],
-                  info: CommitInfo | None = None) -> Verdict | None:
-    """None for a commit that claims no job under ``prefixes``; else its verdict."""
+                  info: CommitInfo | None = None,
+                  changes: Sequence[Change] | None = None) -> Verdict | None:
+    """None for a commit that claims no job under ``prefixes``; else its verdict. ``changes``
+    (``git.diff.first_parent_changes``) may be given when many commits are verified at once."""
     info = info or repo.commit(commit)
-    claims = claims_of(info.message, prefixes)
+    message, encoding_problem = shown_message(repo, info)
+    claims = claims_of(message, prefixes)
     if not claims:
         return None
     first = claims[0]
     job_id = first.job_ids[0]
+    problems = [] if encoding_problem is None else [encoding_problem]
+    if not is_job_id(job_id):
+        problems.append(f"{first.prefix}-Job-Id {job_id!r} is not a gitpub job id (a UUID)")
     if len(claims) > 1:
         names = ", ".join(f"{c.prefix}-Job-Id" for c in claims)
-        return Verdict(commit, job_id, (f"claims jobs under more than one prefix ({names})",))
+        return verdict(commit, job_id, [*problems,
+                                        f"claims jobs under more than one prefix ({names})"])
     if first.proof is None:
-        return Verdict(commit, job_id, (first.problem or "malformed trailers",))
+        return verdict(commit, job_id, [*problems, first.problem or "malformed trailers"])
     proof = first.proof
-    text = manifest_paragraph(info.message)
+    text = manifest_paragraph(message)
     if text is None:
-        return Verdict(commit, job_id, ("no manifest in the commit message",),
+        return verdict(commit, job_id, [*problems, "no manifest in the commit message"],
                        proof.manifest_sha256)
     try:
         manifest = Manifest.parse(text)
     except ManifestError as e:
-        return Verdict(commit, job_id, (f"manifest unreadable: {e}",), proof.manifest_sha256)
-    problems = []
+        return verdict(commit, job_id, [*problems, f"manifest unreadable: {e}"],
+                       proof.manifest_sha256)
     if manifest.sha256() != proof.manifest_sha256:
         problems.append("the manifest does not hash to the Manifest-Sha256 trailer")
-    problems += tree_problems(repo, info, manifest)
-    return Verdict(commit, job_id, tuple(problems), proof.manifest_sha256, manifest)
+    problems += tree_problems(repo, info, manifest, changes)
+    return verdict(commit, job_id, problems, proof.manifest_sha256, manifest)
 
 
-def tree_problems(repo: Repository, info: CommitInfo, manifest: Manifest) -> list[str]:
-    """Rules 3 and 4: the files are there, and the commit changes nothing else."""
+def tree_problems(repo: Repository, info: CommitInfo, manifest: Manifest,
+                  changes: Sequence[Change] | None = None) -> list[str]:
+    """Rules 3 to 5: the trees are sound, the files are there, the commit changes only them."""
+    if info.parents and not repo.has_object(info.parents[0]):
+        return [f"first parent {info.parents[0]} is not in this clone: cannot check what the "
+                "commit changes"]
+    if changes is None:
+        changes = first_parent_changes(repo, [info.sha]).get(info.sha)
+    if changes is None:
+        return ["git cannot compare it with its first parent (unreadable trees)"]
+    problems = _unsound_trees(repo, info, manifest, changes)
+    if problems:
+        return problems  # then dulwich and git may read different files: judge nothing else
+    problems += _content_problems(repo, info, manifest)
+    problems += _change_problems(manifest, changes)
+    return problems
+
+
+def _unsound_trees(repo: Repository, info: CommitInfo, manifest: Manifest,
+                   changes: Sequence[Change]) -> list[str]:
+    """What ``git fsck`` refuses in the trees the commit adds and those on manifest paths."""
+    trees: dict[str, str] = {info.tree: ""}  # tree id -> its path, for messages
+    for change in changes:
+        if change.new_tree is not None:
+            trees.setdefault(change.new_tree, change.path + "/")
+    for path in manifest.paths:
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            directory = "/".join(parts[:depth])
+            entry = repo.lookup(info.tree, directory)
+            if entry is None or entry.mode != MODE_TREE:
+                break
+            trees.setdefault(entry.sha, directory + "/")
+    problems = []
+    for sha, where in trees.items():
+        problems += [f"tree {where or '(root)'}: {p} (git fsck refuses it)"
+                     for p in fsck_problems(repo.raw_tree(sha))]
+    return problems
+
+
+def _content_problems(repo: Repository, info: CommitInfo, manifest: Manifest) -> list[str]:
     problems = []
     for entry in manifest.entries:
         found = repo.lookup(info.tree, entry.path)
@@ -113,18 +199,24 @@ def tree_problems(repo: Repository, info: CommitInfo, manifest: Manifest) -> lis
             problems.append(f"{entry.path}: mode {found.mode:o}, manifest says {entry.mode:o}")
         elif content_sha256(repo.blob(found.sha)) != entry.sha256:
             problems.append(f"{entry.path}: content differs from the manifest")
-    parent_tree: str | None = None
-    if info.parents:
-        parent = info.parents[0]
-        if not repo.has_object(parent):
-            return [*problems, f"first parent {parent} is not in this clone: cannot check "
-                               "what the commit changes"]
-        parent_tree = repo.commit(parent).tree
+    return problems
+
+
+def _change_problems(manifest: Manifest, changes: Sequence[Change]) -> list[str]:
+    """Against the first parent: something changed, only manifest paths, no stray directory,
+    no steering path."""
     listed = set(manifest.paths)
-    changed = sorted({path for path, _ in repo.changed_paths(parent_tree, info.tree)})
+    directories = {"/".join(p.split("/")[:d]) for p in listed for d in range(1, p.count("/") + 1)}
+    if not changes:
+        return ["it changes nothing against its first parent"]
+    problems = []
+    changed = sorted({c.path for c in changes if not c.is_tree})
     for path in changed:
         if path not in listed:
             problems.append(f"{path}: changed, but not in the manifest")
+    for change in changes:
+        if change.is_tree and change.new_tree is not None and change.path not in directories:
+            problems.append(f"{change.path}/: a directory that holds no file of the manifest")
     for path in sorted(listed | set(changed)):
         if steers(path):
             problems.append(f"{path}: a path that steers git, CI or gitpub")

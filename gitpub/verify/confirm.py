@@ -1,27 +1,40 @@
 """``git pub confirm``: what CI runs to confirm what reached the remote — a security gate.
 
-One run:
+One run, with CI's key (``GITPUB_CONFIRM_KEY``; ``verify.ledger`` says what it authenticates):
 
-1. fetch the remote branch and the remote's ``refs/notes/pub``; read the ledger there
-   (``verify.ledger``): the points the last run checked through, the open BAD verdicts;
-2. walk ``tip ^points`` with one ``git log`` (the cost of C git's walk; a shallow clone is
+1. fetch the remote branch and the remote's ``refs/notes/pub``; read the newest *authentic*
+   ledger there (``ledger.read_memory``): the points the last run checked through, the open
+   BAD verdicts, the prefixes ever checked. A ledger without a valid MAC is looked through;
+2. every checked-through point must still be in the branch's history: one that is not (the
+   branch was rewritten, e.g. by a force-push) is BAD itself — the run fails, naming it, until
+   a person accepts it — and the walk starts from the points that remain, or from the root;
+3. walk ``tip ^points`` with one ``git log`` (the cost of C git's walk; a shallow clone is
    deepened step by step until the walk is whole);
-3. verify every commit that claims a job (``verify.commit``) under the trailer prefix of the
-   configuration *at the range's start* — the last verified commit, never the pushed tree — and
-   always under the default ``Blog``; a change of ``.gitpub.yaml`` inside the range is reported
-   and applies from the next run. A second commit claiming a job id that an earlier commit
-   published (the job-id index) is BAD;
-4. write each verdict as a note line, the job-id index and the new ledger, pushed as a
-   fast-forward of the remote notes ref (on a lost race, re-applied on top of the winner's:
-   notes are line sets, ledgers merge).
+4. verify every commit that claims a job (``verify.commit``) under every prefix that applies:
+   the configuration's *at the range's start* (the last verified commit, never the pushed
+   tree), the default ``Blog``, every prefix the ledger says was ever checked, every prefix a
+   configuration inside the range names, and the prefix of any claim the configuration at
+   that commit names. So a change of ``trailer_prefix`` only ever *adds* checks (it is
+   reported, and the old prefix stays checked). A second commit claiming a job id that an
+   earlier commit published (the job-id index, read from authentic trees) is BAD;
+5. write each verdict as a note line, the job-id index and the new authenticated ledger, pushed
+   as a fast-forward of the remote notes ref (on a lost race, re-applied on top of the
+   winner's: notes are line sets, ledgers merge); what was erased from the notes since the last
+   authentic ledger is written back.
 
-BAD is sticky: the run fails while any BAD verdict in the ledger is open, until a person runs
+BAD is sticky: the run fails while any BAD verdict is open, until a person holding the key runs
 ``git pub confirm --accept SHA --reason TEXT`` (``accept``), whose note line is shown by later
 runs.
+
+Without a key nothing in the notes can be believed (anyone who can push could have written it),
+so the run is still safe, only slower: it walks the whole history every time, judges every claim
+again (so open BAD verdicts and duplicate job ids are recomputed, not remembered), and an
+acceptance does not count. A remark says how to turn on the authenticated mode.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -30,17 +43,24 @@ from gitpub.config.model import CONFIG_FILE, Config, ConfigError
 from gitpub.core.errors import GitpubError, UsageError
 from gitpub.core.sanitize import sanitize
 from gitpub.git import trailers
+from gitpub.git.diff import first_parent_changes
 from gitpub.git.notes import NOTES_REF, add_notes, build_notes_commit, read_note
 from gitpub.git.remote import PushResult, Remote
 from gitpub.git.repo import Repository
 from gitpub.git.walk import LogScan, log_scan, shallow_commits
 from gitpub.verify import ledger as L
-from gitpub.verify.commit import DEFAULT_PREFIX, Verdict, verify_commit
+from gitpub.verify.commit import DEFAULT_PREFIX, Verdict, verdict, verify_commit
+from gitpub.verify.history import commits_mentioning
 
 CHECKED = "gitpub-confirm: checked-through"
 REMOTE_NOTES = "refs/pub/remote-notes"
+KEY_ENV = "GITPUB_CONFIRM_KEY"
 PUSH_ATTEMPTS = 8
 FIRST_DEPTH = 64
+UNKEYED = (f"{KEY_ENV} is not set: nothing in the notes can be trusted, so the whole history "
+           "was checked and acceptances do not count; set it (a secret only CI and the people "
+           "who accept BAD verdicts hold) for the fast, authenticated mode")
+_CLAIM_KEY = re.compile(rb"^([A-Za-z][A-Za-z0-9-]*)-job-id[ \t]*:", re.I | re.M)
 Progress = Callable[[str], None]
 
 
@@ -51,9 +71,11 @@ class ConfirmReport:
     verdicts: list[Verdict] = field(default_factory=list)  # this run's, oldest first
     deepened: int = 0
     notes_pushed: bool = False
+    authenticated: bool = False  # run with the key: the notes' facts were believed
     start: str | None = None  # the range's start: whose configuration applied
     prefixes: tuple[str, ...] = ()
     config_changes: list[str] = field(default_factory=list)  # commits changing .gitpub.yaml
+    rewritten: list[str] = field(default_factory=list)  # checked-through points now gone
     open_bad: list[tuple[str, str]] = field(default_factory=list)  # (commit, its BAD line)
     accepted: list[tuple[str, str]] = field(default_factory=list)  # (commit, acceptance)
     remarks: list[str] = field(default_factory=list)
@@ -67,68 +89,110 @@ class ConfirmReport:
         return bool(self.open_bad)
 
 
+def confirm_key(value: str | None) -> L.Key | None:
+    """CI's key from the environment's value (None: the unauthenticated mode). The value is
+    redacted from everything gitpub writes or shows from now on (``core.sanitize``)."""
+    if not value:
+        return None
+    from gitpub.core.sanitize import remember_secret
+
+    remember_secret(value, "confirm-key")
+    secret = value.encode("utf-8", "surrogateescape")
+    if len(secret) < L.MIN_KEY_BYTES:
+        raise UsageError(f"{KEY_ENV} is shorter than {L.MIN_KEY_BYTES} bytes",
+                         hint="use a long random secret, e.g. `openssl rand -hex 32`")
+    return L.Key(secret)
+
+
 def confirm(repo: Repository, config: Config, remote: Remote, *, rev_range: str | None,
-            push_notes: bool, progress: Progress) -> ConfirmReport:
+            push_notes: bool, progress: Progress, key: L.Key | None = None) -> ConfirmReport:
     tip = remote.fetch()
     if tip is None:
         raise GitpubError(f"the remote has no branch {config.branch}")
     notes_tip = remote.fetch_ref(NOTES_REF, REMOTE_NOTES)
-    ledger = L.read_ledger(repo, notes_tip)
-    report = ConfirmReport(tip)
-    points = _points(repo, ledger, rev_range, report)
+    memory = L.read_memory(repo, notes_tip, key)
+    report = ConfirmReport(tip, authenticated=key is not None)
+    _remark_memory(report, memory, key)
+    points = _points(repo, memory.ledger, rev_range)
     if rev_range is not None:
         tip = _rev_parse(repo, rev_range.partition("..")[2] or tip)
         report.tip = tip
-    scan = _walk(repo, remote, tip, points, report, progress)
+    scan, gone = _walk(repo, remote, tip, points, report, progress)
     report.checked = scan.count
-    start = next((p for p in points if repo.has_object(p)), None)  # after deepening
-    report.start = start
-    prefixes = _prefixes(repo, config, start, tip, report)
-    report.prefixes = prefixes
-    if start is not None:
-        report.config_changes = _config_changes(repo, start, tip, points)
+    report.start = next((p for p in points if p not in gone), None)
+    prefixes = _prefixes(repo, config, memory, scan, report)
     index: dict[str, str] = {}
-    for sha, message in reversed(scan.candidates):
-        verdict = _judge(repo, sha, message, prefixes, notes_tip, index, tip)
-        if verdict is not None:
-            report.verdicts.append(verdict)
-    additions = _additions(report, index, checked=rev_range is None)
-    if rev_range is None:
-        ledger = ledger.checked_through(tip)
-    ledger = ledger.with_bad(v.commit for v in report.bad)
+    lookup = _Earlier(repo, key, memory, tip, rev_range, prefixes)
+    candidates = [(sha, m) for sha, m in reversed(scan.candidates)
+                  if trailers.mentions_job_id(m, prefixes)]
+    changes = first_parent_changes(repo, [sha for sha, _ in candidates
+                                          if _parent_here(repo, sha)])
+    for sha, _message in candidates:
+        found = verify_commit(repo, sha, prefixes, changes=changes.get(sha))
+        if found is not None:
+            report.verdicts.append(_duplicate(found, index, lookup))
+    if key is not None and rev_range is None:
+        _rewritten(repo, memory, gone, notes_tip, key, report)
+    ledger = _next_ledger(memory.ledger, report, gone, checked=rev_range is None)
+    additions = _additions(report, index, key, checked=rev_range is None)
     subject = f"gitpub confirm: {len(report.verdicts)} job commit(s) up to {tip}"
-    final = _write(repo, remote, additions, ledger, subject, notes_tip, push_notes, report)
-    _settle(repo, final, report)
+    final = _write(repo, remote, additions, ledger, subject, notes_tip, push_notes, report,
+                   key, memory)
+    _settle(repo, final, report, key, memory, _settled_ledger(repo, final, key, ledger))
     return report
+
+
+def _settled_ledger(repo: Repository, final: str | None, key: L.Key | None,
+                    ours: L.Ledger) -> L.Ledger:
+    """The ledger as written (merged with a racing run's), else ours."""
+    if key is None or final is None:
+        return ours
+    written = L.read_memory(repo, final, key)
+    return written.ledger if written.found else ours
 
 
 def accept(repo: Repository, remote: Remote, commit: str, reason: str, who: str, *,
-           push_notes: bool) -> ConfirmReport:
-    """A person accepts a BAD verdict: an acceptance line on the commit's note (sanitized),
-    the commit closed in the ledger. Refused for a commit without a BAD verdict."""
+           push_notes: bool, key: L.Key | None = None) -> ConfirmReport:
+    """A person accepts a BAD verdict: an acceptance line on the commit's note (sanitized,
+    with a MAC), the commit closed in the ledger. Refused without the key (an acceptance
+    anyone could write would accept nothing) and for a commit without a BAD verdict."""
+    if key is None:
+        raise UsageError(f"--accept needs {KEY_ENV}, the key `git pub confirm` runs with in CI",
+                         hint="an acceptance without it could be written by anyone who can "
+                              "push, so it would not count: run it where the key is set")
+    if not reason.strip():
+        raise UsageError("--accept needs a --reason")
     notes_tip = remote.fetch_ref(NOTES_REF, REMOTE_NOTES)
     full = len(commit) == 40 and all(c in "0123456789abcdef" for c in commit.lower())
     sha = commit.lower() if full else _rev_parse(repo, commit)  # a shallow clone may lack it
-    lines = read_note(repo, sha, notes_tip)
-    ledger = L.read_ledger(repo, notes_tip)
-    if not any(ln.startswith("gitpub-confirm: BAD") for ln in lines) \
-            and sha not in ledger.open_bad:
+    memory = L.read_memory(repo, notes_tip, key)
+    lines = L.note_lines(repo, sha, memory, notes_tip)
+    if L.bad_line(lines) is None and sha not in memory.ledger.open_bad:
         raise UsageError(f"{commit}: no BAD verdict of `git pub confirm` to accept",
                          hint="`git log --notes=pub` shows the verdicts")
-    if not reason.strip():
-        raise UsageError("--accept needs a --reason")
-    line = _one_line(f"{L.ACCEPT_LINE} by {who}: {reason}")
-    report = ConfirmReport(sha)
-    final = _write(repo, remote, {sha: [line]}, ledger.accept(sha),
-                   f"gitpub confirm: accept {sha}", notes_tip, push_notes, report)
-    _settle(repo, final, report)
+    line = L.acceptance_line(key, sha, who, reason)
+    report = ConfirmReport(sha, authenticated=True)
+    ledger = memory.ledger.accept(sha)
+    final = _write(repo, remote, {sha: [line]}, ledger, f"gitpub confirm: accept {sha}",
+                   notes_tip, push_notes, report, key, memory)
+    _settle(repo, final, report, key, memory, ledger)
     return report
+
+
+def _remark_memory(report: ConfirmReport, memory: L.Memory, key: L.Key | None) -> None:
+    if key is None:
+        report.remarks.append(UNKEYED)
+    elif not memory.found:
+        report.remarks.append("no authentic ledger in the notes (first run with the key, or "
+                              "the notes were rewritten): the whole history is checked")
+    if key is not None and memory.unauthentic:
+        report.remarks.append(f"{memory.unauthentic} ledger(s) in the notes without a valid "
+                              "MAC were ignored")
 
 
 # -- the range ------------------------------------------------------------------------------
 
-def _points(repo: Repository, ledger: L.Ledger, rev_range: str | None,
-            report: ConfirmReport) -> tuple[str, ...]:
+def _points(repo: Repository, ledger: L.Ledger, rev_range: str | None) -> tuple[str, ...]:
     if rev_range is None:
         return ledger.points
     lower, sep, _ = rev_range.partition("..")
@@ -138,29 +202,36 @@ def _points(repo: Repository, ledger: L.Ledger, rev_range: str | None,
 
 
 def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
-          report: ConfirmReport, progress: Progress) -> LogScan:
-    """``tip ^points``, deepening a shallow clone until the walk is whole. Candidates are the
-    commits that mention any ``-Job-Id`` (the prefixes are known only once the start is here)."""
+          report: ConfirmReport, progress: Progress) -> tuple[LogScan, list[str]]:
+    """``tip ^points``, deepening a shallow clone until the walk is whole; and the points that
+    are not in ``tip``'s history (gone: rewritten). Candidates are the commits that mention
+    any ``-Job-Id`` (the prefixes are known only once the start is here)."""
     needles = [b"-job-id"]
     depth = FIRST_DEPTH
     while True:
         shallow = shallow_commits(repo)
         present = [p for p in points if repo.has_object(p)]
-        if not shallow and len(present) < len(points):
-            for p in points:
-                if p not in present:
-                    report.remarks.append(f"checked-through point {p} is not in the remote's "
-                                          "history any more (rewritten?): not used")
-        whole = not shallow or len(present) == len(points)
-        if whole:
-            scan = log_scan(repo, [tip], present, needles)
+        if not shallow or len(present) == len(points):
+            ancestors = _ancestors(repo, present, tip)
+            scan = log_scan(repo, [tip], ancestors, needles)
             if not any(scan.has(c) for c in shallow):
-                return scan
+                return scan, [p for p in points if p not in ancestors]
         progress(f"shallow clone: fetching {depth} more commits of history")
         before = _commit_count(repo, tip)
         remote.fetch_ref(f"refs/heads/{remote.branch}", remote.tracking_ref, deepen=depth)
         report.deepened += _commit_count(repo, tip) - before  # fewer than asked near the root
         depth *= 4
+
+
+def _ancestors(repo: Repository, commits: Sequence[str], tip: str) -> list[str]:
+    """Those of ``commits`` that are in ``tip``'s history (one C git walk when all are)."""
+    if not commits:
+        return []
+    proc = repo.git("rev-list", "--max-count=1", *commits, "--not", tip)
+    if proc.returncode == 0 and not proc.stdout.strip():
+        return list(commits)
+    return [c for c in commits
+            if repo.git("merge-base", "--is-ancestor", c, tip).returncode == 0]
 
 
 def _commit_count(repo: Repository, tip: str) -> int:
@@ -173,11 +244,16 @@ def _rev_parse(repo: Repository, rev: str) -> str:
     proc = repo.git("rev-parse", "--verify", "--quiet", rev + "^{commit}")
     sha = proc.stdout.decode().strip()
     if proc.returncode != 0 or not sha:
-        raise UsageError(f"unknown revision {rev!r}")
+        raise UsageError(f"unknown revision {sanitize(rev)!r}")
     return sha
 
 
-# -- the rules: configuration at the start --------------------------------------------------
+def _parent_here(repo: Repository, sha: str) -> bool:
+    parents = repo.commit(sha).parents
+    return not parents or repo.has_object(parents[0])
+
+
+# -- the rules: which prefixes are checked -------------------------------------------------
 
 def config_at(repo: Repository, commit: str) -> Config:
     """The configuration committed at ``commit`` (defaults when it has no ``.gitpub.yaml``)."""
@@ -188,55 +264,107 @@ def config_at(repo: Repository, commit: str) -> Config:
     return parse_config(text, f"{CONFIG_FILE} at {commit[:12]}")
 
 
-def _prefixes(repo: Repository, config: Config, start: str | None, tip: str,
-              report: ConfirmReport) -> tuple[str, ...]:
-    """The prefixes whose claims are checked: the start's, and always the default."""
-    if start is None:
-        report.remarks.append("no verified start (first run): the configuration at the tip "
-                              "applies")
-        rules = config
-    else:
+def _prefix_at(repo: Repository, commit: str, cache: dict[str, str | None]) -> str | None:
+    """The trailer prefix the configuration at ``commit`` names (None: unreadable)."""
+    if not repo.has_object(commit):
+        return None
+    entry = repo.lookup(repo.commit(commit).tree, CONFIG_FILE)
+    blob = "" if entry is None else entry.sha
+    if blob not in cache:
         try:
-            rules = config_at(repo, start)
-        except ConfigError as e:
-            report.remarks.append(f"the configuration at {start} is invalid ({e.message}): "
-                                  "the default prefix applies")
-            rules = Config()
-    return tuple(dict.fromkeys((rules.trailer_prefix, DEFAULT_PREFIX)))
+            cache[blob] = config_at(repo, commit).trailer_prefix
+        except ConfigError:
+            cache[blob] = None
+    return cache[blob]
 
 
-def _config_changes(repo: Repository, start: str, tip: str, points: Sequence[str]) -> list[str]:
+def _prefixes(repo: Repository, config: Config, memory: L.Memory, scan: LogScan,
+              report: ConfirmReport) -> tuple[str, ...]:
+    """The prefixes whose claims are checked (see the module docstring); only ever more."""
+    start, cache = report.start, dict[str, str | None]()
+    if start is None:
+        rules = config.trailer_prefix
+        if not memory.found:
+            report.remarks.append("no verified start: the configuration at the tip, the "
+                                  "default prefix and every prefix the configuration at a "
+                                  "claiming commit names apply")
+    else:
+        rules = _prefix_at(repo, start, cache) or DEFAULT_PREFIX
+        report.config_changes = _config_changes(repo, start, report.tip)
+    found = [rules, DEFAULT_PREFIX, *memory.ledger.prefixes]
+    for commit in report.config_changes:
+        changed = _prefix_at(repo, commit, cache)
+        if changed is not None and changed.lower() not in {p.lower() for p in found}:
+            report.remarks.append(f"trailer_prefix changes to {changed} in {commit}: claims "
+                                  f"under it are checked from now on, and so are claims under "
+                                  f"{', '.join(dict.fromkeys(found))}")
+            found.append(changed)
+    for sha, message in scan.candidates:
+        known = {p.lower() for p in found}
+        claimed = {m.group(1).decode("ascii") for m in _CLAIM_KEY.finditer(message)}
+        for prefix in sorted(p for p in claimed if p.lower() not in known):
+            parents = repo.commit(sha).parents if repo.has_object(sha) else ()
+            if any(_prefix_at(repo, c, cache) == prefix for c in (sha, *parents[:1])):
+                found.append(prefix)
+    prefixes = tuple(dict.fromkeys(found))
+    report.prefixes = prefixes
+    return prefixes
+
+
+def _config_changes(repo: Repository, start: str, tip: str) -> list[str]:
     def blob(commit: str) -> str | None:
         entry = repo.lookup(repo.commit(commit).tree, CONFIG_FILE)
         return None if entry is None else entry.sha
 
     if blob(start) == blob(tip):
         return []
-    excludes = [f"^{p}" for p in points if repo.has_object(p)]
-    proc = repo.git("log", "--format=%H", tip, *excludes, "--", CONFIG_FILE)
+    proc = repo.git("log", "--format=%H", "--full-history", tip, f"^{start}", "--",
+                    CONFIG_FILE)
     return list(reversed(proc.stdout.decode().split()))
 
 
 # -- the verdicts ---------------------------------------------------------------------------
 
-def _judge(repo: Repository, sha: str, message: bytes, prefixes: Sequence[str],
-           notes_tip: str | None, index: dict[str, str], tip: str) -> Verdict | None:
-    """The verdict on one walked commit (None: it claims no job). ``index`` collects the first
-    publication of each job id found in this run."""
-    if not trailers.mentions_job_id(message, prefixes):
+@dataclass
+class _Earlier:
+    """Where an earlier publication of a job id is found: the authentic job-id index (the
+    notes trees of the authentic ledgers), or — for a ``--range``, whose start no ledger
+    vouches for — the history before the range (``verify.history``)."""
+
+    repo: Repository
+    key: L.Key | None
+    memory: L.Memory
+    tip: str
+    rev_range: str | None
+    prefixes: Sequence[str]
+
+    def __call__(self, job_id: str, sha: str) -> str | None:
+        names = L.note_lines(self.repo, L.job_key(job_id), self.memory, None)
+        for commit in L.published_by(self.key, job_id, names):
+            if commit != sha and _in_history(self.repo, commit, self.tip):
+                return commit
+        if self.rev_range is None:
+            return None
+        lower = _rev_parse(self.repo, self.rev_range.partition("..")[0])
+        for commit in commits_mentioning(self.repo, lower, job_id):
+            found = verify_commit(self.repo, commit, self.prefixes)
+            if found is not None and found.ok and found.job_id == job_id:
+                return commit
         return None
-    verdict = verify_commit(repo, sha, prefixes)
-    if verdict is None or not verdict.ok:
-        return verdict
-    earlier = index.get(verdict.job_id) or next(iter(
-        p for p in L.published_by(read_note(repo, L.job_key(verdict.job_id), notes_tip))
-        if p != sha and _in_history(repo, p, tip)), None)
-    if earlier is not None and earlier != sha:
-        return Verdict(sha, verdict.job_id,
-                       (f"job {verdict.job_id} was already published by {earlier}",),
-                       verdict.manifest_sha256, verdict.manifest)
-    index[verdict.job_id] = sha
-    return verdict
+
+
+def _duplicate(found: Verdict, index: dict[str, str], earlier: _Earlier) -> Verdict:
+    """``found``, made BAD when an earlier commit published its job id (``index`` collects the
+    first publication of each job id found in this run)."""
+    if not found.ok:
+        return found
+    first = index.get(found.job_id) or earlier(found.job_id, found.commit)
+    if first is not None and first != found.commit:
+        return verdict(found.commit, found.job_id,
+                       [f"job {found.job_id} was already published by {first}"],
+                       found.manifest_sha256, found.manifest)
+    index[found.job_id] = found.commit
+    return found
 
 
 def _in_history(repo: Repository, commit: str, tip: str) -> bool:
@@ -246,22 +374,47 @@ def _in_history(repo: Repository, commit: str, tip: str) -> bool:
     return repo.git("merge-base", "--is-ancestor", commit, tip).returncode == 0
 
 
-def _one_line(text: str) -> str:
-    """A note line: sanitized, no control characters."""
-    return "".join(ch if ch.isprintable() else " " for ch in sanitize(text))
+def _rewritten(repo: Repository, memory: L.Memory, gone: Sequence[str], notes_tip: str | None,
+               key: L.Key, report: ConfirmReport) -> None:
+    """Checked-through points no longer in the history: BAD, unless a person accepted that."""
+    for point in gone:
+        accepted = L.acceptance(key, point, L.note_lines(repo, point, memory, notes_tip))
+        if accepted is None:
+            report.rewritten.append(point)
+        else:
+            report.remarks.append(f"checked-through point {point} is gone from the history "
+                                  f"(accepted: {accepted})")
+
+
+def rewritten_line(point: str, branch_tip: str) -> str:
+    return L.one_line(f"{L.BAD_LINE} checked-through point {point} is not in the history of "
+                       f"the branch (at {branch_tip}) any more: it was rewritten (a force-push?)")
 
 
 def note_line(v: Verdict) -> str:
     if v.ok:
-        return _one_line(f"gitpub-confirm: ok job={v.job_id}")
-    return _one_line(f"gitpub-confirm: BAD job={v.job_id}: {'; '.join(v.problems)}")
+        return L.one_line(f"gitpub-confirm: ok job={v.job_id}")
+    return L.one_line(f"{L.BAD_LINE} job={v.job_id}: {'; '.join(v.problems)}")
 
 
-def _additions(report: ConfirmReport, index: Mapping[str, str], *,
+def _next_ledger(ledger: L.Ledger, report: ConfirmReport, gone: Sequence[str], *,
+                 checked: bool) -> L.Ledger:
+    ledger = ledger.without_points(gone)
+    if checked:
+        ledger = ledger.checked_through(report.tip)
+    return ledger.with_bad([*report.rewritten, *(v.commit for v in report.bad)]) \
+        .with_prefixes(report.prefixes)
+
+
+def _additions(report: ConfirmReport, index: Mapping[str, str], key: L.Key | None, *,
                checked: bool) -> dict[str, list[str]]:
     additions: dict[str, list[str]] = {v.commit: [note_line(v)] for v in report.verdicts}
-    for job_id, commit in index.items():
-        additions.setdefault(L.job_key(job_id), []).append(L.PUBLISHED_BY + commit)
+    for point in report.rewritten:
+        additions.setdefault(point, []).append(rewritten_line(point, report.tip))
+    if key is not None:  # index lines nobody could believe are not written
+        for job_id, commit in index.items():
+            additions.setdefault(L.job_key(job_id), []).append(
+                L.published_line(key, job_id, commit))
     if checked:
         additions.setdefault(report.tip, []).append(CHECKED)
     return additions
@@ -269,18 +422,37 @@ def _additions(report: ConfirmReport, index: Mapping[str, str], *,
 
 # -- writing the notes ----------------------------------------------------------------------
 
+def restore(repo: Repository, base: str | None, memory: L.Memory) -> dict[str, list[str]]:
+    """The lines of the authentic notes trees that the notes at ``base`` lack (erased since):
+    written back, so no run ever authenticates a tree with less in it."""
+    if base is None:
+        return {}
+    back: dict[str, list[str]] = {}
+    base_tree = repo.commit(base).tree
+    for notes in memory.trees:
+        tree = repo.commit(notes).tree
+        if tree == base_tree:
+            continue
+        for path, _new in repo.changed_paths(tree, base_tree):
+            name = path.replace("/", "")
+            if len(name) == 40 and all(c in "0123456789abcdef" for c in name):
+                back.setdefault(name, []).extend(read_note(repo, name, notes))
+    return back
+
+
 def _write(repo: Repository, remote: Remote, additions: dict[str, list[str]],
            ledger: L.Ledger, subject: str, notes_tip: str | None, push: bool,
-           report: ConfirmReport) -> str | None:
+           report: ConfirmReport, key: L.Key | None, memory: L.Memory) -> str | None:
     """Our note lines and ledger on top of the remote's notes (pushed when ``push``); on a
     lost race, re-applied on top of the winner's. The local notes ref gets them too. Returns
     the notes commit the ledger was settled against."""
     base = notes_tip
     for _ in range(PUSH_ATTEMPTS):
-        before = L.read_ledger(repo, base)
-        merged = ledger.merged(before) if base != notes_tip else ledger
-        new = build_notes_commit(repo, base, additions, merged.message(subject),
-                                 allow_empty=merged != before)
+        before = L.read_memory(repo, base, key) if base != notes_tip else memory
+        merged = ledger.merged(before.ledger) if base != notes_tip else ledger
+        everything = _union(restore(repo, base, memory), additions)
+        new = build_notes_commit(repo, base, everything, _message(merged, subject, key),
+                                 allow_empty=key is not None and merged != before.ledger)
         if new is None:
             return base
         if not push:
@@ -299,19 +471,35 @@ def _write(repo: Repository, remote: Remote, additions: dict[str, list[str]],
     return new
 
 
-def _settle(repo: Repository, notes: str | None, report: ConfirmReport) -> None:
-    """The open BAD verdicts and the acceptances, as the notes at ``notes`` record them."""
-    ledger = L.read_ledger(repo, notes)
-    for commit in ledger.open_bad:
-        lines = read_note(repo, commit, notes)
-        accepted = L.acceptance(lines)
+def _message(ledger: L.Ledger, subject: str, key: L.Key | None) -> Callable[[str], str]:
+    return lambda tree: ledger.message(subject, key, tree)
+
+
+def _union(*parts: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for part in parts:
+        for name, lines in part.items():
+            out.setdefault(name, []).extend(lines)
+    return out
+
+
+def _settle(repo: Repository, notes: str | None, report: ConfirmReport, key: L.Key | None,
+            memory: L.Memory, ledger: L.Ledger) -> None:
+    """The open BAD verdicts and the acceptances. With the key: the ledger's open verdicts,
+    closed by authentic acceptance lines. Without: every BAD verdict of this (whole) walk."""
+    settled = L.Memory(ledger, (*memory.trees, *([notes] if notes else [])))
+    opened = ledger.open_bad if key is not None else [v.commit for v in report.bad]
+    for commit in dict.fromkeys(opened):
+        lines = L.note_lines(repo, commit, settled, None)
+        accepted = L.acceptance(key, commit, lines)
         if accepted is not None:
             report.accepted.append((commit, accepted))
             continue
-        bad = next((ln for ln in lines if ln.startswith("gitpub-confirm: BAD")),
-                   "gitpub-confirm: BAD")
-        report.open_bad.append((commit, bad))
-    for commit in ledger.accepted:
-        accepted = L.acceptance(read_note(repo, commit, notes))
+        if key is None and (unverified := L.unverified_acceptance(lines)) is not None:
+            report.remarks.append(f"{commit} has an acceptance that cannot be verified without "
+                                  f"{KEY_ENV}, so it does not count: {unverified}")
+        report.open_bad.append((commit, L.bad_line(lines) or L.BAD_LINE))
+    for commit in ledger.accepted if key is not None else ():
+        accepted = L.acceptance(key, commit, L.note_lines(repo, commit, settled, None))
         if accepted is not None and (commit, accepted) not in report.accepted:
             report.accepted.append((commit, accepted))

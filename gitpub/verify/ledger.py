@@ -1,47 +1,94 @@
-"""The confirm ledger: what ``git pub confirm`` remembers between runs, inside ``refs/notes/pub``.
+"""The confirm ledger: what ``git pub confirm`` remembers between runs, inside ``refs/notes/pub``,
+and why it can be believed.
 
-Three facts must survive from one CI run to the next, in a fresh clone, at a cost that does not
+Four facts must survive from one CI run to the next, in a fresh clone, at a cost that does not
 grow with the history:
 
 - **where the last run stopped** (the checked-through points): the next run walks only
   ``tip ^points``;
-- **which BAD verdicts are still open** (not accepted by a person): BAD is sticky, so every run
-  fails while one is open, not just the run that found it;
-- **which commit published each job id**: a later commit claiming the same job id is BAD.
+- **which BAD verdicts are still open** (not accepted by a person): BAD is sticky;
+- **which trailer prefixes were ever checked**: a change of ``trailer_prefix`` never stops
+  the old one from being checked;
+- **which commit published each job id** (the job-id index): a later commit claiming the same
+  job id is BAD.
 
-The first two are lines in the message of every notes commit that ``confirm`` writes (the
-*ledger*; one small object, read from the notes ref's tip). A run carries the ledger forward:
-the points it checked through, the open BAD verdicts of the ledger it built on plus its own,
-less those a person accepted (``confirm --accept``), and the acceptances recorded since. Notes
-commits written by others (``git notes merge``, the post-commit hook) carry no ledger: the
-reader looks through them to the newest ledger on every path (a merge has two).
+Anyone who can push can push ``refs/notes/pub`` too, so none of this is taken on trust. CI
+holds a secret key, ``GITPUB_CONFIRM_KEY`` (never stored, never shown: the sanitizer redacts
+it and no child process inherits it), and everything ``confirm`` relies on is authenticated
+with it (HMAC-SHA256, ``Key``):
 
-The job-id index is one note per job id, attached to a name derived from the id
-(``job_key``: the id of the blob ``gitpub-job-id <id>\\n``; no object needs to exist), so a
-lookup is one path in the notes tree. Its lines are ``gitpub-confirm: published-by <commit>``.
-``git notes prune`` would drop these notes (their object is absent): do not prune
-``refs/notes/pub``.
+- the *ledger* — the checked-through points, the open BAD verdicts, the recent acceptances and
+  the prefixes, as lines in the message of the notes commit a run writes — carries one MAC over
+  all of its lines *and the notes commit's tree*. A reader believes only ledgers whose MAC is
+  valid (``read_memory``): a forged point, a ledger without the open BAD lines, or an
+  acceptance line appended by hand are ignored, and the newest authentic ledger below them
+  applies (a forged point only means a longer walk from the last authentic one);
+- the job-id index is looked up in the *trees of authentic ledgers*, not in the notes tip: a
+  note erased after the last authentic run is still there. Its lines carry their own MAC
+  (``published_line``), so an index line added by hand is ignored too;
+- an acceptance (``confirm --accept``) is a note line with a MAC over the commit and the line
+  (``acceptance_line``): one written without the key accepts nothing.
+
+A run writes its notes commit on top of the remote's notes (a fast-forward), with its tree the
+union of the remote's notes and of every authentic tree it read (``restore``): what someone
+erased since is put back, and nobody's notes are dropped.
+
+Without a key there is nothing ``confirm`` can believe of the notes: it walks the whole history
+every time, judges every claim again, and acceptances do not count (see ``verify.confirm``).
+
+Notes commits written by others (``git notes merge``, the post-commit hook, an attacker) are
+looked through to the newest authentic ledger on every path (a merge has two), at most
+``SEARCH_LIMIT`` commits deep. The job-id index is one note per job id, attached to a name
+derived from the id (``job_key``: the id of the blob ``gitpub-job-id <id>\\n``; no object
+needs to exist). ``git notes prune`` would drop these notes (their object is absent): do not
+prune ``refs/notes/pub``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from gitpub.core.sanitize import sanitize
+from gitpub.git.notes import read_note
 from gitpub.git.repo import Repository
 
-VERSION_LINE = "Gitpub-Confirm-Ledger: v1"
+VERSION_LINE = "Gitpub-Confirm-Ledger: v2"
 POINT = "Gitpub-Checked-Through: "
 OPEN = "Gitpub-Open-Bad: "
 ACCEPTED = "Gitpub-Accepted: "
+PREFIX = "Gitpub-Checked-Prefix: "
+MAC = "Gitpub-Ledger-Mac: hmac-sha256:"
 PUBLISHED_BY = "gitpub-confirm: published-by "
 ACCEPT_LINE = "gitpub-confirm: accepted"
-#: How many notes commits the reader looks through for the newest ledger on each path.
-SEARCH_LIMIT = 64
+BAD_LINE = "gitpub-confirm: BAD"
+#: How many notes commits the reader looks through for the newest authentic ledger.
+SEARCH_LIMIT = 1024
 #: How many checked-through points and recent acceptances a ledger keeps.
 MAX_POINTS = 4
 MAX_ACCEPTED = 20
+#: The shortest key accepted (bytes): a MAC is only as strong as its key.
+MIN_KEY_BYTES = 16
+_SHA = re.compile(r"[0-9a-f]{40}")
+_PREFIX_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
+_TAG = re.compile(r" \[mac ([0-9a-f]{64})\]$")
+
+
+@dataclass(frozen=True)
+class Key:
+    """CI's secret: the MAC key of everything ``confirm`` must be able to believe."""
+
+    secret: bytes
+
+    def mac(self, *parts: str) -> str:
+        data = "\0".join(("gitpub-confirm v2", *parts)).encode("utf-8", "surrogateescape")
+        return hmac.new(self.secret, data, hashlib.sha256).hexdigest()
+
+    def valid(self, tag: str, *parts: str) -> bool:
+        return hmac.compare_digest(tag, self.mac(*parts))
 
 
 @dataclass(frozen=True)
@@ -49,67 +96,117 @@ class Ledger:
     points: tuple[str, ...] = ()  # commits through which everything reachable was verified
     open_bad: tuple[str, ...] = ()  # commits with a BAD verdict no person has accepted
     accepted: tuple[str, ...] = ()  # BAD commits a person accepted (the newest first)
+    prefixes: tuple[str, ...] = ()  # every trailer prefix a run has checked
 
     def merged(self, other: Ledger) -> Ledger:
         """Both ledgers' facts: two runs that raced keep each other's."""
         accepted = _unique((*self.accepted, *other.accepted))[:MAX_ACCEPTED]
         return Ledger(_unique((*self.points, *other.points))[:MAX_POINTS],
                       tuple(c for c in _unique((*self.open_bad, *other.open_bad))
-                            if c not in accepted), accepted)
+                            if c not in accepted), accepted,
+                      _unique((*self.prefixes, *other.prefixes)))
 
-    def checked_through(self, tip: str) -> Ledger:
-        return replace(self, points=_unique((tip, *self.points))[:MAX_POINTS])
+    def checked_through(self, tip: str, dropped: Iterable[str] = ()) -> Ledger:
+        gone = set(dropped)
+        return replace(self, points=_unique(
+            (tip, *(p for p in self.points if p not in gone)))[:MAX_POINTS])
+
+    def without_points(self, dropped: Iterable[str]) -> Ledger:
+        gone = set(dropped)
+        return replace(self, points=tuple(p for p in self.points if p not in gone))
 
     def with_bad(self, commits: Iterable[str]) -> Ledger:
         return replace(self, open_bad=_unique((*self.open_bad, *commits)))
 
-    def accept(self, commit: str) -> Ledger:
-        return Ledger(self.points, tuple(c for c in self.open_bad if c != commit),
-                      _unique((commit, *self.accepted))[:MAX_ACCEPTED])
+    def with_prefixes(self, prefixes: Iterable[str]) -> Ledger:
+        return replace(self, prefixes=_unique((*self.prefixes, *prefixes)))
 
-    def message(self, subject: str) -> str:
-        lines = [VERSION_LINE, *(POINT + p for p in self.points),
-                 *(OPEN + c for c in self.open_bad), *(ACCEPTED + c for c in self.accepted)]
-        return f"{subject}\n\n" + "\n".join(lines)
+    def accept(self, commit: str) -> Ledger:
+        return Ledger(tuple(p for p in self.points if p != commit),
+                      tuple(c for c in self.open_bad if c != commit),
+                      _unique((commit, *self.accepted))[:MAX_ACCEPTED], self.prefixes)
+
+    def lines(self) -> list[str]:
+        return [VERSION_LINE, *(POINT + p for p in self.points),
+                *(OPEN + c for c in self.open_bad), *(ACCEPTED + c for c in self.accepted),
+                *(PREFIX + p for p in self.prefixes)]
+
+    def message(self, subject: str, key: Key | None, tree: str) -> str:
+        """The notes commit's message: the subject, then (with a key) the ledger and its MAC
+        over the lines and ``tree``, the notes commit's tree. Without a key no ledger is
+        written: nobody could believe it."""
+        if key is None:
+            return subject
+        lines = self.lines()
+        return f"{subject}\n\n" + "\n".join([*lines, MAC + key.mac("ledger", tree, *lines)])
 
 
 def _unique(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def _is_sha(text: str) -> bool:
-    return len(text) == 40 and all(c in "0123456789abcdef" for c in text)
-
-
-def parse_ledger(message: bytes) -> Ledger | None:
-    """The ledger in a notes commit's message, or None if it has none."""
+def parse_ledger(message: bytes) -> tuple[Ledger, str | None] | None:
+    """The ledger in a notes commit's message and its MAC tag, or None if it has none."""
     lines = message.decode("utf-8", "replace").splitlines()
     if VERSION_LINE not in lines:
         return None
-    def values(prefix: str) -> tuple[str, ...]:
+
+    def values(prefix: str, pattern: re.Pattern[str]) -> tuple[str, ...]:
         return _unique(v for ln in lines if ln.startswith(prefix)
-                       and _is_sha(v := ln[len(prefix):].strip()))
-    return Ledger(values(POINT), values(OPEN), values(ACCEPTED))
+                       and pattern.fullmatch(v := ln[len(prefix):].strip()))
+
+    tag = next((ln[len(MAC):].strip() for ln in lines if ln.startswith(MAC)), None)
+    return Ledger(values(POINT, _SHA), values(OPEN, _SHA), values(ACCEPTED, _SHA),
+                  values(PREFIX, _PREFIX_TOKEN)), tag
 
 
-def read_ledger(repo: Repository, notes_tip: str | None) -> Ledger:
-    """The newest ledger on every path back from ``notes_tip``, merged."""
-    ledger = Ledger()
-    todo = [] if notes_tip is None else [notes_tip]
-    seen: set[str] = set()
+def authentic(key: Key, message: bytes, tree: str) -> Ledger | None:
+    """The ledger of a notes commit (``message``, ``tree``) if its MAC is valid."""
+    found = parse_ledger(message)
+    if found is None or found[1] is None:
+        return None
+    ledger, tag = found
+    return ledger if key.valid(tag or "", "ledger", tree, *ledger.lines()) else None
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What ``confirm`` may believe of the notes: the authentic ledgers' facts, merged, and the
+    notes trees they were written with (where the job-id index is looked up)."""
+
+    ledger: Ledger = Ledger()
+    trees: tuple[str, ...] = ()  # the notes commits of the authentic ledgers
+    unauthentic: int = 0  # ledgers passed on the way whose MAC is missing or wrong
+
+    @property
+    def found(self) -> bool:
+        return bool(self.trees)
+
+
+def read_memory(repo: Repository, notes_tip: str | None, key: Key | None) -> Memory:
+    """The newest authentic ledger on every path back from ``notes_tip``, merged (nothing
+    without a key)."""
+    if key is None or notes_tip is None:
+        return Memory()
+    ledger, found, skipped = Ledger(), list[str](), 0
+    todo, seen = [notes_tip], set[str]()
     while todo and len(seen) < SEARCH_LIMIT:
         sha = todo.pop(0)
         if sha in seen or not repo.has_object(sha):
             continue
         seen.add(sha)
         info = repo.commit(sha)
-        found = parse_ledger(info.message)
-        if found is not None:
-            ledger = ledger.merged(found)
-        else:
-            todo.extend(info.parents)
-    return ledger
+        good = authentic(key, info.message, info.tree)
+        if good is not None:
+            ledger = ledger.merged(good)
+            found.append(sha)
+            continue
+        skipped += parse_ledger(info.message) is not None
+        todo.extend(info.parents)
+    return Memory(ledger, tuple(found), skipped)
 
+
+# -- note lines that carry their own MAC ------------------------------------------------------
 
 def job_key(job_id: str) -> str:
     """The name the job-id index note hangs on: the blob id of ``gitpub-job-id <id>\\n``."""
@@ -117,10 +214,68 @@ def job_key(job_id: str) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def published_by(lines: Sequence[str]) -> list[str]:
-    return [ln[len(PUBLISHED_BY):].strip() for ln in lines if ln.startswith(PUBLISHED_BY)]
+def _tagged(text: str) -> tuple[str, str | None]:
+    found = _TAG.search(text)
+    return (text, None) if found is None else (text[:found.start()], found.group(1))
 
 
-def acceptance(lines: Sequence[str]) -> str | None:
-    """The acceptance line of a commit's note, if a person accepted its BAD verdict."""
-    return next((ln for ln in lines if ln.startswith(ACCEPT_LINE)), None)
+def published_line(key: Key, job_id: str, commit: str) -> str:
+    line = PUBLISHED_BY + commit
+    return f"{line} [mac {key.mac('published-by', job_id, commit)}]"
+
+
+def published_by(key: Key | None, job_id: str, lines: Sequence[str]) -> list[str]:
+    """The commits the authentic index lines among ``lines`` name as ``job_id``'s publication."""
+    if key is None:
+        return []
+    found = []
+    for ln in lines:
+        text, tag = _tagged(ln)
+        if not text.startswith(PUBLISHED_BY) or tag is None:
+            continue
+        commit = text[len(PUBLISHED_BY):].strip()
+        if key.valid(tag, "published-by", job_id, commit):
+            found.append(commit)
+    return found
+
+
+def acceptance_line(key: Key, commit: str, who: str, reason: str) -> str:
+    """A person's acceptance of the BAD verdict on ``commit``: sanitized, one line, with a MAC
+    over the commit and the line."""
+    text = one_line(f"{ACCEPT_LINE} by {who}: {reason}")
+    return f"{text} [mac {key.mac('accepted', commit, text)}]"
+
+
+def acceptance(key: Key | None, commit: str, lines: Sequence[str]) -> str | None:
+    """The authentic acceptance among ``commit``'s note lines (without its MAC), if any."""
+    if key is None:
+        return None
+    for ln in lines:
+        text, tag = _tagged(ln)
+        if text.startswith(ACCEPT_LINE) and tag is not None and key.valid(tag, "accepted",
+                                                                          commit, text):
+            return text
+    return None
+
+
+def unverified_acceptance(lines: Sequence[str]) -> str | None:
+    """An acceptance line whatever its MAC (to say that it was not counted)."""
+    return next((_tagged(ln)[0] for ln in lines if ln.startswith(ACCEPT_LINE)), None)
+
+
+def bad_line(lines: Sequence[str]) -> str | None:
+    return next((ln for ln in lines if ln.startswith(BAD_LINE)), None)
+
+
+def one_line(text: str) -> str:
+    """A note line: sanitized, no control characters."""
+    return "".join(ch if ch.isprintable() else " " for ch in sanitize(text))
+
+
+def note_lines(repo: Repository, commit: str, memory: Memory, tip: str | None) -> list[str]:
+    """``commit``'s note lines in the notes at ``tip`` and in every authentic tree (what was
+    erased since the last authentic run is still found)."""
+    lines: dict[str, None] = {}
+    for notes in dict.fromkeys((*memory.trees, *([tip] if tip else []))):
+        lines.update(dict.fromkeys(read_note(repo, commit, notes)))
+    return list(lines)

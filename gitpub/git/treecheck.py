@@ -1,0 +1,95 @@
+"""What ``git fsck --strict`` refuses in one tree object, read from the object's raw bytes.
+
+Why: dulwich parses a tree into a dictionary, so of two entries with the same name it keeps the
+last, while C git's checkout writes *both* into the index (a duplicated ``posts`` directory
+brings files nobody verified into every clone). A verifier that reads trees through dulwich
+must first make sure the tree means one thing to everyone: exactly the trees ``git fsck``
+accepts. The rules, from C git's ``fsck.c`` (``fsck_tree``, ``verify_ordered``):
+
+- every entry is ``<mode> SP <name> NUL <20-byte id>``; nothing truncated (``badTree``);
+- the mode is one of ``100644``, ``100755``, ``120000``, ``40000``, ``160000`` — not zero-padded
+  (``zeroPaddedFilemode``) and not ``100664`` (which ``--strict`` refuses: ``badFilemode``);
+- the name is not empty, holds no ``/``, is not ``.`` or ``..``, and is not ``.git`` in any
+  spelling NTFS or HFS+ resolve to it (``hasDotgit``, ``core.paths.is_dotgit``);
+- no entry points at the null id (``nullSha1``);
+- a symbolic link is never ``.gitmodules``, ``.gitattributes``, ``.gitignore`` or ``.mailmap``
+  (``gitmodulesSymlink`` and friends);
+- entries are sorted in git's order (a tree's name compares as if it ended in ``/``), strictly,
+  and no name appears twice — also not as a file and a directory further apart
+  (``treeNotSorted``, ``duplicateEntries``).
+
+Standard library and ``core.paths`` only: a pure function of bytes, proven against C git's
+``fsck`` in ``tests/test_treecheck.py``.
+"""
+
+from __future__ import annotations
+
+from gitpub.core.paths import is_dotgit, symlink_problem
+
+MODES = frozenset({b"100644", b"100755", b"120000", b"40000", b"160000"})
+_NULL_ID = b"\0" * 20
+_ID_BYTES = 20
+
+
+def _entries(raw: bytes) -> list[tuple[bytes, bytes, bytes]] | None:
+    """(mode, name, id) of every entry, or None when the bytes are no tree."""
+    out, pos = [], 0
+    while pos < len(raw):
+        space = raw.find(b" ", pos)
+        nul = raw.find(b"\0", space + 1) if space >= 0 else -1
+        if space <= pos or nul < 0 or nul + 1 + _ID_BYTES > len(raw):
+            return None
+        out.append((raw[pos:space], raw[space + 1:nul], raw[nul + 1:nul + 1 + _ID_BYTES]))
+        pos = nul + 1 + _ID_BYTES
+    return out
+
+
+def _is_tree(mode: bytes) -> bool:
+    try:
+        return int(mode, 8) & 0o170000 == 0o040000
+    except ValueError:
+        return False
+
+
+def _entry_problem(mode: bytes, name: bytes, oid: bytes) -> str | None:
+    shown = name.decode("utf-8", "backslashreplace")
+    if mode.startswith(b"0"):
+        return f"entry {shown!r}: zero-padded mode {mode.decode('ascii', 'replace')}"
+    if mode not in MODES:
+        return f"entry {shown!r}: mode {mode.decode('ascii', 'replace')} is not a git file mode"
+    if not name:
+        return "an entry with an empty name"
+    if b"/" in name:
+        return f"entry {shown!r}: a name holding '/'"
+    if name in (b".", b".."):
+        return f"an entry named {shown!r}"
+    text = name.decode("utf-8", "surrogateescape")
+    if is_dotgit(text):
+        return f"entry {shown!r}: .git in a spelling NTFS or HFS+ resolve to it"
+    if oid == _NULL_ID:
+        return f"entry {shown!r}: the null object id"
+    if mode == b"120000":
+        problem = symlink_problem(text)
+        if problem is not None:
+            return f"entry {shown!r}: {problem}"
+    return None
+
+
+def tree_problems(raw: bytes) -> list[str]:
+    """What ``git fsck --strict`` refuses in the tree whose raw object content is ``raw``
+    (empty when nothing)."""
+    entries = _entries(raw)
+    if entries is None:
+        return ["not a well-formed tree object"]
+    problems = [p for e in entries if (p := _entry_problem(*e)) is not None]
+    seen: set[bytes] = set()
+    previous: tuple[bytes, bytes] | None = None  # (sort key, name) of the entry before
+    for mode, name, _ in entries:
+        if name in seen:
+            problems.append(f"entry {name.decode('utf-8', 'backslashreplace')!r} appears twice")
+        seen.add(name)
+        key = name + b"/" if _is_tree(mode) else name
+        if previous is not None and key <= previous[0] and name != previous[1]:
+            problems.append("entries are not in git's order")
+        previous = (key, name)
+    return list(dict.fromkeys(problems))

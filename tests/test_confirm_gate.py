@@ -1,0 +1,217 @@
+"""`git pub confirm` against an attacker who can push the branch *and* ``refs/notes/pub``:
+forged ledgers, hand-written acceptances, erased notes, a force-push that rewrites the
+checked-through point, a trailer-prefix switch over two pushes, claims that are no gitpub job
+id, claims that change nothing. Each attack is what a second clone can push; CI runs in a
+fresh clone, with the key (``ci_clone``) or without it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import Site, git
+from test_confirm import (
+    FORGED_JOB,
+    attacker_clone,
+    ci_clone,
+    commit_as,
+    job_commit_message,
+    message_of,
+    publish,
+    remote_notes,
+)
+
+
+def keyless(site: Site, tmp_path: Path, name: str) -> Site:
+    clone = ci_clone(site, tmp_path, name, depth=None)
+    env = {k: v for k, v in clone.env.items() if k != "GITPUB_CONFIRM_KEY"}
+    return Site(clone.path, clone.remote, env)
+
+
+def forged_notes_commit(repo: Path, lines: list[str], parent: str = "refs/notes/pub") -> str:
+    """A notes commit on top of the remote's notes whose message is a ledger of ``lines``."""
+    git(repo, "fetch", "-q", "origin", "+refs/notes/pub:refs/notes/pub")
+    tree = git(repo, "rev-parse", "refs/notes/pub^{tree}").strip()
+    message = ("notes\n\n" + "\n".join(lines) + "\n").encode()
+    return git(repo, "commit-tree", tree, "-p", parent, input=message).strip()
+
+
+def tamper_on_top(site: Site, tmp_path: Path, good: str) -> tuple[Path, str]:
+    """The publication's whole message on a commit that adds a CI workflow."""
+    evil = attacker_clone(site, tmp_path)
+    bad = commit_as(evil, message_of(evil, good), {".github/workflows/evil.yml": "on: push\n"})
+    return evil, bad
+
+
+def test_a_forged_checked_through_point_is_not_believed(site: Site, tmp_path: Path) -> None:
+    """t2: a forged commit and a notes commit saying "checked through it", pushed together."""
+    (good,) = publish(site, 1)
+    assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
+    evil, bad = tamper_on_top(site, tmp_path, good)
+    for mac in ("", "Gitpub-Ledger-Mac: hmac-sha256:" + "0" * 64):
+        notes = forged_notes_commit(evil, ["Gitpub-Confirm-Ledger: v2",
+                                           f"Gitpub-Checked-Through: {bad}", mac])
+        git(evil, "push", "-q", "-f", "origin", "HEAD:main", f"{notes}:refs/notes/pub")
+        r = ci_clone(site, tmp_path, f"ci-{len(mac)}").run("confirm", "--json")
+        assert r.code == 1, r.out + r.err
+        assert [b["commit"] for b in r.json()["open_bad"]] == [bad]
+        assert r.json()["bad"] == ([bad] if not mac else [])  # the 2nd run: still open
+        assert r.json()["authenticated"] is True
+        assert any("without a valid MAC were ignored" in m for m in r.json()["remarks"])
+
+
+def test_without_the_key_the_whole_history_is_checked_and_said_so(site: Site,
+                                                                  tmp_path: Path) -> None:
+    (good,) = publish(site, 1)
+    assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
+    evil, bad = tamper_on_top(site, tmp_path, good)
+    notes = forged_notes_commit(evil, ["Gitpub-Confirm-Ledger: v2",
+                                       f"Gitpub-Checked-Through: {bad}"])
+    git(evil, "push", "-q", "origin", "HEAD:main", f"{notes}:refs/notes/pub")
+    total = int(git(site.remote, "rev-list", "--count", "main").strip())
+    for run in range(2):  # and the next run still finds it: nothing is remembered, all re-judged
+        r = keyless(site, tmp_path, f"plain{run}").run("confirm", "--json")
+        assert r.code == 1, r.out + r.err
+        data = r.json()
+        assert data["authenticated"] is False and data["checked"] == total
+        assert data["bad"] == [bad] and [b["commit"] for b in data["open_bad"]] == [bad]
+        assert any("GITPUB_CONFIRM_KEY is not set" in m for m in data["remarks"])
+    # and --accept needs the key: an acceptance anyone could write would accept nothing
+    r = keyless(site, tmp_path, "plain-accept").run("confirm", "--accept", bad, "--reason", "x")
+    assert r.code == 2 and "GITPUB_CONFIRM_KEY" in r.err
+
+
+def test_a_ledger_without_the_open_bad_and_a_hand_acceptance_do_not_close_it(
+        site: Site, tmp_path: Path) -> None:
+    """t3/t3b: after the run that found BAD, the attacker appends an acceptance line by hand,
+    then pushes a ledger that copies the authentic one minus its open BAD line."""
+    (good,) = publish(site, 1)
+    assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
+    evil, bad = tamper_on_top(site, tmp_path, good)
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    assert ci_clone(site, tmp_path, "ci1").run("confirm").code == 1
+    git(evil, "fetch", "-q", "origin", "+refs/notes/pub:refs/notes/pub")
+    git(evil, "notes", "--ref=pub", "append", "-m",
+        "gitpub-confirm: accepted by Maintainer <boss@example.com>: reviewed, fine", bad)
+    git(evil, "push", "-q", "origin", "refs/notes/pub")
+    r = ci_clone(site, tmp_path, "ci2").run("confirm", "--json")
+    assert r.code == 1 and [b["commit"] for b in r.json()["open_bad"]] == [bad], r.out
+    authentic = git(evil, "log", "-1", "--format=%B", "refs/notes/pub~1").splitlines()
+    assert any(ln.startswith("Gitpub-Open-Bad: ") for ln in authentic)
+    copied = [ln for ln in authentic if ln.startswith("Gitpub-")
+              and not ln.startswith("Gitpub-Open-Bad: ")]
+    git(evil, "push", "-q", "origin", f"{forged_notes_commit(evil, copied)}:refs/notes/pub")
+    r = ci_clone(site, tmp_path, "ci3").run("confirm", "--json")
+    assert r.code == 1 and [b["commit"] for b in r.json()["open_bad"]] == [bad], r.out
+
+
+def test_an_erased_index_note_does_not_hide_a_second_publication(site: Site,
+                                                                  tmp_path: Path) -> None:
+    """t22: the job-id index note is removed from the notes, then the job's message is pushed
+    again on a commit that changes nothing."""
+    (good,) = publish(site, 1)
+    assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
+    evil = attacker_clone(site, tmp_path)
+    git(evil, "fetch", "-q", "origin", "+refs/notes/pub:refs/notes/pub")
+    for line in git(evil, "notes", "--ref=pub", "list").splitlines():
+        note, target = line.split()
+        if "published-by" in git(evil, "cat-file", "-p", note):
+            git(evil, "notes", "--ref=pub", "remove", target)
+    git(evil, "push", "-q", "-f", "origin", "refs/notes/pub")
+    again = commit_as(evil, message_of(evil, good), {})
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    r = ci_clone(site, tmp_path, "ci1").run("confirm", "--json")
+    assert r.code == 1 and r.json()["bad"] == [again], r.out
+
+
+def test_a_claim_that_changes_nothing_is_bad(site: Site, tmp_path: Path) -> None:
+    """A commit with a job's trailers and no change (``git commit --allow-empty -C``): even as
+    the first claim of its job id (a copied message of a job published elsewhere)."""
+    evil = attacker_clone(site, tmp_path)
+    files = {"posts/new.md": "# New\n"}
+    commit_as(evil, b"Add it\n", files)
+    empty = commit_as(evil, job_commit_message(files), {})
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    r = ci_clone(site, tmp_path, "ci").run("confirm", "--json")
+    assert r.code == 1 and r.json()["bad"] == [empty], r.out
+    row = next(c for c in r.json()["commits"] if c["commit"] == empty)
+    assert row["problems"] == ["it changes nothing against its first parent"]
+
+
+def test_a_job_id_that_is_no_uuid_is_bad_and_never_shown(site: Site, tmp_path: Path) -> None:
+    """t12: a valid-looking publication whose Blog-Job-Id is a secret-shaped value."""
+    secret = "AKIAQWERTYUIOPASDFGH"
+    evil = attacker_clone(site, tmp_path)
+    files = {"posts/n.md": "hello\n"}
+    bad = commit_as(evil, job_commit_message(files, job_id=secret), files)
+    ok = commit_as(evil, job_commit_message({"posts/m.md": "m\n"}, job_id=FORGED_JOB),
+                   {"posts/m.md": "m\n"})
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    r = ci_clone(site, tmp_path, "ci").run("confirm", "--json")
+    assert r.code == 1 and r.json()["bad"] == [bad], r.out
+    assert secret not in r.out and secret not in r.err
+    row = next(c for c in r.json()["commits"] if c["commit"] == bad)
+    assert row["job_id"] == "[REDACTED:aws-access-key]"
+    assert any("is not a gitpub job id (a UUID)" in p for p in row["problems"])
+    assert next(c for c in r.json()["commits"] if c["commit"] == ok)["ok"]
+    assert secret not in remote_notes(site, bad)
+    r = ci_clone(site, tmp_path, "ci-text").run("confirm")
+    assert secret not in r.out and secret not in r.err
+
+
+# -- the rules come from the trusted start, never from the tree being judged -------------------
+
+def use_prefix(site: Site, prefix: str) -> None:
+    config = site.path / ".gitpub.yaml"
+    config.write_text(config.read_text() + f"trailer_prefix: {prefix}\n")
+    site.git("commit", "-q", "-am", f"config: trailer_prefix {prefix}")
+    site.git("push", "-q", "origin", "HEAD:main")
+
+
+def test_a_force_push_that_switches_the_prefix_does_not_hide_a_rewritten_publication(
+        site: Site, tmp_path: Path) -> None:
+    """t7: the site uses ``Site``; a force-push amends the publication (tampered content, a CI
+    workflow, message kept) and switches the prefix at the tip to ``Other``."""
+    use_prefix(site, "Site")
+    (good,) = publish(site, 1)
+    assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
+    evil = attacker_clone(site, tmp_path)
+    text = (evil / "posts/p0.md").read_text() + "<script>evil()</script>\n"
+    rewritten = commit_as(evil, message_of(evil, good),
+                          {"posts/p0.md": text, ".github/workflows/x.yml": "on: push\n"},
+                          amend=True)
+    config = (evil / ".gitpub.yaml").read_text().replace("trailer_prefix: Site",
+                                                          "trailer_prefix: Other")
+    commit_as(evil, b"tweak config\n", {".gitpub.yaml": config})
+    git(evil, "push", "-q", "-f", "origin", "HEAD:main")
+    for name in ("ci1", "ci2"):  # and it stays red
+        r = ci_clone(site, tmp_path, name).run("confirm", "--json")
+        assert r.code == 1, r.out + r.err
+        data = r.json()
+        assert rewritten in data["bad"] or rewritten in [b["commit"] for b in data["open_bad"]]
+        assert good in data["rewritten"] or good in [b["commit"] for b in data["open_bad"]]
+        assert "Site" in data["prefixes"]
+    # a fresh clone without the key: the claim is judged too (the prefix its own tree names)
+    r = keyless(site, tmp_path, "plain").run("confirm", "--json")
+    assert r.code == 1 and rewritten in r.json()["bad"], r.out
+
+
+def test_a_prefix_switch_over_two_pushes_keeps_the_old_prefix_checked(
+        site: Site, tmp_path: Path) -> None:
+    """t15: push 1 switches ``Site`` to ``Other`` (reported, green); push 2 carries a tampered
+    commit claiming ``Site-Job-Id``."""
+    use_prefix(site, "Site")
+    (good,) = publish(site, 1)
+    assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
+    evil = attacker_clone(site, tmp_path)
+    config = (evil / ".gitpub.yaml").read_text().replace("trailer_prefix: Site",
+                                                          "trailer_prefix: Other")
+    switch = commit_as(evil, b"config: tidy\n", {".gitpub.yaml": config})
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    r = ci_clone(site, tmp_path, "ci1").run("confirm", "--json")
+    assert r.code == 0, r.out + r.err
+    assert r.json()["config_changes"] == [switch]
+    bad = commit_as(evil, message_of(evil, good), {".github/workflows/evil.yml": "on: push\n"})
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    r = ci_clone(site, tmp_path, "ci2").run("confirm", "--json")
+    assert r.code == 1 and r.json()["bad"] == [bad], r.out
+    assert r.json()["prefixes"][:1] == ["Other"] and "Site" in r.json()["prefixes"]
