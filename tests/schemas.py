@@ -56,6 +56,8 @@ def schema_for(args: Sequence[str], data: Any) -> str | None:
     """The schema of what ``git pub ARGS --json`` printed (None: not a gitpub output)."""
     if isinstance(data, dict) and "error" in data:
         return "error.json"
+    if isinstance(data, dict) and "help" in data and ("-h" in args or "--help" in args):
+        return "help.json"
     words = positionals(args)
     if not words:
         return "version.json" if "--version" in args else None

@@ -48,6 +48,36 @@ def test_a_nextline_pragma_allows_the_next_line_only() -> None:
     assert allowed(text) == [(2, "pragma on the line before"), (3, None)]
 
 
+GHP = "ghp_1234567890abcdefghijklmnopqrstuvwxyzAB"
+
+
+def test_a_pragma_on_an_unterminated_key_block_covers_nothing_after_it() -> None:
+    """Attack repro r06 (a): the block runs to the end of the text, swallowing later secrets."""
+    text = (f"# Keys\n\n<!-- {PRAGMA} --> -----BEGIN RSA PRIVATE KEY-----\n\nProse.\n\n"
+            f"Deploy token {GHP} and\n")
+    hits = allowed(text)
+    assert hits and all(by is None for _, by in hits), hits
+
+
+@pytest.mark.parametrize("eol", ["\r", "\r\n", "\v", "\u2028"])
+def test_a_pragma_line_ends_at_any_line_break(eol: str) -> None:
+    """Attack repro r06 (b): with \\r-only line endings one pragma covered the whole file."""
+    text = eol.join(["# CR only", f"<!-- {PRAGMA} -->", "Some text.", f'token = "{GHP}"', ""])
+    assert allowed(text) == [(4, None)]
+    text = eol.join(["# Own line", f'token = "{GHP}" <!-- {PRAGMA} -->', f'token = "{GHP}"', ""])
+    assert allowed(text) == [(2, "pragma"), (3, None)]
+    nextline = "<!-- pragma: allowlist nextline secret -->"
+    text = eol.join([nextline, f'token = "{GHP}"', f'token = "{GHP}"', ""])
+    assert allowed(text) == [(2, "pragma on the line before"), (3, None)]
+
+
+def test_an_unterminated_key_with_a_pragma_goes_to_review(site: Site) -> None:
+    text = (f"# Keys\n\n<!-- {PRAGMA} --> -----BEGIN RSA PRIVATE KEY-----\n\nDeploy token "
+            f"{GHP}\n")
+    data = prepare(site, "posts/pk.md", text, "pk")
+    assert data["state"] == "REVIEW" and data["failure_code"] == "secret_in_source", data
+
+
 def test_a_fingerprint_rule_is_scoped_to_its_paths() -> None:
     rules = Allowlist.parse(f"# examples in the docs\n\ncontent/docs/**  {FP}\n")
     assert fingerprint(VALUE) == FP

@@ -195,3 +195,69 @@ def test_dry_run_of_a_named_job_that_needs_a_person(site: Site, tmp_path: Path) 
     assert site.call("push").code == 4
     r = site.call("push", "--dry-run", "--json", job_id)
     assert r.json()["jobs"][0]["action"] == "nothing"
+
+
+# -- doctor and dry runs leave the user's index alone (its lock and its bytes) ----------------
+
+def _index_state(site: Site) -> tuple[bytes, int]:
+    index = site.path / ".git" / "index"
+    return index.read_bytes(), index.stat().st_mtime_ns
+
+
+def test_doctor_and_dry_runs_never_write_the_index(site: Site) -> None:
+    """`git status` refreshes the index opportunistically: it takes .git/index.lock and
+    rewrites the index when a file's stat data changed. A read-only command must not (a user's
+    `git commit` at that moment would fail on the lock)."""
+    site.call("prepare", "--key", "k", "--to", "posts/a.md", "-", input="# A\n")
+    welcome = site.path / "posts" / "welcome.md"
+    old = time.time() - 3600
+    os.utime(welcome, (old, old))  # stat data changed, content not: a refresh would write
+    (site.path / "posts" / "hand.md").write_text("# by hand\n")
+    before = _index_state(site)
+    for args in (["doctor"], ["push", "--dry-run"], ["sync", "--dry-run"]):
+        r = site.call(*args)
+        assert r.code == 0, (args, r.out + r.err)
+        assert _index_state(site) == before, f"{args} wrote the index"
+
+
+def test_doctor_and_dry_runs_work_while_the_user_holds_the_index_lock(site: Site) -> None:
+    site.call("prepare", "--key", "k", "--to", "posts/a.md", "-", input="# A\n")
+    (site.path / "posts" / "hand.md").write_text("# by hand\n")
+    lock = site.path / ".git" / "index.lock"
+    lock.write_bytes(b"a user's git add, under way")
+    old = time.time() - 7200
+    os.utime(lock, (old, old))  # old, so a lock sweep would think it stale: it is not ours
+    r = site.call("doctor", "--fix")
+    assert lock.read_bytes() == b"a user's git add, under way", "doctor took the user's lock"
+    for args in (["push", "--dry-run"], ["sync", "--dry-run"], ["doctor"]):
+        r = site.call(*args)
+        assert r.code == 0, (args, r.out + r.err)
+        assert "would" in r.out or args == ["doctor"], r.out
+    assert lock.read_bytes() == b"a user's git add, under way"
+    lock.unlink()
+
+
+def test_doctor_fix_never_half_creates_a_remote(site: Site) -> None:
+    """Attack repro r14: with `remote: upstream` not yet added, --fix added a notes refspec
+    for it, creating a remote section without a URL that `git remote add` then refused."""
+    text = (site.path / ".gitpub.yaml").read_text().replace("remote: origin", "remote: upstream")
+    (site.path / ".gitpub.yaml").write_text(text)
+    code, checks = doctor(site, "--fix")
+    assert code == 1 and checks["remote"]["status"] == "fail"
+    assert "git remote add upstream" in checks["remote"]["fix"]
+    assert checks["notes refspec"]["status"] == "skipped" and not checks["notes refspec"]["fixed"]
+    assert site.git("config", "--get-regexp", r"^remote\.upstream\.", check=False) == ""
+    site.git("remote", "add", "upstream", str(site.remote))  # the doctor's own fix works
+    code, checks = doctor(site, "--fix")
+    assert checks["remote"]["status"] == "ok" and checks["notes refspec"]["fixed"], checks
+
+
+def test_doctor_names_a_remote_configured_without_a_url(site: Site) -> None:
+    site.git("config", "--add", "remote.upstream.fetch", "+refs/notes/pub:refs/notes/x")
+    text = (site.path / ".gitpub.yaml").read_text().replace("remote: origin", "remote: upstream")
+    (site.path / ".gitpub.yaml").write_text(text)
+    code, checks = doctor(site)
+    assert code == 1 and "without a URL" in checks["remote"]["message"]
+    assert "git remote set-url upstream URL" in checks["remote"]["fix"]
+    site.git("remote", "set-url", "upstream", str(site.remote))
+    assert doctor(site)[1]["remote"]["status"] == "ok"

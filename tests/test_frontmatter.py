@@ -7,6 +7,9 @@ matter, shell comments in code blocks, and front matter that does not parse.
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import tomllib
 
 import pytest
@@ -15,7 +18,8 @@ from conftest import Site
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gitpub.pipeline.frontmatter import first_heading, problem, split, title
+from gitpub.config.load import strict_loader
+from gitpub.pipeline.frontmatter import atx_heading, first_heading, problem, split, title
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -101,8 +105,13 @@ def test_toml_and_json_front_matter_read_as_their_parsers_do(data: dict[str, obj
 @given(_text)
 def test_a_yaml_title_reads_as_yaml_does(value: str) -> None:
     text = f"---\ntitle: {json.dumps(value)}\n---\n"
-    expected = " ".join(yaml.safe_load(text.split("---")[1])["title"].split())
-    assert title(text) == (expected or None)
+    try:
+        parsed = yaml.load(text.split("---")[1], strict_loader())
+    except yaml.YAMLError:  # (libyaml refuses surrogate escapes): the gate says so
+        assert problem(text) is not None and title(text) is None
+        return
+    expected = " ".join(parsed["title"].split())
+    assert title(text) == (expected or None) and problem(text) is None
 
 
 # -- through the pipeline: the gate and the commit subject ----------------------------------
@@ -135,3 +144,79 @@ def test_the_gate_checks_each_format(site: Site, text: str, expected: str) -> No
     data = prepare(site, "g-" + expected, text)
     assert data["state"] == "REVIEW" and data["failure_code"] == "gate_failed"
     assert expected in str(data["failure_detail"])
+
+
+# -- YAML semantics, bounded nesting, linear headings (attack repros r19, r12, r11) ---------
+
+@pytest.mark.parametrize("line", ["title: null", "title: ~", "title:", "title: 2024",
+                                  "title: true"])
+def test_a_yaml_title_that_is_not_a_string_is_no_title(line: str) -> None:
+    assert title(f"---\n{line}\n---\n\n# The Heading\n") == "The Heading"
+
+
+def test_a_title_line_inside_a_quoted_scalar_is_not_the_title() -> None:
+    text = '---\nsummary: "a quoted\ntitle: Not the title\nscalar"\ntitle: Real title\n---\n# H\n'
+    assert title(text) == "Real title"
+
+
+def test_a_second_title_key_is_refused_not_guessed() -> None:
+    text = "---\ntitle: First\ntitle: Second\n---\n# H\n"
+    found = problem(text)
+    assert found is not None and "duplicate key" in found and "line 3" in found, found
+
+
+def test_a_billion_laughs_front_matter_is_refused_before_it_expands() -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    found = problem("---\n" + "\n".join(lines) + "\n---\n")
+    assert found is not None and "too many values" in found, found
+
+
+def _nested(fmt: str, depth: int) -> str:
+    deep = "[" * depth + "]" * depth
+    return {"json": f'{{"title": "x", "a": {deep}}}\n# H\n',
+            "yaml": f"---\ntitle: x\na: {deep}\n---\n# H\n",
+            "toml": f'+++\ntitle = "x"\na = {deep}\n+++\n# H\n'}[fmt]
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml", "toml"])
+@pytest.mark.parametrize("depth", [150, 100_000])
+def test_deep_nesting_is_a_problem_not_a_recursion_error(fmt: str, depth: int) -> None:
+    assert problem(_nested(fmt, depth)) == (
+        "front matter is nested too deeply (more than 100 levels)")
+    assert title(_nested(fmt, depth)) in ("H", None)  # (and no RecursionError)
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml", "toml"])
+def test_nesting_up_to_the_bound_is_fine(fmt: str) -> None:
+    assert problem(_nested(fmt, 98)) is None and title(_nested(fmt, 98)) == "x"
+
+
+def test_deep_front_matter_goes_to_review_through_prepare(site: Site) -> None:
+    data = prepare(site, "deep", _nested("json", 100_000))
+    assert data["state"] == "REVIEW" and "nested too deeply" in str(data["failure_detail"])
+
+
+#: CommonMark's ATX heading as a (backtracking) regular expression: the oracle for short lines.
+_ATX_ORACLE = re.compile(r" {0,3}#{1,6}(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
+
+
+@given(st.text(st.sampled_from(" \t#xé"), max_size=14))
+def test_atx_headings_read_as_commonmark_says(line: str) -> None:
+    found = _ATX_ORACLE.fullmatch(line)
+    expected = found.group(1).strip() if found and found.group(1) else None
+    assert atx_heading(line) == (expected or None)
+
+
+def test_a_heading_with_a_huge_run_of_spaces_is_read_in_linear_time() -> None:
+    """The old heading regex backtracked quadratically: 10,000 spaces took 9 s, so 200,000
+    would take an hour. Under a CPU limit of 30 s (generous: the linear reader needs
+    milliseconds) the child is killed if reading is anything but linear."""
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_CPU, (30, 30));"
+            "from gitpub.pipeline.frontmatter import title;"
+            "t = '# Title' + ' ' * 200_000 + 'x\\n\\nBody.\\n';"
+            "assert title(t) == 'Title' + ' ' * 200_000 + 'x';"
+            "assert title('---\\ntitle: x\\n---\\n' + t) == 'x';"
+            "assert title('#' + ' ' * 200_000 + '#' * 200_000 + ' x') is not None")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-500:]

@@ -3,6 +3,7 @@ crash point leaves a job in each interrupted state; a proxy drops a push reply."
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from conftest import Site, git
 from netfaults import DropReplyProxy, GitDaemon
 
+from gitpub.app.sources import MAX_MERGED_BYTES
 from gitpub.core.states import State
 from gitpub.git.repo import Repository
 from gitpub.store.jobs import JobStore
@@ -355,6 +357,52 @@ def test_abandon_a_job_that_is_on_the_remote_publishes_it(site: Site) -> None:
     assert git(site.remote, "show", "main:posts/a.md") == "# A\n"
 
 
+def test_abandon_local_committed_probes_a_hand_pushed_job(site: Site) -> None:
+    """A person pushed the job's commit by hand (or a push's report was lost): the job is on
+    the remote although it is LOCAL_COMMITTED, so --abandon probes and finds it."""
+    job_id = prepare(site, "k", "posts/a.md", "# A\n")
+    commit = site.call("status", "--json", job_id).json()["local_commit"]
+    site.git("push", "-q", "--no-verify", "origin", f"{commit}:refs/heads/main")
+    r = site.call("resolve", "--json", job_id, "--abandon")
+    assert r.code == 0, r.out + r.err
+    job = r.json()["jobs"][0]
+    assert job["state"] == "PUBLISHED" and "not abandoned" in job["note"], job
+
+
+def test_abandon_local_committed_refuses_without_the_remote(site: Site) -> None:
+    job_id = prepare(site, "k", "posts/a.md", "# A\n")
+    site.git("remote", "set-url", "origin", str(site.remote.parent / "gone.git"))
+    r = site.call("resolve", "--json", job_id, "--abandon")
+    assert r.code != 0 and r.json()["hint"], r.out + r.err
+    assert state_of(site, job_id) == "LOCAL_COMMITTED"
+
+
+#: A server whose reference-transaction hook applies the push, then prints an authentication
+#: failure (a mirror or proxy message) and kills receive-pack: no porcelain line comes back.
+_AUTH_TEXT_AFTER_LANDING = """#!/bin/sh
+cat >/dev/null
+if [ "$1" = committed ] && [ ! -f "$GIT_DIR/once" ]; then touch "$GIT_DIR/once"
+  echo "remote: fatal: Authentication failed for 'https://mirror.example.org/blog.git/'" >&2
+  kill -9 $PPID
+fi
+"""
+
+
+def test_a_push_that_landed_is_sent_whatever_stderr_says(site: Site) -> None:
+    hook = site.remote / "hooks" / "reference-transaction"
+    hook.write_text(_AUTH_TEXT_AFTER_LANDING)
+    hook.chmod(0o755)
+    job_id = prepare(site, "k", "posts/a.md", "# A\n")
+    r = site.call("push", "--json")
+    assert (site.remote / "once").exists(), "the hook did not run"
+    assert r.code == 0, r.out + r.err
+    assert r.json()["jobs"][0]["state"] == "PUBLISHED"
+    log = git(site.remote, "log", "--format=%(trailers:key=Blog-Job-Id,valueonly)", "main")
+    assert log.split().count(job_id) == 1
+    assert site.call("resolve", job_id, "--abandon").code == 2, "published: never abandoned"
+    assert state_of(site, job_id) == "PUBLISHED"
+
+
 @pytest.fixture
 def flaky(site: Site, tmp_path: Path) -> Iterator[DropReplyProxy]:
     with GitDaemon(tmp_path) as daemon, DropReplyProxy(daemon.port) as proxy:
@@ -427,3 +475,50 @@ def test_git_c_diff_hint_is_pasteable(site: Site, conflict: tuple[str, Path]) ->
     assert command.startswith("git diff ")
     proc = subprocess.run(command.split(), cwd=site.path, capture_output=True, text=True)
     assert proc.returncode == 0 and "Writer B's edit" in proc.stdout
+
+
+# -- what --from reads (attack repro r04: --from /dev/null wiped their file, a FIFO hung) ----
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "/dev/null"])
+def test_from_accepts_only_a_regular_file(site: Site, conflict: tuple[str, Path],
+                                          tmp_path: Path, kind: str) -> None:
+    job_id, _ = conflict
+    source = kind
+    if kind == "fifo":
+        source = str(tmp_path / "fifo")
+        os.mkfifo(source)
+    before = site.job_refs()
+    r = site.run("--json", "resolve", job_id, "--from", source, timeout=30)  # a hang fails here
+    assert r.code == 2, r.out + r.err
+    assert "only a regular file" in r.json()["error"] and r.json()["hint"]
+    assert site.job_refs() == before and remote_file(site) == THEIRS
+    assert state_of(site, job_id) == "CONFLICT"
+
+
+def test_from_empty_stdin_is_refused_unless_allowed(site: Site,
+                                                    conflict: tuple[str, Path]) -> None:
+    job_id, _ = conflict
+    r = site.run("--json", "resolve", job_id, "--from", "-", input=b"")
+    assert r.code == 2 and "is empty" in r.json()["error"], r.out + r.err
+    assert "--allow-empty" in r.json()["hint"]
+    assert remote_file(site) == THEIRS and state_of(site, job_id) == "CONFLICT"
+    r = site.run("--json", "resolve", job_id, "--from", "-", "--allow-empty", input=b"")
+    assert r.code == 0, r.out + r.err
+    assert remote_file(site) == "", "asked for explicitly: the file becomes empty"
+
+
+def test_allow_empty_needs_from(site: Site, conflict: tuple[str, Path]) -> None:
+    job_id, _ = conflict
+    r = site.run("--json", "resolve", job_id, "--retry", "--allow-empty")
+    assert r.code == 2 and "--from" in r.json()["error"], r.out + r.err
+
+
+def test_from_reads_a_bounded_size(site: Site, conflict: tuple[str, Path],
+                                   tmp_path: Path) -> None:
+    job_id, _ = conflict
+    huge = tmp_path / "huge.md"
+    with huge.open("wb") as f:
+        f.truncate(MAX_MERGED_BYTES + 1)  # sparse: costs no disk
+    r = site.run("--json", "resolve", job_id, "--from", str(huge))
+    assert r.code == 2 and "more than 100 MiB" in r.json()["error"], r.out + r.err
+    assert remote_file(site) == THEIRS and state_of(site, job_id) == "CONFLICT"

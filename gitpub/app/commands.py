@@ -9,7 +9,6 @@ error is part of the result, and the exit code aggregates.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -349,13 +348,15 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
 
 
 def resolve(where: Path, progress: Progress, job_ref: str, action: Action,
-            from_file: str | None = None, push: bool = False) -> Jobs:
+            from_file: str | None = None, push: bool = False,
+            allow_empty: bool = False) -> Jobs:
     """A person's way out of REVIEW, CONFLICT or FAILED, or abandoning a job (see
     ``delivery.resolve``); the merged content of ``--from`` is read from ``from_file``."""
+    from gitpub.app.sources import read_merged
     from gitpub.delivery.resolve import Resolution
     from gitpub.delivery.resolve import resolve as resolve_job
 
-    merged = None if from_file is None else _read_merged(from_file)
+    merged = None if from_file is None else read_merged(from_file, allow_empty)
     with open_session(where, progress) as ctx:
         job = find_job_or_adopt(ctx, job_ref)
         driver = _driver(ctx)
@@ -387,14 +388,6 @@ def metrics(where: Path, progress: Progress) -> str:
 
     with open_session(where, progress) as ctx:
         return render(gather(ctx.store))
-
-
-def _read_merged(path: str) -> bytes:
-    try:
-        return sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except OSError as e:
-        raise UsageError(f"--from {path}: {e.strerror}",
-                         hint="give the file holding the merged content") from None
 
 
 def sync(where: Path, progress: Progress) -> Jobs:

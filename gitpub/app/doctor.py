@@ -6,7 +6,9 @@ Each check reads only; it returns a ``Check`` saying what it found and how to fi
 - **hooks** (install or refresh the shims): planned first, written atomically, an existing hook
   kept as ``.legacy`` and run first, undone byte for byte by ``git pub hooks uninstall``;
 - **notes refspec** (add ``+refs/notes/pub:refs/notes/remotes/<remote>/pub``): one more fetch
-  refspec into a namespace of its own; no ref moves now, no local note can be overwritten;
+  refspec into a namespace of its own; no ref moves now, no local note can be overwritten. Only
+  for a remote that has a URL: a refspec alone would half-create the remote (``git remote add``
+  then refuses it); a remote configured without a URL is a failed remote check;
 - **stale locks** (remove ``*.lock`` files under ``refs/`` and ``objects/`` older than
   ``STALE_LOCK_AGE``): git and gitpub hold such a lock for the milliseconds of one ref or object
   write, so one that old is the leftover of a killed process, and it blocks every later write;
@@ -21,6 +23,7 @@ hand edits to sync (a push) — and is only reported, with the command to run.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -30,6 +33,7 @@ from typing import Literal
 from gitpub.app.session import load_repo_config
 from gitpub.config.model import Config
 from gitpub.core.errors import EXIT_ERROR, EXIT_OK, CorruptStateError, GitpubError
+from gitpub.core.sanitize import sanitize
 from gitpub.core.states import TERMINAL
 from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError
 from gitpub.git.repo import Repository
@@ -106,6 +110,12 @@ def _remote(env: _Env) -> Check:
     remote = Remote(env.repo, env.config.remote, env.config.branch, fetch_timeout=60,
                     push_timeout=60)
     name = f"{env.config.remote}/{env.config.branch}"
+    half = _half_configured(env.repo, env.config.remote)
+    if half:
+        return Check("remote", "fail", f"remote {sanitize(env.config.remote)!r} is configured "
+                     f"without a URL (only {', '.join(half)})",
+                     f"`git remote set-url {sanitize(env.config.remote)} URL` (`git remote add` "
+                     "refuses: the remote's section exists)")
     try:
         tip = remote.ls_remote()
         if tip is None:
@@ -156,9 +166,32 @@ def _refspecs(repo: Repository, remote: str) -> list[str]:
     return proc.stdout.decode("utf-8", "replace").split()
 
 
+def _config_keys(repo: Repository, remote: str) -> list[str]:
+    """The names of the ``remote.<remote>.*`` settings there are."""
+    proc = repo.git("config", "--name-only", "--get-regexp",
+                    "^remote\\." + re.escape(remote) + "\\.", timeout=30)
+    return proc.stdout.decode("utf-8", "replace").split()
+
+
+def _has_url(repo: Repository, remote: str) -> bool:
+    return any(key.endswith((".url", ".pushurl")) for key in _config_keys(repo, remote))
+
+
+def _half_configured(repo: Repository, remote: str) -> list[str]:
+    """The settings of a remote that has some but no URL (say a fetch refspec added before the
+    remote was): git then takes the name itself as the URL, and `git remote add` refuses."""
+    keys = _config_keys(repo, remote)
+    return [] if not keys or _has_url(repo, remote) else keys
+
+
 def _notes_refspec(env: _Env) -> Check:
     assert env.config is not None
     remote = env.config.remote
+    if not _has_url(env.repo, remote):
+        # a refspec for a remote that is not there would half-create it (a section without
+        # a URL, which `git remote add` then refuses): the remote check says what to do first
+        return Check("notes refspec", "skipped", f"no remote {sanitize(remote)!r} configured "
+                     "to add it to", "add the remote (see above), then `git pub doctor --fix`")
     specs = _refspecs(env.repo, remote)
     clobbering = [s for s in specs if s.startswith("+") and s.split(":")[-1] in
                   ("refs/notes/pub", "refs/notes/*")]

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitpub.app.session import load_repo_config
-from gitpub.config.load import default_config_text
-from gitpub.config.model import CONFIG_FILE, DEFAULT_ARTICLES, DEFAULT_REMOTE
+from gitpub.config.load import default_config_text, parse_config
+from gitpub.config.model import CONFIG_FILE, DEFAULT_ARTICLES, DEFAULT_REMOTE, ConfigError
 from gitpub.core.errors import GitpubError, UsageError
 from gitpub.core.globs import matcher
 from gitpub.git.remote import default_branch, remote_names
@@ -49,7 +49,9 @@ def init(where: Path, remote: str | None = None, branch: str | None = None) -> I
             name = choose_remote(repo, remote)
             chosen = (name, branch or remote_default_branch(repo, name),
                       article_globs(repo))
-            path.write_text(config_text(*chosen), encoding="utf-8")
+            text = config_text(*chosen)
+            checked(text)  # nothing is written that the next command would refuse
+            path.write_text(text, encoding="utf-8")
         load_repo_config(repo)  # validate what is there
         work_tree = repo.work_tree
     from gitpub.hooks.install import install
@@ -61,6 +63,17 @@ def init(where: Path, remote: str | None = None, branch: str | None = None) -> I
     if chosen is None:
         return Initialized(path, created, hooks, error)
     return Initialized(path, created, hooks, error, *chosen)
+
+
+def checked(text: str) -> None:
+    """Refuse a configuration ``init`` would write but no command could read (``--branch
+    --json`` takes the option as the branch name): a usage error, nothing written."""
+    try:
+        parse_config(text)
+    except ConfigError as e:
+        raise UsageError(f"not writing {CONFIG_FILE}: {e.message}",
+                         hint="give a valid name: `git pub init --branch NAME` (an option "
+                              "right after --branch is taken as its value)") from None
 
 
 def choose_remote(repo: Repository, asked: str | None) -> str:

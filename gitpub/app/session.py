@@ -72,7 +72,12 @@ def bare_config(repo: Repository) -> Config:
 
 
 def find_job(store: JobStore, ref: str) -> Job:
-    """A job by id or unique id prefix."""
+    """A job by id or unique id prefix of at least ``MIN_PREFIX`` characters (as git's shortest
+    abbreviation): an empty prefix — an unset variable in a script — matches every job, and
+    must never pick one."""
+    if len(ref.strip()) < MIN_PREFIX:
+        raise UsageError(f"job id {ref!r} is too short: give at least {MIN_PREFIX} characters "
+                         "of it", hint="`git pub status` lists the jobs with their ids")
     if "/" not in ref and len(ref) == 36:
         exact = store.load(ref)
         if exact is not None:
@@ -82,8 +87,13 @@ def find_job(store: JobStore, ref: str) -> Job:
     if not matches:
         raise UsageError(f"no job {ref!r}", hint="`git pub status` lists the jobs")
     if len(matches) > 1:
-        raise UsageError(f"job id prefix {ref!r} is ambiguous ({len(matches)} jobs)")
+        raise UsageError(f"job id prefix {ref!r} is ambiguous ({len(matches)} jobs)",
+                         hint="give more of the id; `git pub status` lists the jobs")
     job = store.load(matches[0])
     if job is None:
-        raise UsageError(f"no job {ref!r}")
+        raise UsageError(f"no job {ref!r}", hint="`git pub status` lists the jobs")
     return job
+
+
+#: The fewest characters of a job id that name it (git's ``core.abbrev`` minimum).
+MIN_PREFIX = 4

@@ -18,6 +18,11 @@ Sources stay what they claim to be, and reading them never waits:
   directory opened relative to the one before with ``O_NOFOLLOW | O_DIRECTORY``, the file with
   ``O_NOFOLLOW``, ``..`` never above the directory. Nothing is re-opened by path after it was
   checked, so a directory swapped for a link to elsewhere in between is refused, not followed.
+
+``resolve --from FILE`` reads the merged content under the same rules (``read_merged``), bounded
+by ``MAX_MERGED_BYTES`` (an endless pipe is refused, not read forever), and refuses empty
+content unless the person says it is meant (``--allow-empty``): an empty ``--from -`` is far
+more often a mistake (``< /dev/null``, a failed command in a pipe) than a merge.
 """
 
 from __future__ import annotations
@@ -106,7 +111,34 @@ def read_source(source: str) -> Source:
     return Source(source, _read_regular(source, source))
 
 
-def _read_stdin() -> bytes:
+#: The most bytes ``--from`` reads: GitHub's hard limit on one file.
+MAX_MERGED_BYTES = 100 * 1024 * 1024
+
+
+def read_merged(path: str, allow_empty: bool = False) -> bytes:
+    """The merged content of ``resolve --from PATH`` (``-``: stdin): a regular file or stdin,
+    never waited on, at most ``MAX_MERGED_BYTES``, and not empty unless ``allow_empty``."""
+    label = f"--from {path}"
+    if path == "-":
+        data = _read_stdin(MAX_MERGED_BYTES + 1)
+    else:
+        mode = _stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise UsageError(f"{_shown(label)} is {_kind(mode)}: only a regular file (or - for "
+                             "stdin) can hold the merged content",
+                             hint="write the merged content to a file and give its path")
+        data = _read_regular(path, label, limit=MAX_MERGED_BYTES + 1)
+    if len(data) > MAX_MERGED_BYTES:
+        raise UsageError(f"{_shown(label)}: more than {MAX_MERGED_BYTES // (1024 * 1024)} MiB",
+                         hint="give the merged file itself, not a stream that does not end")
+    if not data and not allow_empty:
+        raise UsageError(f"{_shown(label)} is empty: the file would be published empty",
+                         hint="check the merged content; if the file is meant to become empty, "
+                              "add --allow-empty")
+    return data
+
+
+def _read_stdin(limit: int = -1) -> bytes:
     try:
         fd = sys.stdin.fileno()
     except (AttributeError, OSError, ValueError):
@@ -116,11 +148,11 @@ def _read_stdin() -> bytes:
         if stat.S_ISBLK(mode) or stat.S_ISDIR(mode) or (stat.S_ISCHR(mode)
                                                          and not os.isatty(fd)):
             raise _refuse("stdin", mode)
-    return sys.stdin.buffer.read()
+    return sys.stdin.buffer.read(limit)
 
 
 def _read_regular(path: str, label: str, dir_fd: int | None = None,
-                  nofollow: bool = False) -> bytes:
+                  nofollow: bool = False, limit: int = -1) -> bytes:
     """The content of the regular file ``path``; refused if it is anything else by the time
     it is open (``O_NONBLOCK``: opening a FIFO does not wait for a writer)."""
     flags = os.O_RDONLY | _NONBLOCK | _CLOEXEC | (_NOFOLLOW if nofollow else 0)
@@ -132,7 +164,7 @@ def _read_regular(path: str, label: str, dir_fd: int | None = None,
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise _refuse(label, mode)
-        return file.read()
+        return file.read(limit)
 
 
 def read_directory(root: str) -> list[tuple[str, Source]]:

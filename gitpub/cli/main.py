@@ -24,7 +24,15 @@ from gitpub import __version__
 from gitpub.cli.lazy import lazy
 from gitpub.cli.options import State, common_options, out_for, where
 from gitpub.cli.output import Output, as_json, report_error
-from gitpub.core.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, GitpubError, UsageError
+from gitpub.core.errors import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_UNCONFIRMED,
+    EXIT_USAGE,
+    GitpubError,
+    LostRace,
+    UsageError,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -256,7 +264,10 @@ def reconcile(ctx: click.Context) -> None:
                    "hashes).")
 @click.option("--from", "from_file", metavar="FILE",
               help="CONFLICT: the merged content of the conflicting file (- for stdin): a new "
-                   "snapshot against the current remote tip, under the same job.")
+                   "snapshot against the current remote tip, under the same job. A regular "
+                   "file, at most 100 MiB, not empty unless --allow-empty.")
+@click.option("--allow-empty", is_flag=True,
+              help="With --from: the merged file is meant to be empty.")
 @click.option("--push", "push_now", is_flag=True,
               help="With --retry on REVIEW: deliver the job once the pipeline passes.")
 @click.option("--abandon", is_flag=True,
@@ -273,8 +284,8 @@ def reconcile(ctx: click.Context) -> None:
 @common_options
 @click.pass_context
 def resolve(ctx: click.Context, job: str, retry: bool, overwrite: bool,
-            from_file: str | None, push_now: bool, abandon: bool, channel: str | None,
-            confirmed_url: str | None, channel_action: str | None) -> None:
+            from_file: str | None, allow_empty: bool, push_now: bool, abandon: bool,
+            channel: str | None, confirmed_url: str | None, channel_action: str | None) -> None:
     """The way out of REVIEW, CONFLICT and FAILED, or abandoning a job; with --channel, of a
     channel that needs a person."""
     out = out_for(ctx)
@@ -286,8 +297,11 @@ def resolve(ctx: click.Context, job: str, retry: bool, overwrite: bool,
         result = commands.resolve_channel(where(), out.progress, job, str(channel), decision,
                                           confirmed_url)
         _jobs(ctx, out, result, "")
+    if allow_empty and from_file is None:
+        raise click.UsageError("--allow-empty goes with --from FILE")
     action = resolve_action(retry, overwrite, from_file, push_now, abandon)
-    result = commands.resolve(where(), out.progress, job, action, from_file, push_now)
+    result = commands.resolve(where(), out.progress, job, action, from_file, push_now,
+                              allow_empty)
     _jobs(ctx, out, result, "")
 
 
@@ -393,6 +407,49 @@ def usage_message(e: click.ClickException) -> tuple[str, str]:
     return message, f"`{path} -h` shows the usage"
 
 
+def fallback_hint(error: GitpubError, args: Sequence[str]) -> str:
+    """The next step for an error raised without a hint of its own: every non-OK outcome
+    says what to do, even where the code that failed could not know."""
+    from gitpub.config.model import CONFIG_FILE, ConfigError
+    from gitpub.core.errors import CorruptStateError, TryLaterError
+
+    if isinstance(error, ConfigError):
+        return (f"fix {error.source or CONFIG_FILE} (a committed file: commit and push the fix); "
+                "`git pub doctor` checks the configuration")
+    if isinstance(error, CorruptStateError):
+        return ("nothing was changed; `git pub doctor` names unreadable job state (left as "
+                "it is, for repair)")
+    if isinstance(error, TryLaterError):
+        return "nothing was changed; run the same command again later"
+    if isinstance(error, UsageError):
+        command = next((a for a in args if a in cli.commands), None)
+        return f"`git pub {command} -h` shows the usage" if command \
+            else "`git pub -h` lists the commands"
+    return "`git pub doctor` checks the repository; rerun with --debug for details"
+
+
+def _help_as_json(args: list[str], state: State) -> int:
+    """``-h --json``: the help text click prints, as ``{"help": TEXT}`` (``--json`` is total).
+    A ``-h`` that was an option's value runs the command as usual, its output passed on."""
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer):
+            rv = cli.main(args=args, prog_name="git-pub", standalone_mode=False, obj=state)
+        code = rv if isinstance(rv, int) else EXIT_OK
+    except click.exceptions.Exit as e:
+        code = int(e.exit_code)
+    finally:
+        text = buffer.getvalue()
+    if code == EXIT_OK and text.startswith("Usage:"):
+        click.echo(as_json({"help": text}))
+    else:
+        sys.stdout.write(text)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The entry point: runs a command and turns every outcome into an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -402,6 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         state = State()
         state.json, state.debug = as_json, debug
+        if as_json and ("-h" in args or "--help" in args):
+            return _help_as_json(args, state)
         rv = cli.main(args=args, prog_name="git-pub", standalone_mode=False, obj=state)
         return rv if isinstance(rv, int) else EXIT_OK
     except click.exceptions.Exit as e:
@@ -413,8 +472,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (click.exceptions.Abort, KeyboardInterrupt):
         return EXIT_INTERRUPTED
     except GitpubError as e:
-        report_error(e.message, e.hint, as_json, e.exit_code)
+        report_error(e.message, e.hint or fallback_hint(e, args), as_json, e.exit_code)
         return e.exit_code
+    except LostRace as e:  # another process moved a job between our read and our write
+        report_error(f"another process changed {e} while this command ran; nothing of this "
+                     "command's change to it was recorded",
+                     "run the same command again: it reads the job afresh (`git pub status` "
+                     "shows where it stands now)", as_json, EXIT_UNCONFIRMED)
+        return EXIT_UNCONFIRMED
     except Exception as e:
         if debug:
             traceback.print_exc()

@@ -110,6 +110,11 @@ def channels_text(report: ChannelReport | None, indent: str = "    ") -> list[st
     return lines
 
 
+#: After the errors a command met job by job (each named; the others went on).
+ERRORS_HINT = ("hint: `git pub status JOB` shows where each job named above stands, `git pub "
+               "doctor` checks the repository (--debug shows the tracebacks of internal errors)")
+
+
 def jobs_json(result: Jobs) -> dict[str, Any]:
     rows = [job_json(j, result.notes.get(j.job_id), result.hints.get(j.job_id))
             | channels_json(result.channels.get(j.job_id))
@@ -126,6 +131,7 @@ def jobs_text(result: Jobs, empty: str) -> str:
     if not human and empty:
         human = [empty]
     human += [f"error: {e}" for e in result.errors]
+    human += [ERRORS_HINT] if result.errors else []
     human += [f"not confirmed: {u}\nhint: the next `git pub sync` tries again"
               for u in result.unconfirmed]
     return "\n".join(human)
@@ -164,6 +170,7 @@ def sync_text(result: Jobs) -> str:
     if not lines:
         lines = ["nothing to sync"]
     lines += [f"error: {e}" for e in result.errors]
+    lines += [ERRORS_HINT] if result.errors else []
     lines += [f"not confirmed: {u}\nhint: the next `git pub sync` tries again"
               for u in result.unconfirmed]
     return "\n".join(lines)
@@ -277,6 +284,7 @@ def plan_text(plan: Plan) -> str:
     if not plan.steps and (pending is None or pending.empty):
         lines.append("nothing would be pushed")
     lines += [f"error: {e}" for e in plan.errors]
+    lines += [ERRORS_HINT] if plan.errors else []
     return "\n".join(lines)
 
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 @functools.cache
-def _loader() -> type[yaml.SafeLoader]:
+def strict_loader() -> type[yaml.SafeLoader]:
     """A safe YAML loader (the C one when available) that refuses duplicate keys.
 
     PyYAML keeps the last of two equal keys without a word; in a config file that is almost
@@ -72,7 +72,7 @@ def _loader() -> type[yaml.SafeLoader]:
 MAX_NODES = 100_000
 
 
-def _bounded(node: yaml.Node, source: str) -> None:
+def bound_aliases(node: yaml.Node, source: str) -> None:
     """Refuse a document whose aliases would expand past ``MAX_NODES`` nodes, or that refers
     to itself, before anything is built from it (PyYAML builds aliases as shared objects, but
     everything that walks the result — validation, the JSON cache — expands them)."""
@@ -110,12 +110,12 @@ def _load_yaml(text: str, source: str) -> object:
     import yaml
 
     try:
-        loader = _loader()(text)  # a SafeLoader subclass: safe
+        loader = strict_loader()(text)  # a SafeLoader subclass: safe
         try:
             node = loader.get_single_node()
             if node is None:
                 return None
-            _bounded(node, source)
+            bound_aliases(node, source)
             return loader.construct_document(node)
         finally:
             loader.dispose()

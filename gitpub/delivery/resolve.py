@@ -21,9 +21,10 @@ job's history with the reason and the hashes involved.
 - ``--retry`` on **FAILED** delivers the *same* artifacts with a fresh attempt budget (a failed
   delivery is never a reason to regenerate content).
 - ``--abandon`` ends the job as SKIPPED (``abandoned``) in every state in which nothing of it is
-  on the remote. From PUSHING, RETRY_WAIT and FAILED a push may have landed: the remote is probed
-  first, under the delivery lock and the job's lease, and a job found there is PUBLISHED — not
-  abandoned, and the result says so.
+  on the remote. From PUSHING, RETRY_WAIT and FAILED, and from any state in which the job has a
+  commit (LOCAL_COMMITTED, CONFLICT, …: a push whose report was lost, or a person's own
+  ``git push``, may have published it), the remote is probed first, under the delivery lock and
+  the job's lease, and a job found there is PUBLISHED — not abandoned, and the result says so.
 """
 
 from __future__ import annotations
@@ -143,7 +144,7 @@ def _deliver(deliverer: Deliverer, job: Job, note: str | None = None) -> Resolve
 
 def _abandon(ctx: Context, deliverer: Deliverer, job: Job) -> Resolved:
     was = job.state
-    if was not in MAYBE_REMOTE:
+    if was not in MAYBE_REMOTE and not _has_commit(job.record):
         return Resolved(_record_abandon(ctx, job, f"abandoned by a person (was {was.value})"))
     # Under the delivery lock nobody here pushes between our probe and our record, and the
     # record is a compare-and-swap: a job that moved meanwhile is not abandoned.

@@ -35,6 +35,7 @@ import re
 import subprocess
 import tempfile
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from gitpub.core import pushmark
@@ -336,8 +337,37 @@ class Remote:
         if pushed.result == PushResult.UNKNOWN and not pushed.atomic_unsupported:
             wrong = misconfiguration(self.remote, err)
             if wrong is not None:
-                raise wrong
+                return self._refused_or_landed(wrong, pushed, updates)
         return pushed
+
+    def _refused_or_landed(self, wrong: RemoteConfigError, pushed: Pushed,
+                           updates: list[Update]) -> Pushed:
+        """A push without a porcelain report whose messages read like a refusal of the
+        credentials. Words on stderr are not proof — a server hook or a proxy may print
+        "Authentication failed" *after* the remote applied the push, and a connection may drop
+        before the report. The remote refs say what happened: each at its new value was sent;
+        none readable and moved, the refusal stands (exit 2, no attempt), and so it does when
+        they are unreadable for the same reason; unreadable otherwise, the outcome is unknown
+        (probed later)."""
+        try:
+            proc = self._git(["ls-remote", self.remote, *(u.dst for u in updates)],
+                             self.fetch_timeout)
+        except subprocess.TimeoutExpired:
+            return pushed
+        if proc.returncode != 0:
+            if misconfiguration(self.remote, proc.stderr.decode("utf-8", "replace")):
+                raise wrong
+            return pushed
+        now = {}
+        for line in proc.stdout.decode("utf-8", "replace").splitlines():
+            sha, _, ref = line.partition("\t")
+            now[ref] = sha
+        landed = {u.dst for u in updates if u.src is not None and now.get(u.dst) == u.src}
+        if not landed:
+            raise wrong
+        sent = PushOutcome(PushResult.SENT, "the remote ref is at the commit (the push's own "
+                           "report was lost)")
+        return replace(pushed, refs={**pushed.refs, **{dst: sent for dst in landed}})
 
     def dry_run_push(self, source: str) -> PushOutcome:
         """``git push --dry-run`` of ``source`` to the remote branch: reaches the remote and

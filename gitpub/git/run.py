@@ -13,6 +13,10 @@ all of them share one environment:
   never inherited: a caller that names a repository gets ``GIT_DIR`` (and ``GIT_WORK_TREE``) set
   to it explicitly, so a ``GIT_DIR`` left in the environment can never send a write to another
   repository than the one gitpub opened.
+- **No optional locks.** ``GIT_OPTIONAL_LOCKS=0``: ``git status`` would otherwise refresh the
+  user's index opportunistically — take ``.git/index.lock`` and rewrite the index — so a
+  read-only command (``doctor``, ``--dry-run``) could make the user's own ``git commit`` fail
+  on the lock. Locks git needs for a write it was asked for are unaffected.
 - **None of gitpub's own secrets** (``PRIVATE_ENV``: CI's confirm key) reach git.
 - **No stale mark.** ``GITPUB_VERIFIED_PUSH`` (``core.pushmark``) is never inherited either: it
   reaches only the one ``git push`` a caller gives it to.
@@ -53,6 +57,7 @@ def git_env(git_dir: Path | None = None, work_tree: Path | None = None,
     env["GIT_TERMINAL_PROMPT"] = "0"
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
     env["LC_ALL"] = "C"
+    env["GIT_OPTIONAL_LOCKS"] = "0"
     if git_dir is not None:
         env["GIT_DIR"] = str(git_dir)
         if work_tree is not None:

@@ -5,11 +5,17 @@ Three formats, told apart by how the file opens (as Hugo does): YAML between ``-
 ``tomllib``), or a JSON object at the very start. Each is parsed with its own parser and must be
 a mapping; the gate sends a file whose front matter does not parse to REVIEW (``problem``).
 
-The title (the commit's subject) is the front matter's ``title`` when it is a non-empty string,
-else the first Markdown heading of the *body*: outside the front matter, fenced code blocks and
-HTML comments — a ``# comment`` in TOML front matter or a shell comment in a code block is not a
-heading. PyYAML costs ~12 ms to import, so a plain ``title:`` line is read without it (see
-``_plain_title``, property-tested against PyYAML); TOML and JSON parsers are cheap.
+YAML front matter is read as the configuration is (``config.load``): a key may appear only once
+(PyYAML would silently keep the last ``title:``, Hugo refuses the file), and aliases are bounded
+before anything is expanded. Nesting is bounded in every format: past ``MAX_DEPTH`` levels (or
+where a parser would run out of stack) the front matter is "nested too deeply", a gate problem,
+never a ``RecursionError``.
+
+The title (the commit's subject) is the front matter's ``title`` as its parser reads it, when that
+is a non-empty string (``title: null`` or ``~`` is no title), else the first Markdown heading of
+the *body*: outside the front matter, fenced code blocks and HTML comments — a ``# comment`` in
+TOML front matter or a shell comment in a code block is not a heading. Headings are read without
+regular expressions that backtrack: the time is linear in the line's length.
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ def _split_json(text: str) -> FrontMatter:
 
     try:
         _, end = json.JSONDecoder().raw_decode(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return FrontMatter("json", text, "", False, 1)  # ``problem`` says where it breaks
     return FrontMatter("json", text[:end], text[end:].removeprefix("\n"), True, 1)
 
@@ -70,22 +76,66 @@ def parse(fm: FrontMatter) -> tuple[dict[str, object] | None, str | None]:
     """(the front matter's mapping, None) or (None, what is wrong with it)."""
     if not fm.closed and fm.format != "json":
         return None, f"front matter is not closed (missing '{_CLOSE[fm.format][0]}')"
-    if fm.format == "toml":
-        return _parse_toml(fm)
-    if fm.format == "json":
-        return _parse_json(fm)
-    return _parse_yaml(fm)
+    parser = {"toml": _parse_toml, "json": _parse_json, "yaml": _parse_yaml}[fm.format]
+    try:
+        data, wrong = parser(fm)
+    except RecursionError:
+        return None, _TOO_DEEP
+    if data is not None and _depth(data) > MAX_DEPTH:
+        return None, _TOO_DEEP
+    return data, wrong
+
+
+#: The deepest nesting of lists and mappings front matter may have (Hugo's own pages use 4).
+MAX_DEPTH = 100
+_TOO_DEEP = f"front matter is nested too deeply (more than {MAX_DEPTH} levels)"
+
+
+def _depth(data: object) -> int:
+    """How deeply lists and mappings nest in ``data`` (iteratively: no stack to run out of;
+    aliases make shared values, counted once per level they appear at)."""
+    deepest, level = 0, [data]
+    while level:
+        deepest += 1
+        if deepest > MAX_DEPTH:
+            return deepest
+        nested: list[object] = []
+        for value in level:
+            if isinstance(value, dict):
+                nested += [v for v in value.values() if isinstance(v, dict | list)]
+            elif isinstance(value, list):
+                nested += [v for v in value if isinstance(v, dict | list)]
+        level = nested
+    return deepest - 1
 
 
 def _parse_yaml(fm: FrontMatter) -> tuple[dict[str, object] | None, str | None]:
     import yaml
 
+    from gitpub.config.load import bound_aliases, strict_loader
+    from gitpub.config.model import ConfigError
+
     try:
-        data = yaml.safe_load(fm.block)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
+        loader = strict_loader()(fm.block)
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                bound_aliases(node, "front matter")
+            data = None if node is None else loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except ConfigError:
+        return None, "front matter expands to too many values (through its aliases)"
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
         where = f" at line {mark.line + fm.first_line}" if mark is not None else ""
-        return None, f"front matter is not valid YAML{where}"
+        problem = e.problem or ""
+        if "nesting depth" in problem:
+            return None, _TOO_DEEP
+        why = f": {problem}" if problem.startswith("found duplicate key") else ""
+        return None, f"front matter is not valid YAML{where}{why}"
+    except yaml.YAMLError:
+        return None, "front matter is not valid YAML"
     if data is None:
         return {}, None
     if not isinstance(data, dict):
@@ -131,38 +181,15 @@ def title(text: str) -> str | None:
     fm = split(text)
     body = text.removeprefix("\ufeff") if fm is None else fm.body
     if fm is not None and fm.closed:
-        found = _plain_title(fm.block) if fm.format == "yaml" else None
-        if found is None:
-            data, _ = parse(fm)
-            value = None if data is None else data.get("title")
-            found = value if isinstance(value, str) else None
-        found = " ".join(found.split()) if found else None  # a subject is one line
+        data, _ = parse(fm)
+        value = None if data is None else data.get("title")
+        found = " ".join(value.split()) if isinstance(value, str) else None  # one line
         if found:
             return found
     return first_heading(body)
 
 
-def _plain_title(block: str) -> str | None:
-    """A ``title:`` line of YAML front matter whose value YAML would read as the same plain
-    text (unquoted, or simply quoted); None when only a YAML parser can tell."""
-    for line in block.splitlines():
-        if not line.startswith("title:"):
-            continue
-        value = line[6:].strip(" \t")  # YAML trims spaces and tabs, not all whitespace
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            inner = value[1:-1]
-            if (value[0] == "'" and "'" not in inner) or (value[0] == '"' and not any(
-                    c in inner for c in '"\\')):
-                return inner
-            return None
-        if not value or value[0] in "|>[]{}&*!%@`#'\"" or ": " in value or " #" in value:
-            return None
-        return value
-    return None
-
-
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
-_ATX = re.compile(r" {0,3}#{1,6}(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
 _SETEXT_1 = re.compile(r" {0,3}=+[ \t]*")
 
 
@@ -189,9 +216,31 @@ def first_heading(body: str) -> str | None:
             in_comment = "-->" not in line
             previous = ""
             continue
-        if (atx := _ATX.fullmatch(line)) and atx.group(1):
-            return atx.group(1).strip()
+        if heading := atx_heading(line):
+            return heading
         if previous.strip() and _SETEXT_1.fullmatch(line):
             return previous.strip()
         previous = line
     return None
+
+
+def atx_heading(line: str) -> str | None:
+    """The text of an ATX heading line (CommonMark: up to 3 spaces, 1 to 6 ``#``, a space or
+    tab, the text, an optional closing run of ``#`` after a space or tab); None for any other
+    line or an empty heading. Linear in the line's length (no backtracking)."""
+    rest = line.lstrip(" ")
+    if len(line) - len(rest) > 3:
+        return None  # indented code
+    marks = len(rest) - len(rest.lstrip("#"))
+    if not 1 <= marks <= 6:
+        return None
+    text = rest[marks:]
+    if text and text[0] not in " \t":
+        return None
+    text = text.strip(" \t")
+    closing = text.rstrip("#")
+    if not closing:
+        return None  # only a closing run: an empty heading
+    if len(closing) < len(text) and closing[-1] in " \t":
+        text = closing
+    return text.strip(" \t") or None
