@@ -132,6 +132,29 @@ def test_uncommitted_content_is_synced_and_nothing_else_is_staged(site: Site) ->
     assert r.json()["commits"][0]["uncommitted"] is True
 
 
+def test_a_content_file_staged_then_changed_again_is_left_exactly_as_it_was(site: Site) -> None:
+    """Staged one way, changed again on disk: committing the working tree's version would drop
+    the staged one, so sync refuses the uncommitted changes (and, as for any refused commit,
+    delivers nothing) and changes nothing at all."""
+    hand_commit(site, "posts/a.md", article("a"))
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nThe staged version.\n")
+    site.git("add", "posts/welcome.md")
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nThe working tree's version.\n")
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["blocked", "refused"]
+    assert r.json()["commits"][1]["uncommitted"] is True
+    assert "posts/welcome.md staged, then changed again" in r.json()["commits"][1]["reason"]
+    assert snapshot(site) == before
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+    site.git("add", "posts/welcome.md")  # the person decides: the working tree's version
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert git(site.remote, "show", "main:posts/welcome.md") == (
+        "# Welcome\n\nThe working tree's version.\n")
+
+
 def test_a_staged_non_content_change_survives_sync(site: Site) -> None:
     (site.path / "README.md").write_text("staged by the person\n")
     site.git("add", "README.md")

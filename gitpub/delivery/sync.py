@@ -78,17 +78,21 @@ class SyncReport:
 # -- uncommitted changes -------------------------------------------------------------------------
 
 def uncommitted_paths(repo: Repository, is_content: Callable[[str], bool]
-                      ) -> tuple[list[str], list[str]]:
-    """(content paths changed in the index or working tree, unmerged content paths)."""
+                      ) -> tuple[list[str], list[str], list[str]]:
+    """(content paths changed in the index or working tree, unmerged content paths, content
+    paths staged one way and changed again in the working tree since)."""
     proc = repo.git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
     if proc.returncode != 0:
         raise GitpubError("git status failed: " + proc.stderr.decode("utf-8", "replace").strip())
     changed: list[str] = []
     unmerged: list[str] = []
+    partial: list[str] = []
     for entry in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
         if len(entry) > 3 and is_content(entry[3:]):
             (unmerged if entry[:2] in UNMERGED else changed).append(entry[3:])
-    return changed, unmerged
+            if entry[:2] not in UNMERGED and entry[0] not in " ?" and entry[1] != " ":
+                partial.append(entry[3:])
+    return changed, unmerged, partial
 
 
 def _in_progress(repo: Repository) -> str | None:
@@ -138,14 +142,24 @@ def _uncommitted(ctx: Context, local: str) -> tuple[Unpushed | None, str | None]
     repo, branch = ctx.repo, ctx.config.branch
     if repo.work_tree is None or repo.head_ref() != f"refs/heads/{branch}":
         return None, None
-    changed, unmerged = uncommitted_paths(repo, ctx.config.is_content)
+    changed, unmerged, partial = uncommitted_paths(repo, ctx.config.is_content)
     if not changed and not unmerged:
         return None, None
     busy = _in_progress(repo) or ("unmerged paths" if unmerged else None)
     if busy is not None:
         return None, f"uncommitted content changes left alone: {busy} is in progress"
-    commit = build_uncommitted(repo, local, changed)
-    return classify(ctx, commit, (local,), uncommitted=True), None
+    commit = classify(ctx, build_uncommitted(repo, local, changed), (local,), uncommitted=True)
+    if partial and commit.role != Role.REFUSED:
+        # Committing the working tree's version would silently drop the staged one.
+        commit = replace(commit, role=Role.REFUSED, reason=(
+            f"{_listed(partial)} staged, then changed again in the working tree: sync would "
+            "publish the working tree's version and drop the staged one; stage all of it "
+            "(`git add`) or commit what is staged (`git commit`), then sync again"))
+    return commit, None
+
+
+def _listed(paths: list[str]) -> str:
+    return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
 
 
 def _adopt(ctx: Context, local: str, commit: Unpushed) -> bool:
