@@ -371,3 +371,38 @@ def test_a_scissors_line_after_a_divider_is_refused_without_hanging(site: Site) 
     assert r.code == 4, r.out + r.err
     assert statuses(r) == ["refused"] and "scissors" in r.json()["commits"][0]["reason"]
     assert snapshot(site) == before
+
+
+def signed_commit(site: Site, message: str) -> str:
+    """A commit of the index with a ``gpgsig`` header (its signature is not checked here: only
+    whether sync keeps it or says it does not), made the branch's tip."""
+    tree = site.git("write-tree").strip()
+    parent = site.git("rev-parse", "HEAD").strip()
+    raw = (f"tree {tree}\nparent {parent}\nauthor Ada <ada@example.com> 1700000000 +0530\n"
+           "committer Ada <ada@example.com> 1700000100 +0530\n"
+           "gpgsig -----BEGIN PGP SIGNATURE-----\n \n iQEzBAABCAAd\n =abcd\n"
+           " -----END PGP SIGNATURE-----\n"
+           f"\n{message}\n").encode()
+    sha = site.git("hash-object", "-t", "commit", "-w", "--stdin", input=raw).strip()
+    site.git("update-ref", "refs/heads/main", sha, parent)
+    return sha
+
+
+def test_a_signature_sync_cannot_keep_is_said_to_be_dropped(site: Site) -> None:
+    """A signature covers the parent and the message, which sync changes: the published commit
+    and the replayed held commit are unsigned, and the output says so for each."""
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nSigned edit.\n")
+    site.git("add", "posts/welcome.md")
+    content = signed_commit(site, "signed content edit")
+    (site.path / "README.md").write_text("signed, not content\n")
+    site.git("add", "README.md")
+    held = signed_commit(site, "signed readme")
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert statuses(r) == ["published", "held"]
+    remark, local = r.json()["remark"], r.json()["local"]
+    assert f"{content[:12]} is signed: it is published unsigned" in remark, remark
+    assert f"without the signature of {held[:12]}" in local, local
+    assert "gpgsig" not in git(site.remote, "cat-file", "-p", "main")
+    assert git(site.remote, "log", "-1", "--format=%an %ad", "--date=raw", "main") == (
+        "Ada 1700000000 +0530\n")

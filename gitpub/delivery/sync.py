@@ -232,6 +232,11 @@ def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -
         report.local = (f"local {branch}, its index and working tree left as they were "
                         f"({planned.stop})")
         return report
+    report.notes += [
+        f"{c.sha[:12]} is signed: it is published unsigned (a signature covers the parent and "
+        "the message, which sync changes); to keep a signature, push the commit yourself"
+        for c, o in zip(planned.commits, planned.outcomes, strict=True)
+        if c.role == Role.CONTENT and o.status == Status.DELIVER and ctx.repo.is_signed(c.sha)]
     extra = next((c for c in planned.commits if c.uncommitted), None)
     start = planned.local
     if extra is not None:
@@ -326,6 +331,11 @@ def rebuild_local(ctx: Context, planned: Plan, start: str, base: str | None) -> 
         tree = new_tree
     crash_point("sync.local-rebuilt")
     moved = move_branch(repo, branch, start, head, then="git pub sync")
+    signed = [c.sha[:12] for c in held if repo.is_signed(c.sha)]
+    if moved.moved and signed:
+        return (f"{moved.note}; {len(held)} held commit(s) replayed on top, without the "
+                f"signature of {', '.join(signed)} (re-sign: `git rebase --exec 'git commit "
+                f"--amend --no-edit -S' {base[:12]}`)")
     if moved.moved and held:
         return f"{moved.note}; {len(held)} held commit(s) replayed on top"
     return moved.note

@@ -355,6 +355,13 @@ class Repository(ObjectWriter):
             commit_time=int(obj.commit_time),
         )
 
+    def is_signed(self, sha: str) -> bool:
+        """Whether the commit carries a signature (``gpgsig``, ``gpgsig-sha256``): one that a
+        rewrite (a new parent or message) cannot keep."""
+        obj = self._get(sha)
+        return isinstance(obj, Commit) and (
+            obj.gpgsig is not None or any(k.startswith(b"gpgsig") for k, _ in obj._extra))
+
     def file_at(self, commit: str, path: str) -> bytes | None:
         """The content of the file (blob) at ``path`` in ``commit``, or None."""
         entry = self.lookup(self.commit(commit).tree, path)
