@@ -406,3 +406,30 @@ def test_a_signature_sync_cannot_keep_is_said_to_be_dropped(site: Site) -> None:
     assert "gpgsig" not in git(site.remote, "cat-file", "-p", "main")
     assert git(site.remote, "log", "-1", "--format=%an %ad", "--date=raw", "main") == (
         "Ada 1700000000 +0530\n")
+
+
+def test_a_commit_removed_from_the_remote_is_not_published_again(site: Site,
+                                                                  tmp_path: Path) -> None:
+    """Somebody force-pushed the remote to drop a commit (a leaked draft, say) that the local
+    branch still has: `git pull --rebase` would drop it (fork-point); sync must not publish it
+    again, and changes nothing."""
+    leaked = hand_commit(site, "posts/leak.md", article("leaked draft"), "oops")
+    site.git("push", "-q", "origin", "main")
+    site.git("fetch", "-q", "origin")
+    other = other_writer(tmp_path, site)
+    git(other, "reset", "-q", "--hard", "HEAD~1")
+    git(other, "push", "-q", "--force", "origin", "main")
+    later = hand_commit(site, "posts/welcome.md", "# Welcome\n\nA later edit.\n")
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert [(c["commit"], c["status"]) for c in r.json()["commits"]] == [
+        (leaked, "refused"), (later, "blocked")]
+    assert "was removed from it since" in r.json()["commits"][0]["reason"]
+    assert snapshot(site) == before
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+    site.git("rebase", "-q", "--onto", f"{leaked}^", leaked, "main")  # the person drops it
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+    assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nA later edit.\n"

@@ -47,6 +47,7 @@ from gitpub.delivery.handplan import (
     classify,
     job_status,
     plan,
+    removed_from_remote,
     replay,
     unpushed,
 )
@@ -185,6 +186,13 @@ def pending_plan(ctx: Context, tip: str | None) -> tuple[Plan | None, list[str]]
     if rows is None:
         return None, [f"local {branch} has more unpushed commits than sync handles: left to you"]
     commits = [classify(ctx, sha, parents) for sha, parents in rows]
+    gone = removed_from_remote(ctx.repo, ctx.remote().tracking_ref, tip,
+                               [c.sha for c in commits if c.role == Role.CONTENT])
+    commits = [replace(c, role=Role.REFUSED, reason=(
+        f"it was on the remote branch ({ctx.remote().tracking_ref} had it) and was removed "
+        "from it since (a force push?): sync does not publish it again; drop it from the "
+        "local branch (`git rebase -i`), or push it yourself if its removal was a mistake"))
+        if c.sha in gone else c for c in commits]
     interrupted = _interrupted_move(ctx, local, tip, commits)
     if interrupted is not None:
         return interrupted, [f"finishing the move of local {branch} that an earlier run began"]
