@@ -8,6 +8,7 @@ index and the working tree are byte for byte what they were.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -433,3 +434,24 @@ def test_a_commit_removed_from_the_remote_is_not_published_again(site: Site,
     assert r.code == 0, r.out + r.err
     assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
     assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nA later edit.\n"
+
+
+def test_a_commit_in_another_encoding_is_published_in_it(site: Site) -> None:
+    """An ``encoding ISO-8859-1`` commit keeps its header and bytes on the remote, and its
+    subject is shown decoded as the commit says (not as mojibake)."""
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nEncoded.\n")
+    site.git("add", "posts/welcome.md")
+    tree = site.git("write-tree").strip()
+    parent = site.git("rev-parse", "HEAD").strip()
+    raw = (f"tree {tree}\nparent {parent}\nauthor J\xf6rg <j@example.com> 1700000000 +0100\n"
+           "committer J\xf6rg <j@example.com> 1700000000 +0100\nencoding ISO-8859-1\n\n"
+           "S\xfc\xdfes Update\n").encode("latin-1")
+    sha = site.git("hash-object", "-t", "commit", "-w", "--stdin", input=raw).strip()
+    site.git("update-ref", "refs/heads/main", sha, parent)
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert [c["subject"] for c in r.json()["commits"]] == ["S\xfc\xdfes Update"]
+    published = subprocess.run(["git", "cat-file", "commit", "main"], cwd=site.remote,
+                               capture_output=True, check=True).stdout
+    assert b"\nencoding ISO-8859-1\n" in published and b"\nS\xfc\xdfes Update\n" in published
+    assert b"\nauthor J\xf6rg <j@example.com> 1700000000 +0100\n" in published

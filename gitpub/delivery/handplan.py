@@ -174,8 +174,13 @@ def removed_from_remote(repo: Repository, tracking: str, tip: str,
     return frozenset(candidates) & frozenset((out or "").split())
 
 
-def subject_of(message: bytes) -> str:
-    return message.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+def subject_of(message: bytes, encoding: str | None = None) -> str:
+    """The first line, decoded as the commit says it is encoded (git's default: UTF-8)."""
+    line = message.split(b"\n", 1)[0]
+    try:
+        return line.decode(encoding or "utf-8").strip()
+    except (LookupError, UnicodeDecodeError):
+        return line.decode("utf-8", "replace").strip()
 
 
 def _shown(paths: list[str]) -> str:
@@ -187,7 +192,7 @@ def classify(ctx: Context, sha: str, parents: tuple[str, ...], *,
     """Content, held or refused (with the reason), from the commit alone."""
     repo, config = ctx.repo, ctx.config
     info = repo.commit(sha)
-    subject = subject_of(info.message)
+    subject = subject_of(info.message, info.encoding)
 
     def refused(reason: str, changes: tuple[Change, ...] = ()) -> Unpushed:
         return Unpushed(sha, parents[0] if parents else None, subject, changes, Role.REFUSED,

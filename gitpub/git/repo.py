@@ -353,6 +353,7 @@ class Repository(ObjectWriter):
             parents=tuple(_s(p) for p in obj.parents),
             message=bytes(obj.message),
             commit_time=int(obj.commit_time),
+            encoding=None if obj.encoding is None else obj.encoding.decode("ascii", "replace"),
         )
 
     def is_signed(self, sha: str) -> bool:

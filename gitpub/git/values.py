@@ -38,6 +38,7 @@ class CommitInfo:
     parents: tuple[str, ...]
     message: bytes
     commit_time: int
+    encoding: str | None = None  # the ``encoding`` header (``git commit`` with i18n.commitEncoding)
 
 
 @dataclass(frozen=True)
