@@ -52,7 +52,7 @@ from gitpub.delivery.handplan import (
     unpushed,
 )
 from gitpub.git.repo import Repository
-from gitpub.git.worktrees import checked_out
+from gitpub.git.worktrees import checked_out, worktrees
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import drive
 from gitpub.pipeline.request import Request, ensure_job
@@ -150,13 +150,34 @@ def _uncommitted(ctx: Context, local: str) -> tuple[Unpushed | None, str | None]
     if busy is not None:
         return None, f"uncommitted content changes left alone: {busy} is in progress"
     commit = classify(ctx, build_uncommitted(repo, local, changed), (local,), uncommitted=True)
-    if partial and commit.role != Role.REFUSED:
+    stranger = _unrecorded_work_tree(repo)
+    if stranger is not None:
+        commit = replace(commit, role=Role.REFUSED, reason=stranger)
+    elif partial and commit.role != Role.REFUSED:
         # Committing the working tree's version would silently drop the staged one.
         commit = replace(commit, role=Role.REFUSED, reason=(
             f"{_listed(partial)} staged, then changed again in the working tree: sync would "
             "publish the working tree's version and drop the staged one; stage all of it "
             "(`git add`) or commit what is staged (`git commit`), then sync again"))
     return commit, None
+
+
+def _unrecorded_work_tree(repo: Repository) -> str | None:
+    """Why the working tree is not one to commit from: ``GIT_DIR`` was set without
+    ``GIT_WORK_TREE`` and no ``core.worktree``, so git took the current directory as the top,
+    and it is none of the repository's own checkouts (from a subdirectory, every file there
+    looks deleted: syncing that would publish the deletion of every article)."""
+    if not repo.work_tree_implied or repo.work_tree is None:
+        return None
+    if repo.config_value("core", "worktree") is not None:
+        return None
+    here = os.path.realpath(repo.work_tree)
+    if any(os.path.realpath(w.path) == here for w in worktrees(repo)):
+        return None
+    return (f"GIT_DIR is set without GIT_WORK_TREE, so git takes {repo.work_tree} for the top "
+            "of the working tree, which is none of this repository's checkouts (`git worktree "
+            "list`): its changes are not committed; unset GIT_DIR (or set GIT_WORK_TREE too), "
+            "then sync again")
 
 
 def _listed(paths: list[str]) -> str:

@@ -82,8 +82,11 @@ class Repository(ObjectWriter):
         #: Where the command runs, relative to the top of the working tree ("" at the top or
         #: outside it): what ``git rev-parse --show-prefix`` says.
         self.prefix = ""
+        #: The working tree is git's guess from ``GIT_DIR`` alone (``Location``).
+        self.work_tree_implied = False
         if location is not None:
             self.work_tree, self.prefix = location.work_tree, location.prefix
+            self.work_tree_implied = location.implied_work_tree
         self._refuse_reftable()
 
     # -- opening ---------------------------------------------------------------------------
