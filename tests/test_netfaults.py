@@ -167,7 +167,7 @@ def test_proxy_close_ends_open_connections(site: Site, daemon: GitDaemon) -> Non
         assert proxy.pushes_seen == 1
         start = time.monotonic()
         proxy.close()
-        assert time.monotonic() - start < 1
+        assert time.monotonic() - start < 5  # close never waits for the blackholed peer
         assert conn.recv(16) == b""  # closed, never answered
     assert not can_connect(proxy.host, proxy.port)
     with pytest.raises(ValueError):

@@ -12,7 +12,6 @@ import re
 import string
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -503,34 +502,28 @@ def _markdown_mb(seed: int = 0) -> str:
     return "".join(parts)
 
 
-def test_speed_on_one_megabyte_of_markdown() -> None:
-    """Target ~20 ms here; the bound is loose so a slow CI machine does not flake."""
+def test_one_megabyte_of_markdown_is_left_alone() -> None:
+    """A large ordinary article (headings, commit ids, checksums, links) has nothing to redact.
+    Its speed is measured in ``bench/``, never asserted here."""
     text = _markdown_mb()
-    best = min(_timed(sanitize, text) for _ in range(3))
     assert sanitize(text) is text
-    assert best < 0.25, best
-
-
-def _timed(fn: object, arg: str) -> float:
-    assert callable(fn)
-    t = time.perf_counter()
-    fn(arg)
-    return time.perf_counter() - t
 
 
 def test_import_is_cheap() -> None:
-    """Every persisting code path imports this module; target ~10 ms, loose bound for CI."""
+    """Every persisting code path imports this module: it pulls in the standard library and
+    ``gitpub.core`` only (what it costs is measured in ``bench/``, never asserted here)."""
     root = Path(__file__).resolve().parent.parent
     code = (
-        "import time, dataclasses, re; t = time.perf_counter(); import gitpub.core.sanitize; "
-        "print(time.perf_counter() - t)"
+        "import sys; before = set(sys.modules); import gitpub.core.sanitize; "
+        "print('\\n'.join(sorted(set(sys.modules) - before)))"
     )
-    runs = [
-        float(subprocess.run([sys.executable, "-c", code], cwd=root, check=True,
-                             capture_output=True, text=True).stdout)
-        for _ in range(2)
-    ]
-    assert min(runs) < 0.1, runs
+    added = subprocess.run([sys.executable, "-c", code], cwd=root, check=True,
+                           capture_output=True, text=True).stdout.split()
+    assert "gitpub.core.sanitize" in added
+    third_party = [m for m in added if not m.startswith(("gitpub.core", "gitpub"))
+                   and m.split(".")[0] not in sys.stdlib_module_names]
+    assert third_party == [], third_party
+    assert [m for m in added if m.startswith("gitpub.") and not m.startswith("gitpub.core")] == []
 
 
 # --------------------------------------------------------------------------------- properties
