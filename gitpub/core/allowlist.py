@@ -5,10 +5,8 @@ A documentation site shows configuration examples (``HUGOxPARAMSxAPI_KEY=abcdefg
 the site, so every writer and every reviewer sees the same rules:
 
 - **an inline pragma** (detect-secrets' spelling): a line containing ``pragma: allowlist secret``
-  lets the secrets *wholly on that line* through; ``pragma: allowlist nextline secret`` those
-  wholly on the next line (for Markdown, where the pragma can hide in an HTML comment above a code
-  line). A line ends at any line break (``\n``, ``\r\n``, a lone ``\r``, …); a secret that
-  runs past the line's end (an unterminated private-key block) is not covered;
+  lets the secrets *on that line* through; ``pragma: allowlist nextline secret`` those on the
+  next line (for Markdown, where the pragma can hide in an HTML comment above a code line);
 - **the allowlist file** ``.gitpub-allowlist`` at the repository root (as gitleaks' ignore
   file), read from the job's *base commit*, never the working tree: what is allowed is what was
   committed and pushed. One rule a line, ``#`` starts a comment::
@@ -139,40 +137,20 @@ class Hit:
         return f"{self.label}:{self.line} {self.kind} {self.fingerprint} ({self.allowed_by})"
 
 
-#: Every line break a reader may see, as ``str.splitlines`` knows them (CommonMark's ``\r\n``,
-#: ``\r`` and ``\n`` among them): a pragma's line ends at the first of any of them, so a file with
-#: ``\r``-only line endings is not one long line for a pragma to cover.
-_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
-_BREAK = re.compile("\r\n|[" + _BREAKS + "]")
-
-
 def _line_bounds(text: str, pos: int) -> tuple[int, int]:
-    """(start, end) of the line holding ``pos`` (``end``: where its line break starts)."""
-    start = max(text.rfind(c, 0, pos) for c in _BREAKS) + 1
-    ends = [i for c in _BREAKS if (i := text.find(c, pos)) >= 0]
-    return start, min(ends, default=len(text))
-
-
-def _line_number(text: str, pos: int) -> int:
-    return len(_BREAK.findall(text, 0, pos)) + 1
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return start, len(text) if end < 0 else end
 
 
 def _allowed_by(text: str, start: int, end: int, paths: Sequence[str],
                 allowlist: Allowlist) -> str | None:
-    """What lets the secret ``text[start:end]`` through, or None. A pragma covers only a
-    secret that lies wholly on its own line (``nextline``: wholly on the next line): a
-    private-key block with no END line runs to the end of the text, and a pragma on its BEGIN
-    line must not let through what follows."""
     line_start, line_end = _line_bounds(text, start)
-    on_one_line = end <= line_end
-    if on_one_line and PRAGMA in text[line_start:line_end]:
+    if PRAGMA in text[line_start:line_end]:
         return "pragma"
-    if on_one_line and line_start > 0:
-        previous_end = line_start - 1
-        if previous_end > 0 and text[previous_end - 1:previous_end + 1] == "\r\n":
-            previous_end -= 1
-        previous_start, _ = _line_bounds(text, previous_end)
-        if NEXTLINE_PRAGMA in text[previous_start:previous_end]:
+    if line_start > 0:
+        previous_start, _ = _line_bounds(text, line_start - 1)
+        if NEXTLINE_PRAGMA in text[previous_start:line_start]:
             return "pragma on the line before"
     rule = allowlist.rule_for(paths, text[start:end]) if allowlist.rules else None
     return None if rule is None else rule.name
@@ -182,7 +160,7 @@ def scan(text: str, paths: Sequence[str], allowlist: Allowlist, label: str) -> l
     """Every secret of ``text`` (a file to publish at one of ``paths``), allowed or not."""
     hits = []
     for start, end, kind in secret_spans(text):
-        hits.append(Hit(label, _line_number(text, start), kind,
+        hits.append(Hit(label, text.count("\n", 0, start) + 1, kind,
                         fingerprint(text[start:end]),
                         _allowed_by(text, start, end, paths, allowlist)))
     return hits

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from dulwich.errors import NotGitRepository, NotTreeError
+from dulwich.errors import NotGitRepository, NotTreeError, PackedRefsException
 from dulwich.file import FileLocked
 from dulwich.object_store import tree_lookup_path
 from dulwich.objects import ZERO_SHA, Blob, Commit, ShaFile, Tree
@@ -31,6 +31,7 @@ from dulwich.repo import Repo
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, NotARepositoryError
 from gitpub.core.files import fsync_dir
+from gitpub.core.sanitize import sanitize
 from gitpub.git import locks, packed
 from gitpub.git.locate import Location, locate
 from gitpub.git.run import run_git
@@ -234,9 +235,18 @@ class Repository(ObjectWriter):
         try:
             return packed.lookup(self.common_dir / "packed-refs", name)
         except packed.PackedRefsError as e:
-            raise CorruptStateError(f"packed-refs is corrupt: {e}",
-                                    hint="`git pack-refs` rewrites it from the loose refs; "
-                                         "inspect it first") from None
+            raise self.corrupt_packed_refs(str(e)) from None
+
+    def corrupt_packed_refs(self, what: str) -> CorruptStateError:
+        """The error for a ``packed-refs`` file git would not have written: C git refuses the
+        whole repository then (``fatal: unexpected line``), ``git pack-refs`` included, so the
+        only repair is by hand."""
+        path = self.common_dir / "packed-refs"
+        return CorruptStateError(
+            f"{path} is corrupt ({sanitize(what)}): git itself refuses this repository until "
+            "it is repaired", hint=f"keep a copy of {path}, then delete or correct the bad line "
+                                   "(each line is `<object id> <ref name>`, or `^<object id>` "
+                                   "after one); `git status` works again when it is right")
 
     def head_ref(self) -> str | None:
         """The branch HEAD points at (``refs/heads/…``), None when detached or bare."""
@@ -256,8 +266,11 @@ class Repository(ObjectWriter):
     def cas_ref(self, name: str, old: str | None, new: str, message: str = "gitpub") -> bool:
         """Move ``name`` from ``old`` (``None``: must not exist) to ``new``; False if it moved."""
         old_b = ZERO_SHA if old is None else _b(old)
-        ok = self._while_locked(lambda: self._repo.refs.set_if_equals(
-            _r(name), old_b, _b(new), message=message.encode()), f"ref {name}")
+        try:
+            ok = self._while_locked(lambda: self._repo.refs.set_if_equals(
+                _r(name), old_b, _b(new), message=message.encode()), f"ref {name}")
+        except PackedRefsException as e:
+            raise self.corrupt_packed_refs(str(e)) from None
         if ok:
             ref_dir = (self.common_dir / name).parent
             if ref_dir.is_dir():
@@ -265,8 +278,11 @@ class Repository(ObjectWriter):
         return bool(ok)
 
     def delete_ref(self, name: str, old: str) -> bool:
-        return bool(self._while_locked(
-            lambda: self._repo.refs.remove_if_equals(_r(name), _b(old)), f"ref {name}"))
+        try:
+            return bool(self._while_locked(
+                lambda: self._repo.refs.remove_if_equals(_r(name), _b(old)), f"ref {name}"))
+        except PackedRefsException as e:
+            raise self.corrupt_packed_refs(str(e)) from None
 
     def ref_names(self, prefix: str) -> list[str]:
         """The names under ``prefix`` (ending with ``/``) of every ref, *including* damaged
@@ -281,7 +297,10 @@ class Repository(ObjectWriter):
 
     def list_refs(self, prefix: str) -> dict[str, str]:
         """Refs under ``prefix`` (which ends with ``/``), keyed by the rest of their name."""
-        found = self._repo.refs.as_dict(_r(prefix.rstrip("/")))
+        try:
+            found = self._repo.refs.as_dict(_r(prefix.rstrip("/")))
+        except PackedRefsException as e:
+            raise self.corrupt_packed_refs(str(e)) from None
         return {_s(k): _s(v) for k, v in found.items()}
 
     # -- objects ---------------------------------------------------------------------------
