@@ -12,6 +12,8 @@ entry per request (then ``default``):
 - ``429:N`` / ``503:N``  create nothing, answer 429/503 with ``Retry-After: N``
 - ``400``              create nothing, answer 400
 - ``delay:S``          wait S seconds, then behave as ``ok``
+- ``trickle:S``        create the post, answer 201 and its body one byte every S seconds
+- ``ok_false``         create nothing, answer 200 with ``{"ok": false, "error": …}`` (Slack-like)
 
 Stdlib only (``http.server`` in a thread); bound to a free port, so tests run in parallel.
 """
@@ -97,6 +99,20 @@ class _Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             sock.close()
 
+    def _trickle(self, status: int, body: dict[str, Any], pause: float) -> None:
+        """Headers at once, then the body a byte at a time: no single read ever times out."""
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            for byte in data:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(pause)
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(length)
@@ -111,6 +127,9 @@ class _Handler(BaseHTTPRequestHandler):
         if name == "delay":
             time.sleep(float(arg))
             name = "ok"
+        if name == "ok_false":
+            self._answer(200, {"ok": False, "error": "channel_not_found"})
+            return
         if name in ("429", "503", "400"):
             headers = {"Retry-After": arg} if arg else {}
             self._answer(int(name), {"error": "try later" if name != "400" else "bad"},
@@ -121,7 +140,9 @@ class _Handler(BaseHTTPRequestHandler):
             with state.lock:
                 post = Post(str(1000 + len(state.posts)), key, body)
                 state.posts.append(post)
-        if name == "drop":
+        if name == "trickle":
+            self._trickle(201, {"id": post.id, "url": post.url}, float(arg))
+        elif name == "drop":
             self._drop()
         elif name == "500":
             self._answer(500, {"error": "internal"})

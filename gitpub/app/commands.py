@@ -321,6 +321,7 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
         jobs = _unfinished(ctx, failures, everything, scan=True)
         driver = _driver(ctx)
         driver.expect(jobs)
+        driver.rediscover(errors)
         try:
             done = _deliver_all(ctx, jobs, deliverer, failures)
         except RemoteConfigError:

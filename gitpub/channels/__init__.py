@@ -8,6 +8,7 @@ Each channel of a published job is a branch of the job with its own state (docs/
 - ``decide``    pure rules: the next action, what an outcome makes of a record, backoff
 - ``adapters``  the Protocol and the ``command`` kind; ``webhook`` the HTTP kind (httpx)
 - ``lease``     the per-(channel, account) lease and rate window, a ref moved by CAS
+- ``claim``     the intent's claim on the remote: no send without one another clone can see
 - ``state``     channel documents in the job's state commits; the index of unsettled jobs
 - ``drive``     the driver: record the intent, send, record the outcome, reconcile
 - ``live``      the live check of the published page

@@ -13,7 +13,8 @@ The ``command`` protocol: ``send`` gets the frozen payload as JSON on stdin and
 ``GITPUB_OPERATION``, ``GITPUB_PAYLOAD_SHA256``) in its environment; it exits 0 and prints one
 JSON object: ``{"outcome":"sent","remote_id":…,"url":…}``, ``{"outcome":"not_sent",
 "retryable":bool,"code":…}`` or ``{"outcome":"unknown","code":…}``. Anything else — a crash, a
-non-zero exit, a timeout, other output, a ``sent`` without an id or URL — is ``unknown``. Only a
+non-zero exit, a timeout, other output (two JSON objects, a key given twice, output longer than
+the 64 KiB the step runner keeps), a ``sent`` without an id or URL — is ``unknown``. Only a
 command that could not be started at all is ``not_sent``. ``probe`` gets the same input and
 answers ``{"outcome":"found","remote_id":…,"url":…}``, ``{"outcome":"not_found"}`` or
 ``{"outcome":"unknown"}``. Commands run with the pipeline's step runner (own process group,
@@ -30,7 +31,7 @@ from typing import Any, Protocol
 from gitpub.channels.model import NotSent, Outcome, Sent, Unknown
 from gitpub.config.model import ChannelSpec, Command
 from gitpub.core.sanitize import sanitize
-from gitpub.pipeline.steps import Scratch, StepResult, run
+from gitpub.pipeline.steps import OUTPUT_LIMIT, Scratch, StepResult, run
 
 CODE_LIMIT = 200
 
@@ -78,11 +79,29 @@ def _one_object(result: StepResult) -> dict[str, Any] | Unknown:
         return Unknown("timeout")
     if result.returncode != 0:
         return Unknown(f"exit_status_{result.returncode}")
+    if len(result.stdout) >= OUTPUT_LIMIT:
+        # The step runner keeps the *end* of a longer output: what was cut off may have been
+        # another answer ("sent" first, then more): not exactly one outcome.
+        return Unknown("output_too_long")
     try:
-        data = json.loads(result.stdout.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return Unknown("unreadable_output")
+        data = json.loads(result.stdout.decode("utf-8"), object_pairs_hook=_unique_keys,
+                          parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return Unknown("unreadable_output")  # not JSON, two objects, a key said twice
     return data if isinstance(data, dict) else Unknown("unreadable_output")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are each said once (``{"outcome":"sent","outcome":…}`` is no
+    single answer)."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        raise ValueError("a key appears twice")
+    return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def send_outcome(result: StepResult) -> Outcome:

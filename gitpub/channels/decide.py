@@ -9,6 +9,7 @@ unknown outcomes are reconciled a bounded number of times, then need a person.
 
 from __future__ import annotations
 
+import math
 import random
 import uuid
 from enum import Enum
@@ -26,6 +27,8 @@ from gitpub.config.model import ChannelSpec, RetryPolicy
 from gitpub.core.sanitize import sanitize
 
 S = Status
+#: The longest wait any rule schedules (a day): a platform's ``Retry-After`` included.
+MAX_WAIT = 86400.0
 _INTENT_NAMESPACE = uuid.UUID("0c7f3f52-8a0d-4d7b-9a53-5f4b1e2d9c61")
 
 
@@ -45,6 +48,14 @@ def backoff(attempt: int, policy: RetryPolicy) -> float:
     """Seconds to wait after the ``attempt``-th failure: exponential, capped, jittered."""
     delay = min(policy.backoff_max, policy.backoff_base * 2 ** max(0, attempt - 1))
     return float(max(0.0, delay * (1 + policy.jitter * random.uniform(-1, 1))))
+
+
+def wait_for(*candidates: float | None) -> float:
+    """The longest of the waits asked for, finite and at most ``MAX_WAIT``."""
+    finite = [w for w in candidates if w is not None and math.isfinite(w)]
+    if any(w is not None and not math.isfinite(w) for w in candidates):
+        finite.append(MAX_WAIT)
+    return min(MAX_WAIT, max([0.0, *finite]))
 
 
 def due(record: ChannelRecord, now: float) -> bool:
@@ -102,7 +113,7 @@ def after_send(record: ChannelRecord, outcome: Outcome, spec: ChannelSpec,
         return confirmed(record, outcome, now)
     if isinstance(outcome, NotSent):
         again = outcome.retryable and record.attempts < spec.retry.max_attempts
-        wait = max(backoff(record.attempts, spec.retry), outcome.retry_after or 0.0)
+        wait = wait_for(backoff(record.attempts, spec.retry), outcome.retry_after)
         detail = (f"not sent ({outcome.code}); next attempt in {wait:.1f}s" if again
                   else f"not sent ({outcome.code})" + (
                       f"; {record.attempts} attempts spent" if outcome.retryable else ""))
@@ -135,7 +146,7 @@ def after_reconcile(record: ChannelRecord, outcome: Outcome | None, spec: Channe
         return manual(record, now, f"no evidence after {record.reconciles} reconciliation(s) "
                                    f"(last: {_code(outcome)})")
     retry_after = outcome.retry_after if isinstance(outcome, NotSent) else None
-    wait = max(backoff(record.reconciles, spec.retry), retry_after or 0.0)
+    wait = wait_for(backoff(record.reconciles, spec.retry), retry_after)
     return record.evolve(status=S.UNKNOWN, holder=None, code=_code(outcome), updated_at=now,
                          next_attempt_at=now + wait,
                          detail=f"still unknown ({_code(outcome)}); next look in {wait:.1f}s")

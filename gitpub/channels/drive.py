@@ -7,11 +7,13 @@ outcome. Write order for a send, each a compare-and-swap of the job's ref:
 
 1. the account's lease (its own ref) — one sender per account, the rate window counted;
 2. SENDING, with the lease holder's token, the attempt and the payload's hash;
-3. the send itself, only if the lease still covers it;
-4. the outcome — only if the record is still our SENDING (else we were fenced off: a worker
+3. the intent's claim on the remote (``claim``): without it nothing is sent — another clone's
+   claim makes the outcome ``unknown``, a remote that cannot be asked ``not_sent``;
+4. the send itself, only if the lease still covers it;
+5. the outcome — only if the record is still our SENDING (else we were fenced off: a worker
    that found our lease expired has turned it ``unknown``, and reconciliation decides).
 
-A process killed between 2 and 4 leaves SENDING under a lease whose owner is gone: the next
+A process killed between 2 and 5 leaves SENDING under a lease whose owner is gone: the next
 holder makes it ``unknown`` and reconciles it (probe, or a resend with the same key), never
 sends it as new. Optional channels are driven the same way; none of this touches the blog.
 """
@@ -19,16 +21,27 @@ sends it as new. Optional channels are driven the same way; none of this touches
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from gitpub.channels import decide
-from gitpub.channels.adapters import Adapter, CommandAdapter, Intent
+from gitpub.channels.adapters import Adapter, CommandAdapter, Intent, code
+from gitpub.channels.claim import Claimed, Claims, Verdict
 from gitpub.channels.decide import Action
-from gitpub.channels.lease import AccountLease, LeaseLost, Leases, rate_wait
+from gitpub.channels.lease import AccountLease, LeaseLost, Leases, live_holder, rate_wait
 from gitpub.channels.live import check_live, new_live_record
-from gitpub.channels.model import OPERATION_CREATE, ChannelRecord, Holder, NotSent, Status
+from gitpub.channels.model import (
+    IN_FLIGHT,
+    OPERATION_CREATE,
+    ChannelRecord,
+    Holder,
+    NotSent,
+    Outcome,
+    Status,
+    Unknown,
+)
 from gitpub.channels.payload import article_path, build_payload, payload_sha256
 from gitpub.channels.state import ChannelState, Distribution
 from gitpub.config.model import ChannelSpec
@@ -44,6 +57,8 @@ from gitpub.core.sanitize import sanitize
 from gitpub.core.states import TERMINAL, Kind, Stage, State
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job
+
+_O = TypeVar("_O", bound=Outcome | None)
 
 #: Steps one run takes on one channel (e.g. expire → reconcile → confirmed).
 MAX_STEPS = 4
@@ -81,10 +96,12 @@ class Driver:
     ctx: Context
     state: ChannelState = field(init=False)
     leases: Leases = field(init=False)
+    claims: Claims = field(init=False)
 
     def __post_init__(self) -> None:
         self.state = ChannelState(self.ctx.store)
         self.leases = Leases(self.ctx.repo)
+        self.claims = Claims(self.ctx.repo, self.ctx.remote(), self.leases.owner)
 
     @property
     def enabled(self) -> bool:
@@ -102,6 +119,30 @@ class Driver:
             if job.record.kind == Kind.PUBLISH and job.state not in TERMINAL and \
                     article_path(self.ctx.config, job.record) is not None:
                 self.state.expect(job)
+
+    def rediscover(self, errors: list[str]) -> list[str]:
+        """Put back in the index every published job whose distribution is recorded and not
+        settled but that the index lost (it is derived data: ``reconcile`` never trusts it);
+        the ids put back. Reads every job ref."""
+        if not self.enabled:
+            return []
+        indexed = set(self.state.indexed())
+        found = []
+        for item in self.ctx.store.iter_jobs(finished=True):
+            if isinstance(item, CorruptStateError) or item.state != State.PUBLISHED \
+                    or item.job_id in indexed or item.record.kind != Kind.PUBLISH:
+                continue  # an unreadable job is reported by the delivery's own scan
+            try:
+                dist = self.state.load(item)
+            except CorruptStateError as e:
+                errors.append(sanitize(e.message))
+                continue
+            if dist is not None and not dist.settled:
+                self.state.expect(item)
+                found.append(item.job_id)
+                self.ctx.progress(f"job {item.job_id[:13]}: its unsettled channels were "
+                                  "missing from the distribution index: indexed again")
+        return found
 
     def drive_all(self, named: Sequence[Job] = (), *,
                   only_named: bool = False) -> tuple[list[Report], list[str]]:
@@ -195,8 +236,9 @@ class Driver:
         if record.final or record.waits_for_person:
             return job
         spec = self.ctx.config.channel(name)
-        if spec is None or spec.account != record.account or spec.kind != record.kind:
+        if spec is None or not same_intent(job, spec, record):
             what = "is no longer configured" if spec is None else "changed its account or kind"
+            job = self._orphaned(job, record, what)
             notes.append(f"{name}: channel {what}: resolve it with `git pub resolve "
                          f"{job.job_id[:13]} --channel {name} ...`")
             if record.required:
@@ -222,6 +264,21 @@ class Driver:
             return self._reload(job)
         finally:
             self.leases.release(held.lease)
+
+    def _orphaned(self, job: Job, record: ChannelRecord, what: str) -> Job:
+        """A channel whose configuration is gone cannot be sent or reconciled any more; one
+        left in flight by a worker that is gone turns ``unknown`` (a person resolves it)."""
+        if record.status not in IN_FLIGHT or live_holder(record.holder, time.time()):
+            return job
+        now = time.time()
+        after = decide.manual(decide.expired(record, now), now,
+                              f"the channel {what} while {record.status.value} (its worker is "
+                              "gone): check the platform, then `git pub resolve`")
+        written = self.state.update_channel(
+            job, record, after, Stage.RECONCILE,
+            f"{record.channel}: {record.status.value} under a lost lease, and the channel "
+            f"{what}: outcome unknown, a person resolves it")
+        return job if written is None else written
 
     def _steps(self, job: Job, spec: ChannelSpec, held: _Held, notes: list[str]) -> Job:
         for _ in range(MAX_STEPS):
@@ -257,8 +314,10 @@ class Driver:
         margin = min(WRITE_MARGIN, (spec.lease_seconds - spec.timeout) / 2)
         return self.leases.still_ours(lease, spec.timeout + margin)
 
-    def _intent(self, job: Job, record: ChannelRecord) -> Intent:
-        return Intent(record.intent_key, job.job_id, record.channel, record.account,
+    @staticmethod
+    def _intent(job: Job, spec: ChannelSpec, record: ChannelRecord) -> Intent:
+        # The account as configured (the record keeps it sanitized: it may carry a secret).
+        return Intent(record.intent_key, job.job_id, record.channel, spec.account,
                       record.operation, record.payload_sha256)
 
     def _send(self, job: Job, spec: ChannelSpec, lease: AccountLease, dist: Distribution,
@@ -275,6 +334,14 @@ class Driver:
             return None, lease
         job = job_or_none
         crash_point("channels.sending-recorded")
+        verdict = self.claims.claim(job.job_id, record)
+        crash_point("channels.claimed")
+        if verdict.claimed != Claimed.OURS:
+            notes.append(f"{spec.name}: not sent: {verdict.detail}")
+            after = decide.after_send(start, _unclaimed(verdict), spec, time.time())
+            return self.state.update_channel(
+                job, start, after, Stage.SEND,
+                f"{spec.name}: not sent, no claim on the remote: {verdict.detail}"), lease
         if not self._covers(spec, lease):
             # Our lease would run out during the send: send nothing, say so if still ours.
             notes.append(f"{spec.name}: not sent: the lease would run out during the send")
@@ -284,7 +351,7 @@ class Driver:
         adapter = adapter_for(spec, self.ctx.repo.pub_dir / "scratch")
         self.ctx.progress(f"channel {spec.name}: sending {job.job_id[:13]} "
                           f"(attempt {start.attempts})")
-        outcome = adapter.send(dist.payload, self._intent(job, record))
+        outcome = contained(lambda: adapter.send(dist.payload, self._intent(job, spec, record)))
         crash_point("channels.sent")
         after = decide.after_send(start, outcome, spec, time.time())
         written = self.state.update_channel(
@@ -321,7 +388,8 @@ class Driver:
                                              f"{spec.name}: lease expiring"), lease
         adapter = adapter_for(spec, self.ctx.repo.pub_dir / "scratch")
         self.ctx.progress(f"channel {spec.name}: reconciling {job.job_id[:13]} ({how})")
-        outcome = adapter.reconcile(dist.payload, self._intent(job, record))
+        outcome = contained(lambda: adapter.reconcile(dist.payload,
+                                                      self._intent(job, spec, record)))
         after = decide.after_reconcile(start, outcome, spec, time.time())
         written = self.state.update_channel(job, start, after, Stage.RECONCILE,
                                             f"{spec.name}: {after.status.value}: {after.detail}")
@@ -353,6 +421,29 @@ def adapter_for(spec: ChannelSpec, scratch_root: Path) -> Adapter:
 
         return WebhookAdapter(spec)
     return CommandAdapter(spec, scratch_root)
+
+
+def same_intent(job: Job, spec: ChannelSpec, record: ChannelRecord) -> bool:
+    """Whether ``spec`` is still the channel ``record`` was made for: its kind, and the intent
+    key of its name and (raw, unsanitized) account."""
+    return spec.kind == record.kind and record.intent_key == decide.intent_key(
+        job.job_id, spec.name, spec.account, record.operation)
+
+
+def contained(act: Callable[[], _O]) -> _O | Unknown:
+    """An adapter's answer; an exception it let escape (a bug, hostile input) is ``unknown``:
+    the request may have left, and the SENDING record must still get its outcome."""
+    try:
+        return act()
+    except Exception as e:
+        return Unknown(code(f"adapter_error {type(e).__name__}", "adapter_error"))
+
+
+def _unclaimed(verdict: Verdict) -> Outcome:
+    """What sending nothing, for want of the intent's claim, means."""
+    if verdict.claimed == Claimed.THEIRS:
+        return Unknown("claimed_elsewhere")  # another clone may have sent it: reconcile
+    return NotSent(verdict.claimed == Claimed.FAILED, f"claim_{verdict.claimed.value}")
 
 
 def _lease_expiring() -> NotSent:

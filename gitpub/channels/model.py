@@ -165,7 +165,8 @@ class ChannelRecord:
     def to_json(self) -> bytes:
         data = asdict(self)
         data["status"] = self.status.value
-        return (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
+        return (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1,
+                           allow_nan=False) + "\n").encode()
 
     def public(self) -> dict[str, Any]:
         """The ``--json`` view (no lease details)."""
@@ -202,11 +203,15 @@ def _typed(data: dict[str, Any], types: dict[str, tuple[type, ...]]) -> None:
             _check(ok, f"field {name} has the wrong type ({type(value).__name__})")
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def load_object(raw: bytes, what: str) -> dict[str, Any]:
     """A JSON object of format version 1, or ``ChannelRecordError`` saying what is wrong."""
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError) as e:
         raise ChannelRecordError(f"{what} is not valid JSON ({e})") from None
     _check(isinstance(data, dict), f"{what} is not an object")
     _check(data.get("format") == FORMAT_VERSION, f"unknown {what} format {data.get('format')!r}")

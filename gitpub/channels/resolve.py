@@ -8,8 +8,9 @@ out of a channel that automation cannot finish (unknown, needs_manual, not sent)
 - ``--skip``: this channel will not be sent: skipped (an optional channel never blocks the job
   anyway; a required one then no longer does either).
 
-A channel being sent right now (sending, reconciling) cannot be resolved: the write names the
-record it replaces, so a person and a worker never both win.
+A channel being sent right now (sending, reconciling, under a live lease) cannot be resolved;
+one left in flight by a worker that is gone (or whose lease expired) is unknown and can be. The
+write names the record it replaces, so a person and a worker never both win.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import time
 from typing import Literal
 from urllib.parse import urlsplit
 
+from gitpub.channels.decide import expired
+from gitpub.channels.lease import live_holder
 from gitpub.channels.model import IN_FLIGHT, RESOLVABLE, Status
 from gitpub.channels.state import ChannelState
 from gitpub.core.errors import UsageError
@@ -37,27 +40,29 @@ def resolve_channel(store: JobStore, job: Job, name: str, decision: Decision,
         raise UsageError(f"job {job.job_id} has no channel {name!r} (channels: {known})",
                          hint="`git pub status JOB` shows the job's channels")
     record = dist.channels[name]
-    if record.status in IN_FLIGHT:
+    now = time.time()
+    if record.status in IN_FLIGHT and live_holder(record.holder, now):
         raise UsageError(f"channel {name} of job {job.job_id} is {record.status.value} right "
                          "now", hint="wait for that worker, or run `git pub reconcile` first")
-    if record.status not in RESOLVABLE or (decision == "not_sent"
-                                           and record.status == Status.PENDING):
+    # In flight under a lease that expired or whose worker is gone: its outcome is unknown.
+    current = expired(record, now) if record.status in IN_FLIGHT else record
+    if current.status not in RESOLVABLE or (decision == "not_sent"
+                                            and current.status == Status.PENDING):
         raise UsageError(f"channel {name} of job {job.job_id} is {record.status.value}: "
                          "nothing to resolve")
-    now = time.time()
     if decision == "confirmed":
         parts = urlsplit(url or "")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UsageError(f"--confirmed needs the post's http(s) URL, got {url!r}")
-        new = record.evolve(status=Status.CONFIRMED, url=sanitize(url or ""), evidence="person",
+        new = current.evolve(status=Status.CONFIRMED, url=sanitize(url or ""), evidence="person",
                             holder=None, next_attempt_at=None, updated_at=now, code=None,
                             detail="confirmed by a person")
     elif decision == "not_sent":
-        new = record.evolve(status=Status.PENDING, attempts=0, reconciles=0,
+        new = current.evolve(status=Status.PENDING, attempts=0, reconciles=0,
                             next_attempt_at=None, unknown_since=None, code=None, retryable=None,
                             updated_at=now, detail="a person checked: not sent; sending again")
     else:
-        new = record.evolve(status=Status.SKIPPED, next_attempt_at=None, updated_at=now,
+        new = current.evolve(status=Status.SKIPPED, next_attempt_at=None, updated_at=now,
                             detail="skipped by a person")
     written = state.update_channel(job, record, new, Stage.RESOLVE,
                                    f"{name}: {new.detail} (was {record.status.value})")

@@ -5,7 +5,8 @@ The classification is the point (reference §1 and §6: a timeout does not mean 
 
 =================================================  ===========================================
 2xx                                                sent (``id``/``remote_id`` and ``url`` from a
-                                                   JSON body, if it has them)
+                                                   JSON body, if it has them) — unless the body
+                                                   says otherwise (below)
 429, 503                                           not sent, retryable, after ``Retry-After``
 408, 409                                           unknown (the server may be processing it)
 any other 4xx                                      not sent, not retryable
@@ -13,6 +14,16 @@ any other 4xx                                      not sent, not retryable
 no connection (refused, connect timeout, no pool)  not sent, retryable: no byte left
 timeout, reset or close after the request left     unknown
 =================================================  ===========================================
+
+A 2xx answer is ``sent`` unless its JSON object body says otherwise, in one of two documented
+ways: an ``"outcome"`` field speaks the command protocol (``"sent"``, ``"not_sent"`` with
+``retryable`` and ``code``, or ``"unknown"``; any other value is unknown), and ``"ok": false``
+(Slack-style, no ``outcome``) is unknown — the platform says it failed but not that nothing
+happened. ``Retry-After`` is ASCII delta-seconds or an HTTP date, capped at
+``MAX_RETRY_AFTER``; anything else is ignored (the backoff applies).
+
+The channel's ``timeout`` is a deadline for the whole exchange (connect, send, every byte of the
+answer), not per read: a server that trickles its answer is cut off at the deadline (unknown).
 
 Because the key travels with the request, an unknown outcome is reconciled by sending the same
 bytes with the same key again: an idempotent endpoint answers with the original result and
@@ -25,10 +36,13 @@ from __future__ import annotations
 
 import email.utils
 import json
+import math
 import os
 import re
+import threading
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from gitpub import __version__
 from gitpub.channels.adapters import Intent, code
@@ -39,42 +53,78 @@ from gitpub.core.sanitize import sanitize
 _ENV_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: The longest connect phase we wait for, whatever the channel's timeout.
 CONNECT_TIMEOUT = 10.0
+#: The longest ``Retry-After`` honoured (a day): a platform cannot park a channel forever.
+MAX_RETRY_AFTER = 86400.0
+#: The largest answer body read (evidence is an id and a URL): more is cut off, unknown.
+BODY_LIMIT = 1024 * 1024
+#: Seconds we wait past the deadline for the exchange's own timeout to report first.
+JOIN_SLACK = 0.5
+_DIGITS_RE = re.compile(r"[0-9]{1,12}")
 
 
 def retry_after(value: str | None, now: float) -> float | None:
     """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
     if value is None:
         return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
+    value = value.strip(" \t")
+    if value.isascii() and value.isdigit():  # not "²" or "٣": str.isdigit is Unicode's
+        return MAX_RETRY_AFTER if not _DIGITS_RE.fullmatch(value) else min(
+            MAX_RETRY_AFTER, float(value))
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+        wait = when.timestamp() - now
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    return max(0.0, when.timestamp() - now)
+    return min(MAX_RETRY_AFTER, max(0.0, wait)) if math.isfinite(wait) else None
 
 
 def classify(status: int, headers: Mapping[str, str], body: bytes) -> Outcome:
     """The outcome an HTTP answer means (the table above)."""
     if 200 <= status < 300:
-        remote_id = url = None
-        try:
-            data = json.loads(body.decode("utf-8")) if body.strip() else {}
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            data = {}
-        if isinstance(data, dict):
-            found = data.get("remote_id", data.get("id"))
-            remote_id = None if found is None or isinstance(found, bool | dict | list) \
-                else sanitize(str(found))
-            url = sanitize(data["url"]) if isinstance(data.get("url"), str) else None
-        return Sent(remote_id, url, f"HTTP {status}")
+        return _success(status, _json_object(body))
     if status in (429, 503):
         return NotSent(True, f"http_{status}", retry_after(headers.get("retry-after"),
                                                            time.time()))
     if 400 <= status < 500 and status not in (408, 409):
         return NotSent(False, f"http_{status}")
     return Unknown(f"http_{status}")
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object, or ``{}`` (no body, not JSON, not an object)."""
+    try:
+        data = json.loads(body.decode("utf-8"), parse_constant=_no_constant) \
+            if body.strip() else {}
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _success(status: int, data: dict[str, Any]) -> Outcome:
+    """A 2xx: sent, unless the body says otherwise (see the module docstring)."""
+    said = data.get("outcome")
+    if said is None and data.get("ok") is False:
+        return Unknown(code(f"http_{status}_ok_false {_text(data.get('error'))}".strip(),
+                            f"http_{status}_ok_false"))
+    if said == "not_sent" and isinstance(data.get("retryable", False), bool):
+        return NotSent(bool(data.get("retryable", False)),
+                       code(_text(data.get("code")), f"http_{status}_not_sent"))
+    if said is not None and said != "sent":
+        return Unknown(code(f"http_{status}_{_text(said) or 'outcome'}",
+                            f"http_{status}_unknown"))
+    found = data.get("remote_id", data.get("id"))
+    remote_id = None if found is None or isinstance(found, bool | dict | list) \
+        else sanitize(str(found))
+    url = sanitize(data["url"]) if isinstance(data.get("url"), str) else None
+    return Sent(remote_id, url, f"HTTP {status}")
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def expand(text: str, env: Mapping[str, str]) -> str:
@@ -100,22 +150,46 @@ class WebhookAdapter:
         return headers
 
     def send(self, payload: bytes, intent: Intent) -> Outcome:
-        import httpx
+        import httpx  # noqa: F401 (imported here, before the deadline starts: it takes time)
 
         headers = self._headers(intent)
         if isinstance(headers, NotSent):
             return headers
+        # httpx's timeouts are per phase and per read: a server trickling its answer a byte
+        # at a time would hold us (and our lease) forever. The exchange runs in a thread that
+        # checks the deadline between reads; we wait for it until the deadline, not longer.
+        deadline = time.monotonic() + self.spec.timeout
+        box: list[Outcome] = []
+        worker = threading.Thread(target=lambda: box.append(self._exchange(payload, headers,
+                                                                           deadline)),
+                                  name=f"gitpub-webhook-{self.spec.name}", daemon=True)
+        worker.start()
+        worker.join(max(0.0, deadline - time.monotonic()) + JOIN_SLACK)
+        return box[0] if box else Unknown("timeout")
+
+    def _exchange(self, payload: bytes, headers: dict[str, str], deadline: float) -> Outcome:
+        """One POST and its answer, read until ``deadline``; never raises."""
+        import httpx
+
         assert self.spec.url is not None
         timeout = httpx.Timeout(self.spec.timeout,
                                 connect=min(self.spec.timeout, CONNECT_TIMEOUT))
         try:
             # No TLS for a plain-http URL: do not pay for loading the CA bundle.
             verify = self.spec.url.startswith("https:")
-            with httpx.Client(timeout=timeout, follow_redirects=False, verify=verify) as client:
-                response = client.post(self.spec.url, content=payload, headers=headers)
+            with httpx.Client(timeout=timeout, follow_redirects=False, verify=verify) as client, \
+                    client.stream("POST", self.spec.url, content=payload,
+                                  headers=headers) as response:
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    if time.monotonic() > deadline:
+                        return Unknown("timeout")  # the request left: we do not know
+                    body += chunk
+                    if len(body) >= BODY_LIMIT:
+                        break  # the evidence is at the start; the rest is not read
+                return classify(response.status_code, response.headers, bytes(body))
         except Exception as e:  # every failure is classified: none escapes
             return _failure(e)
-        return classify(response.status_code, response.headers, response.content)
 
     def reconcile(self, payload: bytes, intent: Intent) -> Outcome | None:
         """The same bytes, the same key: the endpoint answers with the original result."""

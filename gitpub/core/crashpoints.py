@@ -41,6 +41,7 @@ CRASH_POINTS: tuple[str, ...] = (
     "delivery.retry-recorded",
     "channels.initialized",
     "channels.sending-recorded",
+    "channels.claimed",
     "channels.sent",
     "channels.outcome-recorded",
     "channels.reconciling-recorded",

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -66,6 +67,10 @@ NO_REPOSITORY = ("does not appear to be a git repository", "repository not found
                  "not found: did you run git update-server-info")
 
 
+#: git over HTTP(S) when the server answers 404: ``fatal: repository 'URL/' not found``.
+_HTTP_NOT_FOUND_RE = re.compile(r"repository '[^'\n]*' not found")
+
+
 def misconfiguration(remote: str, stderr: str) -> RemoteConfigError | None:
     """The configuration error git's message reports, if it is one (else a transient)."""
     text = stderr.lower()
@@ -76,7 +81,7 @@ def misconfiguration(remote: str, stderr: str) -> RemoteConfigError | None:
             hint=f"check the credentials for `git remote get-url {sanitize(remote)}` (a "
                  "credential helper, an ssh key, a token with write access); no delivery "
                  "attempt was used")
-    if any(p in text for p in NO_REPOSITORY):
+    if any(p in text for p in NO_REPOSITORY) or _HTTP_NOT_FOUND_RE.search(text):
         return RemoteConfigError(
             f"remote {sanitize(remote)!r} has no repository at its URL: {_last_line(stderr)}",
             hint=f"`git remote set-url {sanitize(remote)} URL` to the right repository; no "

@@ -1,0 +1,111 @@
+"""The intent's claim on the remote: no send without a claim that another clone can see.
+
+A channel's state lives in the job's refs, and those are local to a clone (until a shared job
+store puts them on the remote). Two clones can both hold the same published job — one pushed
+it, the other found it published by that push — and each would have its own ``pending``
+channel, and send. So before every send (every attempt) the intent is claimed *on the remote*:
+``refs/pub/channel-claims/<intent key>``, pushed without force, pointing at a root commit that
+names the claimer. A push without force to a ref that exists with another commit is refused
+(not a fast-forward): that refusal is the compare-and-swap that lets exactly one clone create
+the claim, as far as the remote can tell.
+
+- ``ours``: the remote ref is our claim commit (pushed now, or "up to date": an earlier attempt
+  of ours, or a push whose answer was lost, made it) — the send may go ahead;
+- ``theirs``: another claim is there — another clone owns the intent and may have sent it: the
+  channel becomes ``unknown`` and is reconciled (probe, or the same-key resend), never sent as
+  new;
+- ``failed``: the remote could not be asked (unreachable, timeout, credentials): nothing was
+  sent, retryable;
+- ``refused``: the remote refuses the ref (a hook): nothing was sent; a person decides.
+
+The claim commit is made once per intent and clone and kept at the same ref name locally (so
+each retry pushes the very same commit, and it is never garbage-collected). The local ref is not
+evidence of anything on the platform; the remote's is the claim.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gitpub.channels.model import ChannelRecord
+from gitpub.core.errors import GitpubError
+from gitpub.core.sanitize import sanitize
+from gitpub.git.remote import PushResult, Remote, classify_push
+from gitpub.git.repo import Repository
+
+CLAIM_PREFIX = "refs/pub/channel-claims/"
+#: The longest a claim's push may take (it is inside the lease, before the send's timeout).
+CLAIM_TIMEOUT = 30.0
+_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+class Claimed(StrEnum):
+    OURS = "ours"
+    THEIRS = "theirs"
+    FAILED = "failed"
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    claimed: Claimed
+    detail: str  # sanitized
+
+
+def claim_ref(intent_key: str) -> str:
+    return CLAIM_PREFIX + intent_key
+
+
+class Claims:
+    """The claims of one repository on its configured remote."""
+
+    def __init__(self, repo: Repository, remote: Remote, owner: str) -> None:
+        self.repo = repo
+        self.remote = remote
+        self.owner = owner
+
+    def commit_for(self, job_id: str, record: ChannelRecord) -> str:
+        """Our claim commit of ``record``'s intent: made once, then always the same."""
+        ref = claim_ref(record.intent_key)
+        for _ in range(3):
+            sha = self.repo.read_ref(ref)
+            if sha is not None:
+                return sha
+            message = sanitize(
+                f"gitpub: channel claim {record.intent_key}\n\n"
+                f"job {job_id}\nchannel {record.channel}\naccount {record.account}\n"
+                f"operation {record.operation}\nclaimed by {self.owner}\n").encode()
+            if not self.repo.has_object(_EMPTY_TREE):
+                self.repo.write_tree(None, {})
+            new = self.repo.write_commit(_EMPTY_TREE, [], message)
+            if self.repo.cas_ref(ref, None, new, "gitpub: channel claim"):
+                return new
+        raise GitpubError(f"could not record the channel claim {ref}: it kept moving")
+
+    def claim(self, job_id: str, record: ChannelRecord) -> Verdict:
+        """Push our claim of ``record``'s intent to the remote (see the module docstring)."""
+        ref = claim_ref(record.intent_key)
+        try:
+            sha = self.commit_for(job_id, record)
+            self.remote.check()
+            proc = self.repo.git("push", "--porcelain", "--no-verify",
+                                 "--no-recurse-submodules", self.remote.remote, f"{sha}:{ref}",
+                                 timeout=CLAIM_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return Verdict(Claimed.FAILED, "the claim's push timed out")
+        except GitpubError as e:
+            return Verdict(Claimed.FAILED, sanitize(e.message))
+        out = proc.stdout.decode("utf-8", "replace")
+        err = proc.stderr.decode("utf-8", "replace")
+        outcome = classify_push(proc.returncode, out, err, ref)
+        if outcome.result == PushResult.SENT:
+            return Verdict(Claimed.OURS, outcome.detail)
+        if outcome.result == PushResult.RACE:
+            return Verdict(Claimed.THEIRS, f"another clone claimed it on the remote "
+                                           f"({outcome.detail})")
+        if outcome.result == PushResult.REJECTED:
+            return Verdict(Claimed.REFUSED, f"the remote refused the claim ref "
+                                            f"({outcome.detail})")
+        return Verdict(Claimed.FAILED, outcome.detail)
