@@ -115,3 +115,59 @@ def test_a_crash_between_worktree_and_branch_heals_on_the_next_sync(site: Site) 
     assert r.code == 0, r.out + r.err
     assert site.git("status", "--porcelain") == ""
     assert site.git("rev-parse", "main") == git(site.remote, "rev-parse", "main")
+
+
+def test_a_branch_being_rebased_is_neither_delivered_nor_moved(site: Site) -> None:
+    """Mid-rebase (stopped at an `edit`), HEAD is detached but git holds ``main``: sync must
+    not publish the commits being rewritten nor move ``main`` under the rebase (which would
+    then fail: "cannot lock ref"). Afterwards the rebase ends as if sync never ran."""
+    from test_sync import snapshot
+
+    hand_commit(site, "posts/a.md", article("a"))
+    hand_commit(site, "posts/b.md", article("b"))
+    site.git("-c", "sequence.editor=sed -i 1s/^pick/edit/", "rebase", "-q", "-i", "origin/main")
+    before, main = snapshot(site), site.git("rev-parse", "main")
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert [c["status"] for c in r.json()["commits"]] == ["blocked", "blocked"]
+    assert "held by a rebase in progress here" in r.json()["local"]
+    assert snapshot(site) == before and site.git("rev-parse", "main") == main
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+    (site.path / "posts/a.md").write_text(article("a, reworded in the rebase"))
+    site.git("commit", "-q", "-a", "--amend", "--no-edit")
+    site.git("rebase", "--continue")  # would fail if main had moved
+    assert site.git("symbolic-ref", "HEAD") == "refs/heads/main\n"
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert git(site.remote, "show", "main:posts/a.md") == article("a, reworded in the rebase")
+
+
+def test_a_branch_bisected_in_a_linked_worktree_is_not_moved(site: Site,
+                                                             tmp_path: Path) -> None:
+    wt = linked_main(site, tmp_path)
+    hand_commit_in(wt, "posts/x.md", article("x"))
+    hand_commit_in(wt, "posts/y.md", article("y"))
+    git(wt, "push", "-q", "origin", "main")
+    git(wt, "bisect", "start", "HEAD", "HEAD~2")
+    before = site.git("rev-parse", "main")
+    data = publish(site, "bisected")
+    note = str(data["note"])
+    assert "held by a bisect in progress" in note and str(wt) in note, note
+    assert site.git("rev-parse", "main") == before
+    git(wt, "bisect", "reset")
+    assert git(wt, "status", "--porcelain") == ""
+
+
+def test_a_branch_checked_out_in_two_worktrees_is_not_moved(site: Site,
+                                                            tmp_path: Path) -> None:
+    """``git worktree add --force`` checks ``main`` out twice: moving it with one worktree
+    would leave the other's index at the old commit (its next commit reverting the article)."""
+    wt = linked_main(site, tmp_path)
+    twin = tmp_path / "twin"
+    site.git("worktree", "add", "-q", "--force", str(twin), "main")
+    before = site.git("rev-parse", "main")
+    data = publish(site, "twice")
+    note = str(data["note"])
+    assert "checked out in 2 worktrees" in note and str(twin) in note, note
+    assert site.git("rev-parse", "main") == before
+    assert git(wt, "status", "--porcelain") == "" and git(twin, "status", "--porcelain") == ""

@@ -225,3 +225,25 @@ def test_the_fast_discovery_agrees_with_git_wherever_it_answers(site: Site,
     for place in (site.path / ".git", site.path / ".git/refs", site.remote):
         assert locate_simple(place) is None, place  # git's answer differs or needs git
         locate_with_git(place)
+
+
+def test_git_dir_from_a_subdirectory_never_publishes_every_file_as_deleted(site: Site) -> None:
+    """``GIT_DIR`` without ``GIT_WORK_TREE``: git takes the current directory for the top of
+    the working tree, so from ``posts/`` every file looks deleted (``git status`` says so).
+    Committing that is what git would do; sync refuses it (exit 4), changes nothing, and a
+    correct environment then syncs as usual."""
+    (site.path / "posts/welcome.md").write_text(article("edited"))
+    env = {"GIT_DIR": str(site.path / ".git")}
+    before = site.git("rev-parse", "main"), site.git("status", "--porcelain=v2")
+    r = pub(site.path / "posts", "sync", "--json", env=site.env, extra=env)
+    assert r.code == 4, r.out + r.err
+    (line,) = r.json()["commits"]
+    assert line["status"] == "refused" and line["uncommitted"] is True
+    assert "GIT_DIR is set without GIT_WORK_TREE" in line["reason"]
+    assert (site.git("rev-parse", "main"), site.git("status", "--porcelain=v2")) == before
+    assert git(site.remote, "ls-tree", "-r", "--name-only", "main") == (
+        ".gitpub.yaml\nposts/welcome.md\n")
+    r = pub(site.path / "posts", "sync", env=site.env,
+            extra={**env, "GIT_WORK_TREE": str(site.path)})
+    assert r.code == 0, r.out + r.err
+    assert git(site.remote, "show", "main:posts/welcome.md") == article("edited")

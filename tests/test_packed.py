@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitpub.git import packed
-from tests.conftest import git
+from tests.conftest import Site, git
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
@@ -89,3 +89,21 @@ def test_garbage_is_an_error_not_a_missing_ref(tmp_path: Path, garbage: bytes) -
     path.write_bytes(b"# pack-refs with: peeled fully-peeled sorted \n" + garbage)
     with pytest.raises(packed.PackedRefsError):
         packed.lookup(path, "refs/a")
+
+
+@pytest.mark.parametrize("damage", [b"this is not a ref line\n", b"0123abc"])
+def test_a_corrupt_packed_refs_is_named_by_every_command(site: Site, damage: bytes) -> None:
+    """A line git would not write (garbage, a truncated last line) makes C git refuse the
+    whole repository: every command says where and how to repair it (exit 1), never an
+    "unexpected error", and sync never takes it for a missing remote."""
+    site.git("pack-refs", "--all")
+    packed_refs = site.path / ".git/packed-refs"
+    good = packed_refs.read_bytes()
+    packed_refs.write_bytes(good + damage)
+    for command in ("status", "push", "reconcile", "sync"):
+        r = site.call(command)
+        assert r.code == 1, (command, r.out + r.err)
+        assert "packed-refs is corrupt" in r.err and "unexpected error" not in r.err, r.err
+        assert "no remote named" not in r.err and "Traceback" not in r.err
+    packed_refs.write_bytes(good)  # repaired as the hint says: git works again
+    assert site.call("status").code == 0

@@ -8,6 +8,7 @@ index and the working tree are byte for byte what they were.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,29 @@ def test_uncommitted_content_is_synced_and_nothing_else_is_staged(site: Site) ->
     status = site.git("status", "--porcelain").splitlines()
     assert sorted(status) == ["?? README.md", "?? notes.txt"]
     assert r.json()["commits"][0]["uncommitted"] is True
+
+
+def test_a_content_file_staged_then_changed_again_is_left_exactly_as_it_was(site: Site) -> None:
+    """Staged one way, changed again on disk: committing the working tree's version would drop
+    the staged one, so sync refuses the uncommitted changes (and, as for any refused commit,
+    delivers nothing) and changes nothing at all."""
+    hand_commit(site, "posts/a.md", article("a"))
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nThe staged version.\n")
+    site.git("add", "posts/welcome.md")
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nThe working tree's version.\n")
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["blocked", "refused"]
+    assert r.json()["commits"][1]["uncommitted"] is True
+    assert "posts/welcome.md staged, then changed again" in r.json()["commits"][1]["reason"]
+    assert snapshot(site) == before
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+    site.git("add", "posts/welcome.md")  # the person decides: the working tree's version
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert git(site.remote, "show", "main:posts/welcome.md") == (
+        "# Welcome\n\nThe working tree's version.\n")
 
 
 def test_a_staged_non_content_change_survives_sync(site: Site) -> None:
@@ -348,3 +372,86 @@ def test_a_scissors_line_after_a_divider_is_refused_without_hanging(site: Site) 
     assert r.code == 4, r.out + r.err
     assert statuses(r) == ["refused"] and "scissors" in r.json()["commits"][0]["reason"]
     assert snapshot(site) == before
+
+
+def signed_commit(site: Site, message: str) -> str:
+    """A commit of the index with a ``gpgsig`` header (its signature is not checked here: only
+    whether sync keeps it or says it does not), made the branch's tip."""
+    tree = site.git("write-tree").strip()
+    parent = site.git("rev-parse", "HEAD").strip()
+    raw = (f"tree {tree}\nparent {parent}\nauthor Ada <ada@example.com> 1700000000 +0530\n"
+           "committer Ada <ada@example.com> 1700000100 +0530\n"
+           "gpgsig -----BEGIN PGP SIGNATURE-----\n \n iQEzBAABCAAd\n =abcd\n"
+           " -----END PGP SIGNATURE-----\n"
+           f"\n{message}\n").encode()
+    sha = site.git("hash-object", "-t", "commit", "-w", "--stdin", input=raw).strip()
+    site.git("update-ref", "refs/heads/main", sha, parent)
+    return sha
+
+
+def test_a_signature_sync_cannot_keep_is_said_to_be_dropped(site: Site) -> None:
+    """A signature covers the parent and the message, which sync changes: the published commit
+    and the replayed held commit are unsigned, and the output says so for each."""
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nSigned edit.\n")
+    site.git("add", "posts/welcome.md")
+    content = signed_commit(site, "signed content edit")
+    (site.path / "README.md").write_text("signed, not content\n")
+    site.git("add", "README.md")
+    held = signed_commit(site, "signed readme")
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert statuses(r) == ["published", "held"]
+    remark, local = r.json()["remark"], r.json()["local"]
+    assert f"{content[:12]} is signed: it is published unsigned" in remark, remark
+    assert f"without the signature of {held[:12]}" in local, local
+    assert "gpgsig" not in git(site.remote, "cat-file", "-p", "main")
+    assert git(site.remote, "log", "-1", "--format=%an %ad", "--date=raw", "main") == (
+        "Ada 1700000000 +0530\n")
+
+
+def test_a_commit_removed_from_the_remote_is_not_published_again(site: Site,
+                                                                  tmp_path: Path) -> None:
+    """Somebody force-pushed the remote to drop a commit (a leaked draft, say) that the local
+    branch still has: `git pull --rebase` would drop it (fork-point); sync must not publish it
+    again, and changes nothing."""
+    leaked = hand_commit(site, "posts/leak.md", article("leaked draft"), "oops")
+    site.git("push", "-q", "origin", "main")
+    site.git("fetch", "-q", "origin")
+    other = other_writer(tmp_path, site)
+    git(other, "reset", "-q", "--hard", "HEAD~1")
+    git(other, "push", "-q", "--force", "origin", "main")
+    later = hand_commit(site, "posts/welcome.md", "# Welcome\n\nA later edit.\n")
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert [(c["commit"], c["status"]) for c in r.json()["commits"]] == [
+        (leaked, "refused"), (later, "blocked")]
+    assert "was removed from it since" in r.json()["commits"][0]["reason"]
+    assert snapshot(site) == before
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+    site.git("rebase", "-q", "--onto", f"{leaked}^", leaked, "main")  # the person drops it
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+    assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nA later edit.\n"
+
+
+def test_a_commit_in_another_encoding_is_published_in_it(site: Site) -> None:
+    """An ``encoding ISO-8859-1`` commit keeps its header and bytes on the remote, and its
+    subject is shown decoded as the commit says (not as mojibake)."""
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nEncoded.\n")
+    site.git("add", "posts/welcome.md")
+    tree = site.git("write-tree").strip()
+    parent = site.git("rev-parse", "HEAD").strip()
+    raw = (f"tree {tree}\nparent {parent}\nauthor J\xf6rg <j@example.com> 1700000000 +0100\n"
+           "committer J\xf6rg <j@example.com> 1700000000 +0100\nencoding ISO-8859-1\n\n"
+           "S\xfc\xdfes Update\n").encode("latin-1")
+    sha = site.git("hash-object", "-t", "commit", "-w", "--stdin", input=raw).strip()
+    site.git("update-ref", "refs/heads/main", sha, parent)
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert [c["subject"] for c in r.json()["commits"]] == ["S\xfc\xdfes Update"]
+    published = subprocess.run(["git", "cat-file", "commit", "main"], cwd=site.remote,
+                               capture_output=True, check=True).stdout
+    assert b"\nencoding ISO-8859-1\n" in published and b"\nS\xfc\xdfes Update\n" in published
+    assert b"\nauthor J\xf6rg <j@example.com> 1700000000 +0100\n" in published

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from gitpub.core.crashpoints import crash_point
 from gitpub.git.repo import Repository
-from gitpub.git.worktrees import Worktree, checked_out
+from gitpub.git.worktrees import Worktree, holders
 
 
 @dataclass(frozen=True)
@@ -57,18 +57,46 @@ def two_tree_merge(worktree: Worktree, old: str, new: str, *, dry_run: bool = Fa
     return worktree.git(*args).returncode == 0
 
 
+def _index_locked(worktree: Worktree) -> str:
+    lock = worktree.git_dir / "index.lock"
+    return (f" (its index is locked: {lock} exists; another git is running there, or one "
+            "died: remove the file if none runs)") if lock.exists() else ""
+
+
+def _held(repo: Repository, branch: str) -> tuple[Worktree | None, str | None]:
+    """(the one worktree that has ``branch`` checked out, or None), or why the branch cannot
+    move with a worktree at all: it is checked out in several (``git worktree add --force``),
+    it is being rebased or bisected (git moves or returns to it afterwards), or the worktree
+    is gone."""
+    found = holders(repo, f"refs/heads/{branch}")
+    if not found:
+        return None, None
+    if len(found) > 1:
+        return None, (f"{branch} is checked out in {len(found)} worktrees ("
+                      + ", ".join(str(w.path) for w in found) + "): it can move with only one; "
+                      "check another branch out in the others")
+    holder = found[0]
+    if holder.operation is not None:
+        what = holder.operation[1]
+        way = ("finish or abort it (`git rebase --continue` or `--abort`)" if what == "a rebase"
+               else "end it (`git bisect reset`)")
+        return None, f"{branch} is held by {what} in progress{_where(holder) or ' here'}: {way}"
+    if holder.missing:
+        return None, (f"{branch} is checked out in worktree {holder.path}, which no longer "
+                      "exists (run `git worktree prune`)")
+    return holder, None
+
+
 def blocker(repo: Repository, branch: str, old: str, new_tree: str) -> str | None:
     """Why ``branch`` could not move from ``old`` to a commit with tree ``new_tree`` together
     with its worktree, or None when it could (nothing is changed: a dry run)."""
-    holder = checked_out(repo, f"refs/heads/{branch}")
-    if holder is None:
-        return None
-    if holder.missing:
-        return (f"{branch} is checked out in worktree {holder.path}, which no longer exists "
-                "(run `git worktree prune`)")
+    holder, why = _held(repo, branch)
+    if why is not None or holder is None:
+        return why
     if not two_tree_merge(holder, old, new_tree, dry_run=True):
         return (f"{branch} is checked out{_where(holder)} and local changes there touch the "
-                "paths that would change: commit or stash them there first")
+                "paths that would change: commit or stash them there first"
+                + _index_locked(holder))
     return None
 
 
@@ -79,20 +107,18 @@ def move_branch(repo: Repository, branch: str, old: str, new: str, *, then: str,
     done here (it goes into the note)."""
     ref = f"refs/heads/{branch}"
     message = "gitpub: move to the published commit"
-    holder = checked_out(repo, ref)
+    holder, why = _held(repo, branch)
+    if why is not None:
+        return Moved(False, f"local {branch} left alone: {why}; then run `{then}`")
     if holder is None:
         if repo.cas_ref(ref, old, new, message):
             return Moved(True, f"local {branch} {verb} (not checked out in any worktree)")
         return Moved(False, f"local {branch} moved meanwhile: left alone")
-    if holder.missing:
-        return Moved(False, f"local {branch} left alone: it is checked out in worktree "
-                            f"{holder.path}, which no longer exists (run `git worktree prune`, "
-                            f"then `{then}`)")
     if not two_tree_merge(holder, old, new):
         return Moved(False, f"local {branch} left alone: it is checked out{_where(holder)} "
-                            "and local changes there touch the changed paths; commit or stash "
-                            f"them there, then run `{then}`"
-                            + (f" in {holder.path}" if not holder.current else ""))
+                            "and local changes there touch the changed paths"
+                            + _index_locked(holder) + "; commit or stash them there, then run "
+                            f"`{then}`" + (f" in {holder.path}" if not holder.current else ""))
     crash_point("checkout.worktree-updated")  # a rerun heals it: the index already matches
     if repo.cas_ref(ref, old, new, message):
         return Moved(True, f"local {branch} and its working tree{_where(holder)} {verb} to "

@@ -147,8 +147,40 @@ def unpushed(repo: Repository, local: str, tip: str) -> list[tuple[str, tuple[st
     return [(row[0], tuple(row[1:])) for row in rows]
 
 
-def subject_of(message: bytes) -> str:
-    return message.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+#: How many of the remote-tracking branch's newest reflog entries ``removed_from_remote`` reads.
+REFLOG_ENTRIES = 1000
+
+
+def removed_from_remote(repo: Repository, tracking: str, tip: str,
+                        candidates: list[str]) -> frozenset[str]:
+    """The ``candidates`` (commits the remote branch lacks) that an earlier value of the
+    remote-tracking branch had, by its reflog: they were on the remote and somebody removed
+    them since (a force push). ``git pull --rebase`` drops such commits (``--fork-point``)
+    rather than bring them back; sync must not publish them again either."""
+    try:
+        lines = (repo.common_dir / "logs" / tracking).read_bytes().splitlines()
+    except OSError:
+        return frozenset()
+    seen: set[str] = set()
+    for line in lines[-REFLOG_ENTRIES:]:
+        for value in line.split(b" ", 2)[:2]:
+            sha = value.decode("ascii", "replace")
+            if len(sha) == 40 and sha.strip("0") and sha != tip:
+                seen.add(sha)
+    old = sorted(sha for sha in seen if repo.has_object(sha))
+    if not old or not candidates:
+        return frozenset()
+    out = _git_out(repo, "rev-list", *old, f"^{tip}")
+    return frozenset(candidates) & frozenset((out or "").split())
+
+
+def subject_of(message: bytes, encoding: str | None = None) -> str:
+    """The first line, decoded as the commit says it is encoded (git's default: UTF-8)."""
+    line = message.split(b"\n", 1)[0]
+    try:
+        return line.decode(encoding or "utf-8").strip()
+    except (LookupError, UnicodeDecodeError):
+        return line.decode("utf-8", "replace").strip()
 
 
 def _shown(paths: list[str]) -> str:
@@ -160,7 +192,7 @@ def classify(ctx: Context, sha: str, parents: tuple[str, ...], *,
     """Content, held or refused (with the reason), from the commit alone."""
     repo, config = ctx.repo, ctx.config
     info = repo.commit(sha)
-    subject = subject_of(info.message)
+    subject = subject_of(info.message, info.encoding)
 
     def refused(reason: str, changes: tuple[Change, ...] = ()) -> Unpushed:
         return Unpushed(sha, parents[0] if parents else None, subject, changes, Role.REFUSED,

@@ -47,11 +47,12 @@ from gitpub.delivery.handplan import (
     classify,
     job_status,
     plan,
+    removed_from_remote,
     replay,
     unpushed,
 )
 from gitpub.git.repo import Repository
-from gitpub.git.worktrees import checked_out
+from gitpub.git.worktrees import checked_out, worktrees
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import drive
 from gitpub.pipeline.request import Request, ensure_job
@@ -78,17 +79,21 @@ class SyncReport:
 # -- uncommitted changes -------------------------------------------------------------------------
 
 def uncommitted_paths(repo: Repository, is_content: Callable[[str], bool]
-                      ) -> tuple[list[str], list[str]]:
-    """(content paths changed in the index or working tree, unmerged content paths)."""
+                      ) -> tuple[list[str], list[str], list[str]]:
+    """(content paths changed in the index or working tree, unmerged content paths, content
+    paths staged one way and changed again in the working tree since)."""
     proc = repo.git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
     if proc.returncode != 0:
         raise GitpubError("git status failed: " + proc.stderr.decode("utf-8", "replace").strip())
     changed: list[str] = []
     unmerged: list[str] = []
+    partial: list[str] = []
     for entry in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
         if len(entry) > 3 and is_content(entry[3:]):
             (unmerged if entry[:2] in UNMERGED else changed).append(entry[3:])
-    return changed, unmerged
+            if entry[:2] not in UNMERGED and entry[0] not in " ?" and entry[1] != " ":
+                partial.append(entry[3:])
+    return changed, unmerged, partial
 
 
 def _in_progress(repo: Repository) -> str | None:
@@ -138,14 +143,45 @@ def _uncommitted(ctx: Context, local: str) -> tuple[Unpushed | None, str | None]
     repo, branch = ctx.repo, ctx.config.branch
     if repo.work_tree is None or repo.head_ref() != f"refs/heads/{branch}":
         return None, None
-    changed, unmerged = uncommitted_paths(repo, ctx.config.is_content)
+    changed, unmerged, partial = uncommitted_paths(repo, ctx.config.is_content)
     if not changed and not unmerged:
         return None, None
     busy = _in_progress(repo) or ("unmerged paths" if unmerged else None)
     if busy is not None:
         return None, f"uncommitted content changes left alone: {busy} is in progress"
-    commit = build_uncommitted(repo, local, changed)
-    return classify(ctx, commit, (local,), uncommitted=True), None
+    commit = classify(ctx, build_uncommitted(repo, local, changed), (local,), uncommitted=True)
+    stranger = _unrecorded_work_tree(repo)
+    if stranger is not None:
+        commit = replace(commit, role=Role.REFUSED, reason=stranger)
+    elif partial and commit.role != Role.REFUSED:
+        # Committing the working tree's version would silently drop the staged one.
+        commit = replace(commit, role=Role.REFUSED, reason=(
+            f"{_listed(partial)} staged, then changed again in the working tree: sync would "
+            "publish the working tree's version and drop the staged one; stage all of it "
+            "(`git add`) or commit what is staged (`git commit`), then sync again"))
+    return commit, None
+
+
+def _unrecorded_work_tree(repo: Repository) -> str | None:
+    """Why the working tree is not one to commit from: ``GIT_DIR`` was set without
+    ``GIT_WORK_TREE`` and no ``core.worktree``, so git took the current directory as the top,
+    and it is none of the repository's own checkouts (from a subdirectory, every file there
+    looks deleted: syncing that would publish the deletion of every article)."""
+    if not repo.work_tree_implied or repo.work_tree is None:
+        return None
+    if repo.config_value("core", "worktree") is not None:
+        return None
+    here = os.path.realpath(repo.work_tree)
+    if any(os.path.realpath(w.path) == here for w in worktrees(repo)):
+        return None
+    return (f"GIT_DIR is set without GIT_WORK_TREE, so git takes {repo.work_tree} for the top "
+            "of the working tree, which is none of this repository's checkouts (`git worktree "
+            "list`): its changes are not committed; unset GIT_DIR (or set GIT_WORK_TREE too), "
+            "then sync again")
+
+
+def _listed(paths: list[str]) -> str:
+    return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
 
 
 def _adopt(ctx: Context, local: str, commit: Unpushed) -> bool:
@@ -171,6 +207,13 @@ def pending_plan(ctx: Context, tip: str | None) -> tuple[Plan | None, list[str]]
     if rows is None:
         return None, [f"local {branch} has more unpushed commits than sync handles: left to you"]
     commits = [classify(ctx, sha, parents) for sha, parents in rows]
+    gone = removed_from_remote(ctx.repo, ctx.remote().tracking_ref, tip,
+                               [c.sha for c in commits if c.role == Role.CONTENT])
+    commits = [replace(c, role=Role.REFUSED, reason=(
+        f"it was on the remote branch ({ctx.remote().tracking_ref} had it) and was removed "
+        "from it since (a force push?): sync does not publish it again; drop it from the "
+        "local branch (`git rebase -i`), or push it yourself if its removal was a mistake"))
+        if c.sha in gone else c for c in commits]
     interrupted = _interrupted_move(ctx, local, tip, commits)
     if interrupted is not None:
         return interrupted, [f"finishing the move of local {branch} that an earlier run began"]
@@ -218,6 +261,11 @@ def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -
         report.local = (f"local {branch}, its index and working tree left as they were "
                         f"({planned.stop})")
         return report
+    report.notes += [
+        f"{c.sha[:12]} is signed: it is published unsigned (a signature covers the parent and "
+        "the message, which sync changes); to keep a signature, push the commit yourself"
+        for c, o in zip(planned.commits, planned.outcomes, strict=True)
+        if c.role == Role.CONTENT and o.status == Status.DELIVER and ctx.repo.is_signed(c.sha)]
     extra = next((c for c in planned.commits if c.uncommitted), None)
     start = planned.local
     if extra is not None:
@@ -312,6 +360,11 @@ def rebuild_local(ctx: Context, planned: Plan, start: str, base: str | None) -> 
         tree = new_tree
     crash_point("sync.local-rebuilt")
     moved = move_branch(repo, branch, start, head, then="git pub sync")
+    signed = [c.sha[:12] for c in held if repo.is_signed(c.sha)]
+    if moved.moved and signed:
+        return (f"{moved.note}; {len(held)} held commit(s) replayed on top, without the "
+                f"signature of {', '.join(signed)} (re-sign: `git rebase --exec 'git commit "
+                f"--amend --no-edit -S' {base[:12]}`)")
     if moved.moved and held:
         return f"{moved.note}; {len(held)} held commit(s) replayed on top"
     return moved.note

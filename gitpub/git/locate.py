@@ -43,6 +43,10 @@ class Location:
     common_dir: Path  # the repository's shared directory (objects, refs, config)
     work_tree: Path | None  # None: a bare repository, or started inside the git directory
     prefix: str  # the start directory below the top of the working tree ("posts/"), or ""
+    #: ``GIT_DIR`` was set without ``GIT_WORK_TREE``: git then takes the start directory as
+    #: the top of the working tree (unless ``core.worktree`` says otherwise), whatever the
+    #: repository's own checkout is; from a subdirectory, every file looks deleted.
+    implied_work_tree: bool = False
 
 
 def locate(start: Path) -> Location:
@@ -102,7 +106,8 @@ def locate_with_git(start: Path) -> Location:
     git_dir, common_dir, bare, prefix = lines[0], lines[1], lines[2] == "true", lines[3]
     top = lines[4] if proc.returncode == 0 and len(lines) > 5 else ""
     return Location(Path(git_dir), Path(common_dir),
-                    None if bare or not top else Path(top), "" if bare else prefix)
+                    None if bare or not top else Path(top), "" if bare else prefix,
+                    implied_work_tree="GIT_DIR" in env and "GIT_WORK_TREE" not in env)
 
 
 def _not_a_repository(start: Path, stderr: str, env: dict[str, str]) -> NotARepositoryError:

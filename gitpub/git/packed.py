@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,11 +136,29 @@ def lookup(path: Path, name: str) -> str | None:
     return None
 
 
+#: The whole file as git writes it: an optional header, then ``<id> <name>`` lines, each
+#: optionally followed by its peeled ``^<id>`` line. Linear: each repetition starts with a
+#: distinct byte class, so nothing backtracks.
+_WELL_FORMED = re.compile(rb"(?:#[^\n]*\n)?(?:[0-9a-f]{40} [^\n^][^\n]*\n(?:\^[0-9a-f]{40}\n)?)*")
+
+
+def check_whole(data: bytes | mmap.mmap) -> None:
+    """Raise ``PackedRefsError`` unless every line is one git would write (C git refuses the
+    whole repository over one bad line, wherever it is)."""
+    m = _WELL_FORMED.match(data)
+    if m is None or m.end() != len(data):
+        at = 0 if m is None else m.end()
+        raise PackedRefsError(f"unexpected line at byte {at}")
+
+
 def with_prefix(path: Path, prefix: str) -> dict[str, str]:
-    """Every packed ref whose name starts with ``prefix``: name -> object id."""
+    """Every packed ref whose name starts with ``prefix``: name -> object id. A listing reads
+    the whole file once anyway (``check_whole``: a line git would not write, anywhere, is an
+    error, as it is for git); a single ref's ``lookup`` reads only its neighbourhood."""
     view = _open(path)
     if view is None:
         return {}
+    check_whole(view.data)
     key = prefix.encode("utf-8", "surrogateescape")
     out: dict[str, str] = {}
     start = view.first_at_or_after(key) if view.sorted else view.start

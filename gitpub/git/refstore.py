@@ -22,6 +22,7 @@ from typing import Any
 from dulwich.file import GitFile
 
 from gitpub.core.errors import CorruptStateError
+from gitpub.core.sanitize import sanitize
 from gitpub.git import packed
 
 HEX = frozenset(b"0123456789abcdef")
@@ -49,13 +50,23 @@ def corrupt(common: Path, name: str, raw: bytes) -> CorruptStateError:
         hint=f"inspect {common / name}; restore it from `git reflog` or a backup")
 
 
+def corrupt_packed(common: Path, what: str) -> CorruptStateError:
+    """The error for a ``packed-refs`` file git would not have written: C git refuses the
+    whole repository then (``fatal: unexpected line``), ``git pack-refs`` included, so the
+    only repair is by hand."""
+    path = common / "packed-refs"
+    return CorruptStateError(
+        f"{path} is corrupt ({sanitize(what)}): git itself refuses this repository until "
+        "it is repaired", hint=f"keep a copy of {path}, then delete or correct the bad line "
+                               "(each line is `<object id> <ref name>`, or `^<object id>` "
+                               "after one); `git status` works again when it is right")
+
+
 def packed_value(common: Path, name: str) -> str | None:
     try:
         return packed.lookup(packed_refs(common), name)
     except packed.PackedRefsError as e:
-        raise CorruptStateError(f"packed-refs is corrupt: {e}",
-                                hint="`git pack-refs` rewrites it from the loose refs; "
-                                     "inspect it first") from None
+        raise corrupt_packed(common, str(e)) from None
 
 
 def current(common: Path, name: str) -> str | None:
@@ -76,7 +87,7 @@ def with_prefix(common: Path, prefix: str) -> dict[str, str]:
     try:
         found = packed.with_prefix(packed_refs(common), prefix)
     except packed.PackedRefsError as e:
-        raise CorruptStateError(f"packed-refs is corrupt: {e}") from None
+        raise corrupt_packed(common, str(e)) from None
     out = {name[len(prefix):]: sha for name, sha in found.items()}
     top = common / prefix
     for dirpath, _dirs, files in os.walk(top):

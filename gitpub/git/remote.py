@@ -156,6 +156,7 @@ class Remote:
         for extra in ((), ("--push",)):
             proc = self.repo.git("remote", "get-url", *extra, self.remote, timeout=30)
             if proc.returncode != 0:
+                self._unreadable(proc.stderr)
                 break
             found.append(proc.stdout.decode("utf-8", "surrogateescape").strip())
         if found:
@@ -163,6 +164,14 @@ class Remote:
         if "/" in self.remote or ":" in self.remote or self.remote in (".", ".."):
             return (self.remote,)
         return None
+
+    def _unreadable(self, stderr: bytes) -> None:
+        """Raise when git failed for another reason than "no such remote": git refuses the
+        repository itself (a corrupt ``packed-refs``, say), which is not a missing remote."""
+        text = stderr.decode("utf-8", "replace")
+        if "packed-refs" in text:
+            line = next((x for x in text.splitlines() if x.startswith("fatal: ")), text.strip())
+            raise self.repo.corrupt_packed_refs(sanitize(line.removeprefix("fatal: ")[:200]))
 
     def fingerprint(self) -> str:
         """Names the remote's URLs (credentials redacted, then hashed): a delivery that failed

@@ -82,8 +82,11 @@ class Repository(ObjectWriter):
         #: Where the command runs, relative to the top of the working tree ("" at the top or
         #: outside it): what ``git rev-parse --show-prefix`` says.
         self.prefix = ""
+        #: The working tree is git's guess from ``GIT_DIR`` alone (``Location``).
+        self.work_tree_implied = False
         if location is not None:
             self.work_tree, self.prefix = location.work_tree, location.prefix
+            self.work_tree_implied = location.implied_work_tree
         self._refuse_reftable()
 
     # -- opening ---------------------------------------------------------------------------
@@ -231,9 +234,12 @@ class Repository(ObjectWriter):
         try:
             return packed.lookup(self.common_dir / "packed-refs", name)
         except packed.PackedRefsError as e:
-            raise CorruptStateError(f"packed-refs is corrupt: {e}",
-                                    hint="`git pack-refs` rewrites it from the loose refs; "
-                                         "inspect it first") from None
+            raise self.corrupt_packed_refs(str(e)) from None
+
+    def corrupt_packed_refs(self, what: str) -> CorruptStateError:
+        """The error for a ``packed-refs`` file git would not have written (see
+        ``refstore.corrupt_packed``)."""
+        return refstore.corrupt_packed(self.common_dir, what)
 
     def head_ref(self) -> str | None:
         """The branch HEAD points at (``refs/heads/…``), None when detached or bare."""
@@ -376,6 +382,13 @@ class Repository(ObjectWriter):
         if proc.returncode != 0:
             raise CorruptStateError(f"git cannot show commit {sha}")
         return proc.stdout.removesuffix(b"\n")
+
+    def is_signed(self, sha: str) -> bool:
+        """Whether the commit carries a signature (``gpgsig``, ``gpgsig-sha256``): one that a
+        rewrite (a new parent or message) cannot keep."""
+        obj = self._get(sha)
+        return isinstance(obj, Commit) and (
+            obj.gpgsig is not None or any(k.startswith(b"gpgsig") for k, _ in obj._extra))
 
     def file_at(self, commit: str, path: str) -> bytes | None:
         """The content of the file (blob) at ``path`` in ``commit``, or None."""

@@ -6,6 +6,12 @@ leaves the worktree at the new commit with the old files: its ``git status`` the
 difference as staged changes, and its next commit reverts them. So whoever moves a branch first
 asks here who has it checked out, and updates that worktree with it (``delivery.checkout``).
 
+A branch is also *held* by a worktree that is rebasing or bisecting it: its HEAD is detached
+meanwhile, but git moves the branch when the rebase ends (refusing, "cannot lock ref", if the
+branch moved under it) and returns to it when the bisect ends; so git itself refuses ``git branch
+-f`` on such a branch, and so do we. And ``git worktree add --force`` can check one branch out in
+two worktrees; moving it with one of them would leave the other's index at the old commit.
+
 The list is git's own (``git worktree list --porcelain -z``); each worktree's git directory is
 taken from the repository's side (``<common>/worktrees/<name>/gitdir``), never from a ``.git``
 file in the worktree, so a command run there acts on this repository and no other.
@@ -32,6 +38,14 @@ class Worktree:
     git_dir: Path  # its git directory: the common directory, or <common>/worktrees/<name>
     branch: str | None  # the ref checked out there (refs/heads/…); None when detached
     current: bool  # the worktree this command runs in
+    #: (the ref it is rebasing or bisecting, "a rebase" / "a bisect"), or None
+    operation: tuple[str, str] | None = None
+
+    @property
+    def holds(self) -> frozenset[str]:
+        """The refs this worktree holds: the one checked out, and one being rebased or
+        bisected."""
+        return frozenset(r for r in (self.branch, self.operation and self.operation[0]) if r)
 
     @property
     def missing(self) -> bool:
@@ -63,6 +77,26 @@ def _admin_dirs(common_dir: Path) -> dict[str, Path]:
     return found
 
 
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="surrogateescape").strip()
+    except OSError:
+        return None
+
+
+def _operation(git_dir: Path) -> tuple[str, str] | None:
+    """The branch a rebase or bisect in this worktree will go back to, as git records it
+    (``rebase-merge/head-name``, ``rebase-apply/head-name``, ``BISECT_START``)."""
+    for sub in ("rebase-merge", "rebase-apply"):
+        head = _read(git_dir / sub / "head-name")
+        if head is not None and head.startswith("refs/heads/"):
+            return head, "a rebase"
+    start = _read(git_dir / "BISECT_START")
+    if start:
+        return (start if start.startswith("refs/") else f"refs/heads/{start}"), "a bisect"
+    return None
+
+
 def worktrees(repo: Repository) -> list[Worktree]:
     """Every worktree of ``repo`` that has a working tree (a bare main repository has none)."""
     proc = repo.git("worktree", "list", "--porcelain", "-z")
@@ -80,10 +114,16 @@ def worktrees(repo: Repository) -> list[Worktree]:
         if git_dir is None:
             continue  # not ours (or broken): never act on it
         current = _same(git_dir, repo.git_dir)
-        out.append(Worktree(path, git_dir, fields.get("branch") or None, current))
+        out.append(Worktree(path, git_dir, fields.get("branch") or None, current,
+                            _operation(git_dir)))
     return out
 
 
+def holders(repo: Repository, ref: str) -> list[Worktree]:
+    """Every worktree that holds ``ref``: has it checked out, or is rebasing or bisecting it."""
+    return [w for w in worktrees(repo) if ref in w.holds]
+
+
 def checked_out(repo: Repository, ref: str) -> Worktree | None:
-    """The worktree that has ``ref`` checked out, or None."""
-    return next((w for w in worktrees(repo) if w.branch == ref), None)
+    """The worktree that holds ``ref`` (the first, when several do), or None."""
+    return next(iter(holders(repo, ref)), None)
