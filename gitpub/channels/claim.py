@@ -19,13 +19,17 @@ the claim, as far as the remote can tell.
 - ``refused``: the remote refuses the ref (a hook): nothing was sent; a person decides.
 
 The claim commit is made once per intent and clone and kept at the same ref name locally (so
-each retry pushes the very same commit, and it is never garbage-collected). The local ref is not
+each retry pushes the very same commit, and it is never garbage-collected). It carries a random
+nonce: two clones driven by one process (or by two with the same host name and pid, in
+containers) in the same second would otherwise make the very same commit, and the second's push
+would read "up to date" — ``ours`` — and send again. The local ref is not
 evidence of anything on the platform; the remote's is the claim.
 """
 
 from __future__ import annotations
 
 import subprocess
+import uuid
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -76,7 +80,8 @@ class Claims:
             message = sanitize(
                 f"gitpub: channel claim {record.intent_key}\n\n"
                 f"job {job_id}\nchannel {record.channel}\naccount {record.account}\n"
-                f"operation {record.operation}\nclaimed by {self.owner}\n").encode()
+                f"operation {record.operation}\nclaimed by {self.owner}\n"
+                f"nonce {uuid.uuid4().hex}\n").encode()
             if not self.repo.has_object(_EMPTY_TREE):
                 self.repo.write_tree(None, {})
             new = self.repo.write_commit(_EMPTY_TREE, [], message)
