@@ -11,6 +11,7 @@ import json
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from channelkit import channel, command_channel, configure, posts, prepare, webhook_channel
@@ -18,9 +19,12 @@ from conftest import Site, git
 from httpfaults import Platform
 
 from gitpub.channels.adapters import send_outcome
-from gitpub.channels.claim import claim_ref
-from gitpub.channels.model import Unknown
+from gitpub.channels.claim import Claimed, Claims, claim_ref
+from gitpub.channels.model import ChannelRecord, Status, Unknown
 from gitpub.channels.webhook import MAX_RETRY_AFTER, WebhookAdapter, retry_after
+from gitpub.git import writing
+from gitpub.git.remote import Remote
+from gitpub.git.repo import Repository
 from gitpub.pipeline.steps import StepResult
 
 SLOW_RETRY = "{max_attempts: 3, backoff_base: 30, backoff_max: 30, jitter: 0}"
@@ -89,6 +93,27 @@ def test_two_clones_one_commit_one_post(site: Site, tmp_path: Path) -> None:
     assert log.count(f"Blog-Job-Id: {job_id}") == 1
     keys = [p["key"] for p in posts(platform)]
     assert len(keys) == 1, keys
+
+
+def test_two_clones_of_one_owner_in_one_second_do_not_share_a_claim(
+        site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One process (or two with the same host name and pid, in containers) drives two clones
+    within one second: without a nonce both made the very same claim commit, the second push
+    read "up to date" and the second clone took the claim for its own — and posted again."""
+    site.git("push", "-q", "origin", "main")
+    other = second_clone(site, tmp_path)
+    monkeypatch.setattr(writing, "time", SimpleNamespace(time=lambda: 1_800_000_000.0))
+    record = ChannelRecord(channel="social", account="news", kind="command", required=True,
+                           after="publish", operation="create", intent_key="k-same",
+                           payload_sha256="0" * 64, status=Status.PENDING,
+                           created_at=1_800_000_000.0, updated_at=1_800_000_000.0)
+    verdicts = []
+    for clone in (site, other):
+        with Repository.discover(clone.path) as repo:
+            claims = Claims(repo, Remote(repo, "origin", "main"), "host:1:1")
+            verdicts.append(claims.claim("job", record).claimed)
+    assert verdicts == [Claimed.OURS, Claimed.THEIRS]
+    assert remote_claims(site) == [claim_ref("k-same")]
 
 
 def test_second_clone_without_a_probe_asks_a_person(site: Site, tmp_path: Path) -> None:
