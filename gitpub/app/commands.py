@@ -143,6 +143,8 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
         check_targets(targets, ctx.repo.prefix, ctx.repo.work_tree)
         paths, srcs = read_sources(targets, sources, drafted)
         job, created = run_prepare(ctx, Request(tuple(paths), tuple(srcs), drafted, key))
+        if created and job.state == State.PUBLISHED:  # published by another clone already
+            _driver(ctx).found_published(job)
         if not push:
             return Prepared(job, created, _no_base_note(ctx, job), next_step(ctx, job))
         # Deliver it now, in this process: one interpreter start instead of two.

@@ -120,6 +120,17 @@ class Driver:
                     article_path(self.ctx.config, job.record) is not None:
                 self.state.expect(job)
 
+    def found_published(self, job: Job) -> None:
+        """Index a job that ``prepare`` found published already (its history search: another
+        clone delivered the same request). Its channels are driven here like those of a job
+        published here — each send behind the intent's claim on the remote, so the other
+        clone's claim is seen: a probe finds its post, or a person decides; never a second
+        post. (A job this clone published before channels were configured is not one.)"""
+        if self.enabled and job.state == State.PUBLISHED and \
+                job.record.kind == Kind.PUBLISH and \
+                article_path(self.ctx.config, job.record) is not None:
+            self.state.expect(job)
+
     def rediscover(self, errors: list[str]) -> list[str]:
         """Put back in the index every published job whose distribution is recorded and not
         settled but that the index lost (it is derived data: ``reconcile`` never trusts it);
