@@ -15,7 +15,7 @@ import tomllib
 import pytest
 import yaml
 from conftest import Site
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gitpub.config.load import strict_loader
@@ -198,9 +198,15 @@ def test_deep_front_matter_goes_to_review_through_prepare(site: Site) -> None:
 
 
 #: CommonMark's ATX heading as a (backtracking) regular expression: the oracle for short lines.
-_ATX_ORACLE = re.compile(r" {0,3}#{1,6}(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
+#: The text is optional *lazily* (``??``): in ``# #`` the second ``#`` is the closing sequence,
+#: an empty heading (CommonMark's ``### ###``), not the text "#".
+_ATX_ORACLE = re.compile(r" {0,3}#{1,6}(?:[ \t]+(.*?))??(?:[ \t]+#+)?[ \t]*")
 
 
+@settings(max_examples=2000)
+@example("# #")
+@example("### ###")
+@example("# x #")
 @given(st.text(st.sampled_from(" \t#xé"), max_size=14))
 def test_atx_headings_read_as_commonmark_says(line: str) -> None:
     found = _ATX_ORACLE.fullmatch(line)

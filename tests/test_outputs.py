@@ -138,9 +138,9 @@ def test_every_command_has_a_schema_and_matches_it(site: Site) -> None:
         data = out.json()
         assert data["schema_version"] == 1, args
     used = {p.name for p in SCHEMAS.glob("*.json")}
-    assert used == {"confirm.json", "demo.json", "doctor.json", "error.json", "history.json",
-                    "hooks.json", "init.json", "job.json", "jobs.json", "metrics.json",
-                    "plan.json", "version.json"}
+    assert used == {"confirm.json", "demo.json", "doctor.json", "error.json", "help.json",
+                    "history.json", "hooks.json", "init.json", "job.json", "jobs.json",
+                    "metrics.json", "plan.json", "version.json"}
     for name in used:
         assert load(name)["properties"]["schema_version"] == {
             "const": 1, "description": "the version of these schemas"}

@@ -231,6 +231,9 @@ def test_a_local_base_is_searched_at_the_first_delivery(site: Site, tmp_path: Pa
     assert site.call("push").code == 0
     other = second_site(site, tmp_path)
     other.git("update-ref", "-d", "refs/remotes/origin/main")
+    # the remote's job store does not know the job (published by a clone of gitpub before the
+    # shared store, or folded away): only the branch's history can tell
+    git(site.remote, "update-ref", "-d", f"refs/pub/jobs/{job['job_id']}")
     r = other.call("prepare", "--json", "--key", "k1", "--to", "posts/hello.md", "-",
                    input=article("changed"))
     assert r.code == 0 and r.json()["state"] == "LOCAL_COMMITTED", r.err
@@ -287,3 +290,40 @@ def test_a_prefix_change_after_a_lost_push_reply_is_not_a_second_publication(
     row = next(j for j in r.json()["jobs"] if j["job_id"] == job["job_id"])
     assert row["state"] == "PUBLISHED"
     assert len(remote_claims(site, str(job["job_id"]))) == 1
+
+
+def test_an_encoding_that_hides_the_claim_from_its_bytes_is_no_proof(tmp_path: Path) -> None:
+    """A message stored as EBCDIC (``encoding IBM037``): git shows the job's trailers, its raw
+    bytes hold none — never a proof. The same message stored as ISO-8859-1 makes the same
+    claim both ways, and is judged on its content (sync delivers such commits)."""
+    repo_dir = tmp_path / "r"
+    git(tmp_path, "init", "-q", "-b", "main", str(repo_dir))
+    (repo_dir / "posts").mkdir()
+    body = b"# Hi\n"
+    (repo_dir / "posts/hi.md").write_bytes(body)
+    git(repo_dir, "add", "posts/hi.md")
+    tree = git(repo_dir, "write-tree").strip()
+    import hashlib
+
+    from gitpub.core.manifest import Manifest, ManifestEntry
+
+    manifest = Manifest.of([ManifestEntry("posts/hi.md", 0o100644,
+                                          hashlib.sha256(body).hexdigest())])
+    text = manifest.serialize().decode()
+    job_id = "0bc6bad1-2704-5617-b116-efdb78f1cf70"
+    message = (f"Publish: Hi\n\n{text}\nBlog-Job-Id: {job_id}\n"
+               f"Blog-Manifest-Sha256: {manifest.sha256()}\n")
+
+    def commit_in(encoding: str, codec: str) -> str:
+        head = (f"tree {tree}\nauthor A <a@example.com> 1700000000 +0000\n"
+                f"committer A <a@example.com> 1700000000 +0000\nencoding {encoding}\n\n")
+        raw = head.encode() + message.encode(codec)
+        return git(repo_dir, "hash-object", "-t", "commit", "-w", "--stdin",
+                   "--literally", input=raw).strip()
+
+    with Repository.discover(repo_dir) as repo:
+        hidden = verify_commit(repo, commit_in("IBM037", "cp037"), ["Blog"])
+        assert hidden is not None and not hidden.ok
+        assert any("IBM037" in p for p in hidden.problems), hidden.problems
+        same = verify_commit(repo, commit_in("ISO-8859-1", "latin-1"), ["Blog"])
+        assert same is not None and same.ok, same.problems

@@ -28,7 +28,7 @@ from gitpub.core.errors import (
 )
 from gitpub.core.states import LOCAL, TERMINAL, State, exit_code_for
 from gitpub.pipeline.context import Context
-from gitpub.store.jobs import Event, Job
+from gitpub.store.jobs import DISTRIBUTING_PREFIX, Event, Job
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -178,12 +178,16 @@ def _no_base_note(ctx: Context, job: Job) -> str | None:
 def status(where: Path, progress: Progress, job_ref: str | None,
            show_all: bool) -> Shown | Jobs:
     """One job, or the unfinished ones (``show_all``: every job); a published job whose
-    channels are not settled yet is unfinished too. Channel records are shown as they are."""
-    from gitpub.channels.drive import channel_reports, unsettled
-
+    channels are not settled yet is unfinished too. Channel records are shown as they are
+    (the channel code is loaded only when a job can have some: a published one, or one in the
+    distribution index — a fast start otherwise)."""
     with open_session(where, progress) as ctx:
         if job_ref is not None:
             job = find_anywhere(ctx, job_ref)
+            if job.state != State.PUBLISHED:
+                return Shown(job, next_step(ctx, job), None)
+            from gitpub.channels.drive import channel_reports
+
             return Shown(job, next_step(ctx, job),
                          channel_reports(ctx, [job], strict=True).get(job.job_id))
         jobs: list[Job] = []
@@ -194,9 +198,14 @@ def status(where: Path, progress: Progress, job_ref: str | None,
                 failures.add(None, item)
             elif show_all or item.state not in TERMINAL:
                 jobs.append(item)
-        if not show_all:
-            jobs += unsettled(ctx, {j.job_id for j in jobs}, errors)
-        channels = channel_reports(ctx, jobs, errors=errors)
+        channels: dict[str, Report] = {}
+        if any(j.state == State.PUBLISHED for j in jobs) or \
+                (not show_all and ctx.repo.list_refs(DISTRIBUTING_PREFIX)):
+            from gitpub.channels.drive import channel_reports, unsettled
+
+            if not show_all:
+                jobs += unsettled(ctx, {j.job_id for j in jobs}, errors)
+            channels = channel_reports(ctx, jobs, errors=errors)
         jobs.sort(key=lambda j: j.record.created_at)
         return Jobs(tuple(jobs), tuple(errors), hints=_hints(ctx, jobs), channels=channels,
                     tracebacks=tuple(failures.tracebacks))

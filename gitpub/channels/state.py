@@ -37,9 +37,9 @@ from gitpub.channels.model import (
 from gitpub.channels.payload import parse_payload
 from gitpub.core.errors import CorruptStateError, LostRace
 from gitpub.core.states import Stage
-from gitpub.store.jobs import Job, JobStore
+from gitpub.store.jobs import DISTRIBUTING_PREFIX, Job, JobStore
 
-INDEX_PREFIX = "refs/pub/distributing/"
+INDEX_PREFIX = DISTRIBUTING_PREFIX
 PAYLOAD_FILE = "payload.json"
 LIVE_FILE = "live.json"
 CHANNELS_DIR = "channels"

@@ -44,6 +44,9 @@ ACTIVE_PREFIX = "refs/pub/active/"
 #: Local states of a job that lost to the remote's (same request, another node's history): kept
 #: for inspection (``git log``), never read by gitpub.
 SUPERSEDED_PREFIX = "refs/pub/superseded/"
+#: The jobs whose channel distribution is not settled (``gitpub.channels.state`` keeps it; named
+#: here so that ``status`` can tell without loading the channel code that there is none).
+DISTRIBUTING_PREFIX = "refs/pub/distributing/"
 _JOB_NAMESPACE = uuid.UUID("6f1c2f0e-5b1e-4c55-9a43-3c8f9d0e7a21")
 EVENT_VERSION = 1
 

@@ -5,8 +5,10 @@ A commit is job J's publication only when all of these hold (README, "Proof of p
 1. its message claims J the same way under both of git's readings (``git.trailers.claim``):
    exactly one ``<prefix>-Job-Id`` — a gitpub job id, i.e. a UUID — and one
    ``<prefix>-Manifest-Sha256``; the message is read as git shows it, and one stored in another
-   encoding than UTF-8 (an ``encoding`` header: git re-encodes it, so the raw bytes hide the
-   claim from a byte-level reader) is never a proof;
+   encoding than UTF-8 (an ``encoding`` header: git re-encodes it) is a proof only when its raw
+   bytes make the same claim with the same manifest paragraph — an encoding that hides the
+   claim from a byte-level reader (UTF-16, say) never is, while a person's ISO-8859-1 commit
+   delivered by ``sync`` (ASCII trailers) is;
 2. the manifest paragraph of its message hashes to that ``Manifest-Sha256``;
 3. every tree it adds, and every tree on a manifest path, is one ``git fsck --strict`` accepts
    (``git.treecheck``: no duplicate or unsorted entries, no bad modes, no ``.git`` names), so
@@ -105,8 +107,8 @@ def shown_message(repo: Repository, info: CommitInfo) -> tuple[bytes, str | None
     if info.encoding is None or info.encoding.strip().lower() in _UTF8:
         return info.message, None
     return repo.message_as_git_shows(info.sha), (
-        f"its message is stored in the {info.encoding!r} encoding (git shows it re-encoded): "
-        "gitpub writes UTF-8 only")
+        f"its message is stored in the {info.encoding!r} encoding, whose raw bytes do not make "
+        "the claim git shows")
 
 
 def verify_commit(repo: Repository, commit: str, prefixes: Sequence[str],
@@ -119,6 +121,9 @@ def verify_commit(repo: Repository, commit: str, prefixes: Sequence[str],
     claims = claims_of(message, prefixes)
     if not claims:
         return None
+    if encoding_problem is not None and claims_of(info.message, prefixes) == claims and \
+            manifest_paragraph(info.message) == manifest_paragraph(message):
+        encoding_problem = None  # both readings claim the same: nothing is hidden
     first = claims[0]
     job_id = first.job_ids[0]
     problems = [] if encoding_problem is None else [encoding_problem]
