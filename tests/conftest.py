@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,3 +158,21 @@ def site(tmp_path: Path, hermetic: dict[str, str]) -> Iterator[Site]:
         proc = subprocess.run(["git", "fsck", "--strict", "--no-progress"], cwd=repo,
                               capture_output=True)
         assert proc.returncode == 0, f"git fsck --strict failed in {repo}: {proc.stderr!r}"
+
+
+def spawn(site: Site, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """``git pub -C site ARGS`` started in its own process (to pause, stop or race it)."""
+    return subprocess.Popen([sys.executable, "-m", "gitpub", "-C", str(site.path), *args],
+                            env={**site.env, **(env or {})}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def wait_stopped(pid: int, timeout: float = 60) -> None:
+    """Until process ``pid`` is stopped (SIGSTOP, or paused by ``GITPUB_PAUSE_AT``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            if f.read().rsplit(b")", 1)[1].split()[0] == b"T":
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} did not stop")

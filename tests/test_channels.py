@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +23,7 @@ from channelkit import (
     status,
     webhook_channel,
 )
-from conftest import Site, git
+from conftest import Site, git, spawn, wait_stopped
 from httpfaults import Platform
 
 from gitpub.channels.lease import lease_ref
@@ -39,20 +37,6 @@ def remote_main(site: Site) -> str:
     return git(site.remote, "rev-parse", "main").strip()
 
 
-def spawn(site: Site, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "gitpub", "-C", str(site.path), *args],
-                            env={**site.env, **(env or {})}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-
-
-def wait_stopped(pid: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            if f.read().rsplit(b")", 1)[1].split()[0] == b"T":
-                return
-        time.sleep(0.02)
-    raise AssertionError(f"process {pid} did not stop")
 
 
 def published_pending(site: Site, key: str = "k1") -> str:

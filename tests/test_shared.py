@@ -11,14 +11,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Site, git
+from conftest import Site, git, spawn, wait_stopped
 from netfaults import GitDaemon
 from test_delivery import article, prepare, remote_job_ids
 
@@ -73,21 +71,6 @@ def assert_store_agrees(site: Site, job_ids: list[str]) -> None:
                    check=False) == ""
 
 
-def spawn(site: Site, *args: str, env: dict[str, str] | None = None
-          ) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "gitpub", "-C", str(site.path), *args],
-                            env={**site.env, **(env or {})}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-
-
-def wait_stopped(pid: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            if f.read().rsplit(b")", 1)[1].split()[0] == b"T":
-                return
-        time.sleep(0.02)
-    raise AssertionError(f"process {pid} did not stop")
 
 
 # -- the atomic delivery ---------------------------------------------------------------------

@@ -9,11 +9,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from conftest import Result, Site
+from conftest import Result, Site, wait_stopped
 
 
 def prepare(site: Site, key: str = "k1") -> str:
@@ -48,15 +47,6 @@ def test_init_never_writes_a_config_no_command_can_read(site: Site, branch: str)
     assert site.call("status").code == 0
 
 
-def _wait_stopped(pid: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            if f.read().rsplit(b")", 1)[1].split()[0] == b"T":
-                return
-        time.sleep(0.02)
-    raise AssertionError(f"process {pid} did not stop")
-
 
 def test_a_lost_race_exits_5_with_a_hint_not_1(site: Site) -> None:
     """Two people abandon the same REVIEW job at once. The first is frozen (SIGSTOP) while it
@@ -74,7 +64,7 @@ def test_a_lost_race_exits_5_with_a_hint_not_1(site: Site) -> None:
                             "GITPUB_CRASH_TRACE": str(site.path.parent / "trace")},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        _wait_stopped(first.pid)
+        wait_stopped(first.pid)
         second = site.run("resolve", job_id, "--abandon")
         assert second.code == 0, second.out + second.err
     finally:
