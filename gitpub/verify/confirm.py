@@ -205,16 +205,21 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
           report: ConfirmReport, progress: Progress) -> tuple[LogScan, list[str]]:
     """``tip ^points``, deepening a shallow clone until the walk is whole; and the points that
     are not in ``tip``'s history (gone: rewritten). Candidates are the commits that mention
-    any ``-Job-Id`` (the prefixes are known only once the start is here)."""
-    needles = [b"-job-id"]
+    any ``-Job-Id`` (the prefixes are known only once the start is here).
+
+    The walk is C git's (``git.walk.log_scan``). From the root (a first run, or any run
+    without the key) it is filtered by C git: of the whole history only the few messages that
+    mention a job id cross the pipe, and a second git counts the walk at the same time. From
+    checked-through points (a few new commits) or in a shallow clone (which must see whether
+    the walk reached its boundary) one git lists it: one process, not two."""
     depth = FIRST_DEPTH
     while True:
         shallow = shallow_commits(repo)
         present = [p for p in points if repo.has_object(p)]
         if not shallow or len(present) == len(points):
             ancestors = _ancestors(repo, present, tip)
-            scan = log_scan(repo, [tip], ancestors, needles)
-            if not any(scan.has(c) for c in shallow):
+            scan = log_scan(repo, [tip], ancestors, listed=bool(shallow or ancestors))
+            if not shallow or not any(scan.has(c) for c in shallow):
                 return scan, [p for p in points if p not in ancestors]
         progress(f"shallow clone: fetching {depth} more commits of history")
         before = _commit_count(repo, tip)
