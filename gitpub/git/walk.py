@@ -124,14 +124,36 @@ def _log_args(output: str, revs: Sequence[str], *extra: str) -> list[str]:
             f"--output={output}", "--format=%H%x00%B", *extra, *revs, "--"]
 
 
-def _records(out: bytes) -> list[tuple[str, bytes]]:
-    """(sha, message) of ``%H%x00%B`` records separated by NULs (``-z``)."""
-    fields = out.split(b"\0")
-    if fields and fields[-1] == b"":
-        fields.pop()
-    if len(fields) % 2:
+def _records(out: bytes, needle: bytes) -> tuple[int, list[tuple[str, bytes]]]:
+    """How many ``%H%x00%B`` records ``out`` holds (``-z``: NUL-separated), and the (sha,
+    message) of those whose message contains ``needle`` (ASCII case-insensitively). The
+    bytes are searched at once, not record by record: a long walk lists 100,000 of them."""
+    if out and not out.endswith(b"\0"):
+        out += b"\0"
+    fields = out.count(b"\0")
+    if fields % 2:
         raise CorruptStateError("git log printed a record without its message")
-    return [(fields[i].decode("ascii"), fields[i + 1]) for i in range(0, len(fields), 2)]
+    low, key = out.lower(), needle.lower()
+    starts: dict[int, None] = {}
+    pos = low.find(key)
+    while pos >= 0:
+        starts[out.rfind(b"\0", 0, pos) + 1] = None  # where that field starts
+        pos = low.find(key, pos + 1)
+    found = []
+    for start in starts:
+        if start < 41 or out[start - 1:start] != b"\0" or not _is_sha(out[start - 41:start - 1]):
+            continue  # the needle in no message (it cannot be in a commit id)
+        found.append((out[start - 41:start - 1].decode("ascii"), out[start:out.find(b"\0", start)]))
+    return fields // 2, found
+
+
+def _ids(out: bytes) -> list[str]:
+    """Every commit id of ``%H%x00%B`` records (the even fields)."""
+    return [f.decode("ascii") for f in out.split(b"\0")[0::2] if f]
+
+
+def _is_sha(data: bytes) -> bool:
+    return len(data) == 40 and all(c in b"0123456789abcdef" for c in data)
 
 
 def _log_failed(stderr: bytes) -> CorruptStateError:
@@ -147,10 +169,9 @@ def _listed_scan(repo: Repository, revs: Sequence[str], needle: bytes) -> LogSca
         proc = repo.git(*_log_args(f.name, revs))
         if proc.returncode != 0:
             raise _log_failed(proc.stderr)
-        records = _records(f.read())
-    low = needle.lower()
-    candidates = tuple((sha, m) for sha, m in records if low in m.lower())
-    return LogScan(len(records), candidates, frozenset(sha for sha, _ in records))
+        out = f.read()
+    count, candidates = _records(out, needle)
+    return LogScan(count, tuple(candidates), frozenset(_ids(out)))
 
 
 def _filtered_scan(repo: Repository, revs: Sequence[str], needle: bytes,
@@ -167,9 +188,8 @@ def _filtered_scan(repo: Repository, revs: Sequence[str], needle: bytes,
             _, err = log.communicate()
         if log.returncode != 0:
             raise _log_failed(err)
-        records = _records(f.read())
-    low = needle.lower()  # git's folding may be wider (a locale): ours decides
-    return LogScan(count, tuple((sha, m) for sha, m in records if low in m.lower()))
+        _, candidates = _records(f.read(), needle)  # git's folding may be wider: ours decides
+    return LogScan(count, tuple(candidates))
 
 
 def _count(repo: Repository, revs: Sequence[str]) -> int:

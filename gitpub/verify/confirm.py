@@ -106,10 +106,9 @@ def confirm_key(value: str | None) -> L.Key | None:
 
 def confirm(repo: Repository, config: Config, remote: Remote, *, rev_range: str | None,
             push_notes: bool, progress: Progress, key: L.Key | None = None) -> ConfirmReport:
-    tip = remote.fetch()
+    tip, notes_tip = remote.fetch_with(NOTES_REF, REMOTE_NOTES)
     if tip is None:
         raise GitpubError(f"the remote has no branch {config.branch}")
-    notes_tip = remote.fetch_ref(NOTES_REF, REMOTE_NOTES)
     memory = L.read_memory(repo, notes_tip, key)
     report = ConfirmReport(tip, authenticated=key is not None)
     _remark_memory(report, memory, key)
