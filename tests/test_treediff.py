@@ -74,7 +74,8 @@ specs = st.recursive(st.dictionaries(st.sampled_from(NAMES), leaf, max_size=4),
                                                    max_size=4), max_leaves=12)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(old=specs, new=specs)
 def test_sound_trees_diff_as_git_diffs_them(scratch: Path, old: Spec, new: Spec) -> None:
     a, b = write_tree(scratch, old), write_tree(scratch, new)
