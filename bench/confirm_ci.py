@@ -9,6 +9,9 @@ runs in the same clone, alternating with gitpub, after a warm-up. Rows:
   the same history (target ≤ 1.0);
 - *without the key*: nothing in the notes can be believed, so every run is a first run (the
   slow, safe path; no target);
+- *the walk alone*: the first run's walk in-process (no interpreter start, no fetch), listed
+  as confirm runs it, and filtered by C git with a parallel count, against ``git log --grep``
+  (no target: they say what the walk costs against C git's own);
 - *second run*: the remote's notes say where the last run stopped; one new commit was pushed;
   a fresh clone runs ``confirm`` (which pushes its notes, so the next sample is again one new
   commit), against ``git log --grep`` in the same clone (target ≤ 0.3);
@@ -47,6 +50,7 @@ def confirm_ci(h: Harness, s: Sizes) -> list[Row]:
     clones = _Clones(h, site.remote, root)
     rows = [_first_run(h, s, clones, history, keyed=True),
             _first_run(h, s, clones, history, keyed=False),
+            *_walks(h, s, clones, history),
             *_second_runs(h, s, clones)]
     rows += _probe(h, s, site.path, job_id)
     return rows
@@ -104,6 +108,41 @@ def _first_run(h: Harness, s: Sizes, clones: _Clones, history: int, *, keyed: bo
                median(ys), None, str(s.runs),
                "`git pub confirm --no-push-notes` without GITPUB_CONFIRM_KEY in a fresh clone: "
                "the whole history, every run", GREP_WHAT, "", xs, ys)
+
+
+def _walks(h: Harness, s: Sizes, clones: _Clones, history: int) -> list[Row]:
+    """The first run's walk alone (in-process, no interpreter start, no fetch): the listed
+    way confirm uses, and the filtered way (``--grep`` plus a ``rev-list --count`` at the same
+    time, on the other core)."""
+    from gitpub.git.repo import Repository
+    from gitpub.git.walk import log_scan
+
+    repo = clones.clone()
+
+    def walk(listed: bool) -> float:
+        with Repository.discover(repo) as r:
+            tip = r.read_ref("refs/remotes/origin/main")
+            assert tip is not None
+            t0 = time.perf_counter()
+            scan = log_scan(r, [tip], [], listed=listed)
+            dt = time.perf_counter() - t0
+        if scan.count != history or len(scan.candidates) != 1:
+            raise BenchError(f"the walk counted {scan.count} of {history}")
+        return dt
+
+    grep = lambda: _grep(h, repo)  # noqa: E731
+    lx, ly = alternate(s.runs, lambda: walk(True), grep)
+    fx, fy = alternate(s.runs, lambda: walk(False), grep)
+    what = "`git.walk.log_scan` in-process over the whole history"
+    return [
+        Row("first-run walk alone, listed (what confirm runs)", median(lx), median(ly), None,
+            str(s.runs), f"{what}: one `git log -z --format=%H%x00%B`, searched at once",
+            GREP_WHAT, "", lx, ly),
+        Row("first-run walk alone, filtered + counted (two gits at once)", median(fx),
+            median(fy), None, str(s.runs),
+            f"{what}: `git log --grep=-job-id -i -F` and `git rev-list --count` in parallel",
+            GREP_WHAT, "", fx, fy),
+    ]
 
 
 def in_fresh_clones(runs: int, clones: _Clones, a: Callable[[Path], float],

@@ -8,7 +8,9 @@ cost follows the number of commits since the job was prepared, not the length of
 
 from __future__ import annotations
 
+import functools
 import heapq
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -82,18 +84,25 @@ JOB_ID_NEEDLE = b"-job-id"
 class LogScan:
     """A ``git log`` walk: how many commits it covered, and the (sha, message) of those whose
     message contains the needle (ASCII case-insensitively, as ``bytes.lower`` compares),
-    newest first. ``walked`` lists every walked commit when the walk was listed
-    (``log_scan(listed=True)``), else it is None: C git only counted them."""
+    newest first. ``listing`` is the listed walk's output (``log_scan(listed=True)``), kept as
+    it came (to ask ``has``, rarely, without splitting 100,000 records); None when C git only
+    counted the commits."""
 
     count: int
     candidates: tuple[tuple[str, bytes], ...]
-    walked: frozenset[str] | None = None
+    listing: bytes | None = None
 
     def has(self, sha: str) -> bool:
         """Was ``sha`` walked? Only a listed walk can say."""
-        if self.walked is None:
+        if self.listing is None:
             raise ValueError("a counted walk does not list its commits")
-        return sha in self.walked
+        out, key = self.listing, sha.encode("ascii") + b"\0"
+        pos = out.find(key)
+        while pos >= 0:  # a commit id field: at a record's start (an even number of NULs)
+            if (pos == 0 or out[pos - 1:pos] == b"\0") and out.count(b"\0", 0, pos) % 2 == 0:
+                return True
+            pos = out.find(key, pos + 1)
+        return False
 
 
 def log_scan(repo: Repository, tips: Sequence[str], excludes: Sequence[str],
@@ -133,23 +142,25 @@ def _records(out: bytes, needle: bytes) -> tuple[int, list[tuple[str, bytes]]]:
     fields = out.count(b"\0")
     if fields % 2:
         raise CorruptStateError("git log printed a record without its message")
-    low, key = out.lower(), needle.lower()
-    starts: dict[int, None] = {}
-    pos = low.find(key)
-    while pos >= 0:
-        starts[out.rfind(b"\0", 0, pos) + 1] = None  # where that field starts
-        pos = low.find(key, pos + 1)
-    found = []
-    for start in starts:
+    found: dict[int, None] = {}
+    for match in _folded(needle).finditer(out):
+        found[out.rfind(b"\0", 0, match.start()) + 1] = None  # where that field starts
+    records = []
+    for start in found:
         if start < 41 or out[start - 1:start] != b"\0" or not _is_sha(out[start - 41:start - 1]):
             continue  # the needle in no message (it cannot be in a commit id)
-        found.append((out[start - 41:start - 1].decode("ascii"), out[start:out.find(b"\0", start)]))
-    return fields // 2, found
+        end = out.find(b"\0", start)
+        records.append((out[start - 41:start - 1].decode("ascii"), out[start:end]))
+    return fields // 2, records
 
 
-def _ids(out: bytes) -> list[str]:
-    """Every commit id of ``%H%x00%B`` records (the even fields)."""
-    return [f.decode("ascii") for f in out.split(b"\0")[0::2] if f]
+@functools.cache
+def _folded(needle: bytes) -> re.Pattern[bytes]:
+    """``needle`` in any ASCII case (a pattern: faster than lowering 7 MB, as ``bytes.lower``
+    folds: ASCII letters only)."""
+    return re.compile(b"".join(b"[" + bytes([c]).lower() + bytes([c]).upper() + b"]"
+                               if bytes([c]).isalpha() else re.escape(bytes([c]))
+                               for c in needle))
 
 
 def _is_sha(data: bytes) -> bool:
@@ -171,7 +182,7 @@ def _listed_scan(repo: Repository, revs: Sequence[str], needle: bytes) -> LogSca
             raise _log_failed(proc.stderr)
         out = f.read()
     count, candidates = _records(out, needle)
-    return LogScan(count, tuple(candidates), frozenset(_ids(out)))
+    return LogScan(count, tuple(candidates), out)
 
 
 def _filtered_scan(repo: Repository, revs: Sequence[str], needle: bytes,
