@@ -15,6 +15,8 @@ runs in the same clone, alternating with gitpub, after a warm-up. Rows:
 - *second run*: the remote's notes say where the last run stopped; one new commit was pushed;
   a fresh clone runs ``confirm`` (which pushes its notes, so the next sample is again one new
   commit), against ``git log --grep`` in the same clone (target ≤ 0.3);
+- *second run in-process*: the same, called in this process (the CLI row less the
+  interpreter's start and the imports; no target: it says what the work itself costs);
 - *as CI does*: the same second run in a fresh ``--depth=1`` clone over the transport, clone
   included, against a full clone plus ``git log --grep`` (no target: what a CI job waits for);
 - *the probe*: the content-bound probe (``verify.probe.find_job_commit``: trailers *and*
@@ -178,6 +180,7 @@ def _second_runs(h: Harness, s: Sizes, clones: _Clones) -> list[Row]:
 
     local_x: list[float] = []
     local_y: list[float] = []
+    lib: list[float] = []
     ci_x: list[float] = []
     ci_y: list[float] = []
     for i in range(s.runs + 1):
@@ -194,6 +197,8 @@ def _second_runs(h: Harness, s: Sizes, clones: _Clones) -> list[Row]:
             else:
                 y = _grep(h, ci)
         new_commit()
+        z = _in_process(h, clones.clone())
+        new_commit()
         t0 = time.perf_counter()
         shallow = clones.clone("--no-local", "--depth=1")
         data = _confirm(h, shallow)
@@ -207,6 +212,7 @@ def _second_runs(h: Harness, s: Sizes, clones: _Clones) -> list[Row]:
         if i > 0:
             local_x.append(x)
             local_y.append(y)
+            lib.append(z)
             ci_x.append(cx)
             ci_y.append(cy)
     return [
@@ -215,11 +221,36 @@ def _second_runs(h: Harness, s: Sizes, clones: _Clones) -> list[Row]:
             "`git pub confirm` with the key in a fresh clone: the checked-through point from "
             "the remote's notes, one commit walked, notes pushed", GREP_WHAT, "",
             local_x, local_y),
+        Row("confirm (CI), second run in-process (no interpreter start, no imports)",
+            median(lib), median(local_y), None, str(s.runs),
+            "`app.ci.confirm` called in-process in a fresh clone (the CLI row less the "
+            "interpreter's start and the imports)", GREP_WHAT, "", lib, local_y),
         Row("confirm (CI) as CI does: `--depth=1` clone + confirm", median(ci_x), median(ci_y),
             None, str(s.runs),
             "`git clone --no-local --depth=1` + `git pub confirm` (deepens to the point)",
             "`git clone --no-local` + `git log --grep`", "", ci_x, ci_y),
     ]
+
+
+def _in_process(h: Harness, repo: Path) -> float:
+    """One second run in this process, in the harness's environment, with the key."""
+    import os
+
+    from gitpub.app.ci import confirm
+
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update({**h.env, "GITPUB_CONFIRM_KEY": KEY})
+    try:
+        t0 = time.perf_counter()
+        report = confirm(repo, lambda _: None, None, True)
+        dt = time.perf_counter() - t0
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    if report.checked != 1 or not report.notes_pushed:
+        raise BenchError(f"in-process second run checked {report.checked}")
+    return dt
 
 
 def _probe(h: Harness, s: Sizes, site: Path, job_id: str) -> list[Row]:
