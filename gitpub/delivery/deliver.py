@@ -331,7 +331,8 @@ class Deliverer:
                 job, record.evolve(state=S.CONFLICT, failure_code=FailureCode.TARGET_BLOCKED,
                                    failure_detail=detail),
                 phase=Stage.REBASE, reason=f"cannot rebase onto {tip}: {detail}"), False
-        problem = self._not_its_publication(job, record, commit)
+        verdict = verify_commit(repo, commit, self._prefixes())
+        problem = self._not_its_publication(job, record, commit, verdict)
         if problem is not None:
             return self._transient(job, problem), False
         job = store.transition(
@@ -364,10 +365,16 @@ class Deliverer:
         kind = "rejected" if outcome.result == PushResult.REJECTED else "outcome unknown"
         return self._transient(job, f"push {kind}: {outcome.detail}"), False
 
-    def _not_its_publication(self, job: Job, record: JobRecord, commit: str) -> str | None:
+    def _prefixes(self) -> list[str]:
+        """The prefixes a built commit is verified under: the configured one and, as pre-push
+        always checks it, the default (a commit claiming under both is not a proof)."""
+        return list(dict.fromkeys([self.ctx.config.trailer_prefix, DEFAULT_PREFIX]))
+
+    @staticmethod
+    def _not_its_publication(job: Job, record: JobRecord, commit: str,
+                             verdict: Verdict | None) -> str | None:
         """Why the commit just built would not be the job's publication (checked before it is
         pushed, since its PUBLISHED state goes with it); None when it is."""
-        verdict = verify_commit(self.ctx.repo, commit, [self.ctx.config.trailer_prefix])
         if verdict is not None and verdict.ok and verdict.job_id == job.job_id and \
                 verdict.manifest_sha256 == record.manifest_sha256:
             return None
@@ -381,15 +388,14 @@ class Deliverer:
 
     def _verified_onto(self, commit: str, tip: str | None) -> str | None:
         """``tip``, when pushing ``commit`` onto it sends that one commit (``tip`` is its only
-        parent) and the commit is the publication it claims: what gitpub's pre-push hook
-        would check, checked here, where everything is loaded, so that the hook need not
-        start an interpreter to check it again (``core.pushmark``). None otherwise: the hook
-        then checks the push in full, as any other."""
-        repo = self.ctx.repo
-        if tip is None or repo.commit(commit).parents != (tip,):
+        parent). The commit was verified as the job's publication just before, under the
+        prefixes pre-push checks (``_prefixes``): what gitpub's pre-push hook would check,
+        checked where everything is loaded, so that the hook need not start an interpreter
+        to check it again (``core.pushmark``). None otherwise: the hook then checks the push
+        in full, as any other."""
+        if tip is None or self.ctx.repo.commit(commit).parents != (tip,):
             return None
-        verdict = verify_commit(repo, commit, [self.ctx.config.trailer_prefix, DEFAULT_PREFIX])
-        return tip if verdict is None or verdict.ok else None
+        return tip
 
     def _regenerate_fonts(self, job: Job, tip: str | None, artifacts: Artifacts,
                           fonts: frozenset[str]
