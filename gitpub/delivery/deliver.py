@@ -67,14 +67,8 @@ from gitpub.pipeline.commit import (
     target_problems,
 )
 from gitpub.pipeline.context import Context
-from gitpub.pipeline.prepare import (
-    derive_fonts,
-    drive,
-    first_history_check,
-    reload,
-    run_judge,
-    to_review,
-)
+from gitpub.pipeline.history import first_history_check
+from gitpub.pipeline.prepare import derive_fonts, drive, reload, run_judge, to_review
 from gitpub.store.jobs import Job
 from gitpub.verify.commit import DEFAULT_PREFIX, Verdict, verify_commit
 from gitpub.verify.probe import ProbeResult, probe
