@@ -37,16 +37,11 @@ rebuilt. Steps 3 to 7 run under the job's lease; a worker that lost it stops at 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
-import os
 import random
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import LostRace, UsageError
@@ -54,11 +49,11 @@ from gitpub.core.manifest import Manifest, ManifestEntry, ManifestError, content
 from gitpub.core.record import JobRecord
 from gitpub.core.states import LOCAL, SETTLED, Answer, FailureCode, Kind, Phase, Stage, State
 from gitpub.delivery.checkout import fast_forward_local
+from gitpub.delivery.lock import delivery_lock
 from gitpub.delivery.shared import Shared
 from gitpub.fonts.step import font_outputs
-from gitpub.git.locks import LockedError, ensure_pub_dir
 from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError, default_branch
-from gitpub.git.repo import MODE_FILE, Entry, Repository
+from gitpub.git.repo import MODE_FILE, Entry
 from gitpub.pipeline.commit import (
     Artifacts,
     build_commit,
@@ -78,8 +73,6 @@ S = State
 MAX_REBASE_ROUNDS = 8
 #: How often a FAILED job is probed when nobody asks for it by name.
 FAILED_PROBE_INTERVAL = 3600.0
-#: How long a delivery waits for another process's network segment (fetch and push timeouts).
-DELIVERY_LOCK_WAIT = 600.0
 DELIVERABLE = frozenset({S.LOCAL_COMMITTED, S.RECHECK_CANDIDATES, S.PUSHING, S.RETRY_WAIT,
                          S.FAILED})
 
@@ -97,53 +90,6 @@ def branch_missing(remote: Remote) -> BranchMissingError:
     return BranchMissingError(
         f"the remote {remote.remote!r} has no branch {remote.branch!r}: nothing was pushed",
         hint=f"{fix}; to create the branch, run `git pub push --create-branch`")
-
-
-@contextlib.contextmanager
-def delivery_lock(repo: Repository, wait: float = DELIVERY_LOCK_WAIT,
-                  progress: Callable[[str], None] | None = None) -> Iterator[None]:
-    """The per-repository lock of the network segment.
-
-    An ``flock``: the kernel releases it when its holder dies, however it dies, and its file
-    descriptor is not inherited by the commands it runs (a ``git push`` left running by a
-    killed gitpub does not keep it), so it never outlives its holder. A live holder is waited
-    for at most ``wait`` seconds (its fetch and push have timeouts of their own); then
-    ``LockedError``: the job is left for the next run. The holder's pid is written in the file,
-    for the message.
-    """
-    path = ensure_pub_dir(repo.pub_dir) / "delivery.lock"
-    with open(path, "a+b") as f:
-        deadline = time.monotonic() + wait
-        delay = 0.01
-        while True:
-            try:
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LockedError(
-                        f"the delivery lock is held by another gitpub process "
-                        f"({_holder(path)}) for more than {wait:.0f}s",
-                        hint="it is still delivering; run the command again later") from None
-                if progress is not None and delay == 0.01:
-                    progress(f"waiting for the delivery lock ({_holder(path)})")
-                time.sleep(delay)
-                delay = min(delay * 2, 0.5)
-        try:
-            f.truncate(0)
-            f.write(f"{os.getpid()}\n".encode())
-            f.flush()
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-
-
-def _holder(path: Path) -> str:
-    try:
-        pid = path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        pid = ""
-    return f"pid {pid}" if pid.isdigit() else "pid unknown"
 
 
 def backoff(attempt: int, base: float, cap: float, jitter: float) -> float:
