@@ -246,15 +246,14 @@ class Remote:
             return self.fetch(), self.fetch_ref(src, dst)
         net = isolated_fetch_dir(self.repo)
         branch = f"refs/heads/{self.branch}"
-        _mirror_ref(self.repo, net, self.tracking_ref)
-        _mirror_ref(self.repo, net, branch)
-        with contextlib.suppress(FileNotFoundError):
-            (net / dst).unlink()  # after the fetch, absent means: not on the remote
+        mirror_ref(self.repo, net, self.tracking_ref)
+        mirror_ref(self.repo, net, branch)
+        (net / dst).unlink(missing_ok=True)  # after the fetch, absent means: not there
         env = {"GIT_OBJECT_DIRECTORY": str(self.repo.common_dir / "objects")}
         for lock in (self.tracking_ref, dst):
             self.repo.heal_lock(net / f"{lock}.lock")
         specs = [f"+{branch}:{self.tracking_ref}", f"+{src}*:{dst}*"]
-        if self.fetch_refspecs(list(_ISOLATED_CONFIG), specs, net, env) is None:
+        if self.fetch_refspecs(list(ISOLATED_CONFIG), specs, net, env) is None:
             return None, self.fetch_ref(src, dst)  # no such branch: the other ref alone
         return self._bring(net, self.tracking_ref, branch), self._bring(net, dst, src)
 
@@ -262,13 +261,13 @@ class Remote:
         """Mirror ``dst`` from the private fetch repository here (CAS); its value, or None
         when the fetch left none: the remote has no ``src`` (``dst`` here is left as it is, as
         ``fetch_ref`` leaves it)."""
-        tip = _read_loose(net, dst)
+        tip = read_loose(net, dst)
         if tip is None:
             return None
         if not self.repo.has_object(tip):
             raise RemoteError(f"fetch from {sanitize(self.remote)} left no {dst}")
         for _ in range(5):  # mirror it here; a concurrent fetch may move it too
-            old = _current(self.repo, dst)
+            old = current_value(self.repo, dst)
             if old == tip or self.repo.cas_ref(dst, old, tip, f"gitpub: fetch {src}"):
                 return tip
         raise RemoteError(f"could not update {dst}: it kept moving")
@@ -335,14 +334,10 @@ class Remote:
         env = {"GIT_OBJECT_DIRECTORY": str(self.repo.common_dir / "objects")}
         if self._fetch(list(ISOLATED_CONFIG), src, dst, net, env) is None:
             return None
-        tip = read_loose(net, dst)
-        if tip is None or not self.repo.has_object(tip):
+        tip = self._bring(net, dst, src)
+        if tip is None:
             raise RemoteError(f"fetch from {sanitize(self.remote)} left no {dst}")
-        for _ in range(5):  # mirror it here; a concurrent fetch may move it too
-            old = current_value(self.repo, dst)
-            if old == tip or self.repo.cas_ref(dst, old, tip, f"gitpub: fetch {src}"):
-                return tip
-        raise RemoteError(f"could not update {dst}: it kept moving")
+        return tip
 
     def push(self, commit: str, *, verified_onto: str | None = None) -> PushOutcome:
         """Push ``commit`` as the new tip of the remote branch, never forcing.
