@@ -2,9 +2,10 @@
 
 One run, with CI's key (``GITPUB_CONFIRM_KEY``; ``verify.ledger`` says what it authenticates):
 
-1. fetch the remote branch and the remote's ``refs/notes/pub`` (one ``git fetch``); read the newest *authentic*
-   ledger there (``ledger.read_memory``): the points the last run checked through, the open
-   BAD verdicts, the prefixes ever checked. A ledger without a valid MAC is looked through;
+1. fetch the remote branch and the remote's ``refs/notes/pub`` (one ``git fetch``); read the
+   newest *authentic* ledger there (``ledger.read_memory``): the points the last run checked
+   through, the open BAD verdicts, the prefixes ever checked. A ledger without a valid MAC is
+   looked through;
 2. every checked-through point must still be in the branch's history: one that is not (the
    branch was rewritten, e.g. by a force-push) is BAD itself — the run fails, naming it, until
    a person accepts it — and the walk starts from the points that remain, or from the root;
@@ -15,8 +16,8 @@ One run, with CI's key (``GITPUB_CONFIRM_KEY``; ``verify.ledger`` says what it a
    tree), the default ``Blog``, every prefix the ledger says was ever checked, every prefix a
    configuration inside the range names, and the prefix of any claim the configuration at
    that commit names (``verify.rules``). So a change of ``trailer_prefix`` only ever *adds*
-   checks (it is reported, and the old prefix stays checked). A second commit claiming a job id that an
-   earlier commit published (the job-id index, read from authentic trees) is BAD;
+   checks (it is reported, and the old prefix stays checked). A second commit claiming a job
+   id that an earlier commit published (the job-id index, read from authentic trees) is BAD;
 5. write each verdict as a note line, the job-id index and the new authenticated ledger, pushed
    as a fast-forward of the remote notes ref (on a lost race, re-applied on top of the
    winner's: notes are line sets, ledgers merge); what was erased from the notes since the last
