@@ -89,12 +89,13 @@ class Folded:
 
 
 def finished_refs(shared: Shared) -> int:
-    """About how many job refs of finished jobs there are, this clone's and the remote's (as
-    last fetched), without reading a record: this clone's minus its active index (which lists
-    the unfinished ones), and every remote job ref (whose state only its record says)."""
+    """About how many jobs have a finished job ref, this clone's or the remote's (as last
+    fetched), without reading a record: this clone's job refs not in its active index (which
+    lists the unfinished ones), and every remote job ref (whose state only its record says)."""
     repo = shared.ctx.repo
-    local = len(repo.list_refs(JOBS_PREFIX)) - len(repo.list_refs(ACTIVE_PREFIX))
-    return max(local, 0) + len(shared.view.remote_ids())
+    active = repo.list_refs(ACTIVE_PREFIX)
+    local = {job_id for job_id in repo.list_refs(JOBS_PREFIX) if job_id not in active}
+    return len(local | set(shared.view.remote_ids()))
 
 
 def due(shared: Shared, threshold: int) -> bool:
