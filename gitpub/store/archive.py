@@ -12,11 +12,12 @@ final record, fanned out like git notes::
     <id[0:2]>/<id[2:4]>/<id>/state       the id of its final state commit
 
 Its first parent is the previous archive commit (``git log --first-parent refs/pub/archive``
-is the history of folds); its other parents are the final state commits of the jobs it adds,
-which keeps every folded job's whole event history reachable, on the remote and in every clone
-that fetched the archive: ``git pub log`` and ``status`` work for an archived job as for any
-other. The two fan-out levels keep each tree small (256 entries, then a few), so a lookup reads
-four small trees whatever the archive's size, and a fold writes O(jobs folded) objects.
+is the history of folds, down to a root commit that holds only ``FORMAT``); its other parents
+are the final state commits of the jobs it adds, which keeps every folded job's whole event
+history reachable, on the remote and in every clone that fetched the archive: ``git pub log``
+and ``status`` work for an archived job as for any other. The two fan-out levels keep each
+tree small (256 entries, then a few), so a lookup reads four small trees whatever the
+archive's size, and a fold writes O(jobs folded) objects.
 
 An entry is replaced only by a newer state of the same job (its history contains the old one:
 a job's channels settled on the clone that published it after another clone folded the job).
@@ -165,15 +166,21 @@ class Archive:
         """A new archive commit on top of this one, holding ``finals`` (added, or replacing
         older states of the same jobs) and keeping their histories alive (the state commits
         are parents). Objects only: nothing points at it yet."""
-        changes: dict[str, Entry | None] = {FORMAT_FILE: Entry(MODE_FILE,
-                                                               self.repo.write_blob(FORMAT))}
+        changes: dict[str, Entry | None] = {}
         with self.repo.batch():
+            start = self.commit or self._root()
             for final in finals:
                 base = entry_dir(final.job_id)
                 changes[f"{base}/job.json"] = Entry(MODE_FILE, final.record_blob)
                 changes[f"{base}/state"] = Entry(
                     MODE_FILE, self.repo.write_blob(f"{final.state_commit}\n".encode()))
-            tree = self.repo.write_tree(self.tree, changes)
-            parents = ([] if self.commit is None else [self.commit]) + \
-                list(dict.fromkeys(f.state_commit for f in finals))
+            tree = self.repo.write_tree(Archive(self.repo, start).tree, changes)
+            parents = [start, *dict.fromkeys(f.state_commit for f in finals)]
             return self.repo.write_commit(tree, parents, message.encode())
+
+    def _root(self) -> str:
+        """The archive's first commit: no entries, no parents. Every fold's first parent is
+        then an archive commit, the first fold's too."""
+        tree = self.repo.write_tree(None, {FORMAT_FILE: Entry(MODE_FILE,
+                                                              self.repo.write_blob(FORMAT))})
+        return self.repo.write_commit(tree, [], b"gitpub archive: finished jobs\n")

@@ -43,7 +43,7 @@ from gitpub.core.record import JobRecord
 from gitpub.core.states import State
 from gitpub.git.remote import Remote
 from gitpub.git.repo import Repository
-from gitpub.git.storefetch import fetch_with_store
+from gitpub.git.storefetch import fetch_records, fetch_with_store
 from gitpub.git.walk import shallow_commits
 from gitpub.store.archive import ARCHIVE, Archive
 from gitpub.store.jobs import JobStore
@@ -136,20 +136,10 @@ class _Checker:
         if not self.shallow:
             self.store_tip = fetch_with_store(self.remote).tip or self.tip
             return
-        prefix = self.remote.store_prefix
-        self._fetch(["--prune", "--depth=1"], f"+refs/pub/jobs/*:{prefix}jobs/*")
-        if self._fetch(["--depth=2"], f"+refs/pub/{ARCHIVE}:{prefix}{ARCHIVE}") is None:
-            stale = self.repo.read_ref(prefix + ARCHIVE)
-            if stale is not None:
-                self.repo.delete_ref(prefix + ARCHIVE, stale)
-
-    def _fetch(self, extra: list[str], refspec: str) -> object:
-        return self.remote.fetch_refspecs(extra, [refspec], self.repo.git_dir,
-                                          {"GIT_REF_PARANOIA": "0"})
+        fetch_records(self.remote, ("jobs/*", ARCHIVE), depth=2)
 
     def _deepen_archive(self, depth: int) -> None:
-        self._fetch([f"--depth={depth}"],
-                    f"+refs/pub/{ARCHIVE}:{self.remote.store_prefix}{ARCHIVE}")
+        fetch_records(self.remote, (ARCHIVE,), depth=depth)
 
     def _deepen_branch(self) -> None:
         if self._deepened or not self.shallow:
