@@ -143,14 +143,16 @@ def _archive_stream(ids: list[str], objects: list[tuple[str, str]]) -> Iterator[
     ref = "refs/pub/archive"
     who = b"gitpub <gitpub@localhost>"
     when = SYNTH_TIME + 10**7 + len(ids) * 60 + 3600
-    yield commit_header(ref, when, "gitpub archive: finished jobs\n", who)
+    yield commit_header(ref, when, "gitpub archive: finished jobs\n", who).replace(
+        b"\nauthor ", b"\nmark :1\nauthor ", 1)
     yield b"M 100644 inline FORMAT\n" + data_cmd(b"gitpub-archive v1\n")
     for fold, start in enumerate(range(0, len(ids), FOLD_LIMIT)):
         chunk = list(zip(ids[start:start + FOLD_LIMIT], objects[start:start + FOLD_LIMIT],
                          strict=True))
         yield commit_header(ref, when + fold + 1,
-                            f"gitpub archive: {len(chunk)} finished job(s)\n", who)
-        yield f"from {ref}^0\n".encode()
+                            f"gitpub archive: {len(chunk)} finished job(s)\n", who).replace(
+            b"\nauthor ", f"\nmark :{fold + 2}\nauthor ".encode(), 1)
+        yield f"from :{fold + 1}\n".encode()
         for _job_id, (state, _blob) in chunk:
             yield f"merge {state}\n".encode()
         for job_id, (state, blob) in chunk:

@@ -255,3 +255,19 @@ def test_status_log_resolve_of_an_archived_job_on_any_clone(site: Site, daemon: 
     assert r.code == 2 and "PUBLISHED" in r.err, r.err
     assert b.git("for-each-ref", JOBS).strip() == "", "nothing adopted for a finished job"
     assert remote_job_refs(site) == []
+
+
+def test_a_remote_that_refuses_the_archive_keeps_the_job_refs(site: Site, daemon: GitDaemon
+                                                              ) -> None:
+    ids = publish(site, ["a", "b"])
+    hook = site.remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\nwhile read old new ref; do\n  [ \"$ref\" = refs/pub/archive ] "
+                    "&& { echo 'no archive here' >&2; exit 1; }\ndone\nexit 0\n")
+    hook.chmod(0o755)
+    site.write_config(FOLD)
+    r = site.run("reconcile")
+    assert r.code == 0, r.out + r.err
+    assert "refuses the fold's push" in r.err, r.err
+    assert sorted(remote_job_refs(site)) == sorted(ids)
+    assert git(site.remote, "rev-parse", "-q", "--verify", ARCHIVE, check=False) == ""
+    assert_each_found(site, ids)

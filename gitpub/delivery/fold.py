@@ -35,7 +35,7 @@ every finished job, so its key is found by every clone. A newer final state of a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from gitpub.core.crashpoints import crash_point
@@ -43,7 +43,7 @@ from gitpub.core.errors import CorruptStateError
 from gitpub.core.states import TERMINAL
 from gitpub.delivery.shared import Shared, remote_ref
 from gitpub.git import reftx
-from gitpub.git.push import PushResult, Update
+from gitpub.git.push import PushOutcome, PushResult, Update
 from gitpub.git.reftx import RefChange
 from gitpub.git.remote import RemoteError
 from gitpub.git.storefetch import note_pushed
@@ -112,13 +112,23 @@ def fold(shared: Shared, settled: Settled) -> Folded:
         candidates = _candidates(shared, settled, result)
         if not candidates:
             return result
-        for batch in _batches(candidates):
-            if not _fold_batch(shared, batch, result):
-                break  # lost a compare-and-swap: fetch again, fold again
-        else:
+        try:
+            for batch in _batches(candidates):
+                if not _fold_batch(shared, batch, result):
+                    break  # lost a compare-and-swap: fetch again, fold again
+            else:
+                return result
+        except _Refused as e:
+            result.stopped = f"the remote refuses the fold's push ({e}): allow pushes to " \
+                             "refs/pub/* for this account"
             return result
     result.stopped = "the remote's job store kept moving (other nodes folding or delivering)"
     return result
+
+
+class _Refused(Exception):
+    """The remote refused the fold's push for another reason than a lost race (a hook, a
+    protected ref): nothing changed, and trying again would not help."""
 
 
 def _batches(items: Sequence[Candidate]) -> Iterator[Sequence[Candidate]]:
@@ -230,6 +240,8 @@ def _push(shared: Shared, old: str | None, new: str | None,
         if not pushed.atomic_unsupported:
             if pushed.result == PushResult.UNKNOWN:
                 raise RemoteError(f"the fold's push has no outcome: {pushed.detail}")
+            if pushed.result == PushResult.REJECTED:
+                raise _Refused(_refusal(pushed.refs.values()))
             return {c.job_id for c in remote_jobs} if pushed.result == PushResult.SENT \
                 else None
         shared.atomic = False
@@ -240,6 +252,8 @@ def _push(shared: Shared, old: str | None, new: str | None,
         moved = remote.push_updates(archive, verify=False).of(ARCHIVE_REF)
         if moved.result == PushResult.UNKNOWN:
             raise RemoteError(f"the archive's push has no outcome: {moved.detail}")
+        if moved.result == PushResult.REJECTED:
+            raise _Refused(moved.detail)
         if moved.result != PushResult.SENT:
             return None
         crash_point("fold.archive-pushed")
@@ -248,6 +262,10 @@ def _push(shared: Shared, old: str | None, new: str | None,
     pushed = remote.push_updates(deletes, verify=False)
     return {c.job_id for c in remote_jobs
             if pushed.of(remote_ref(c.job_id)).result == PushResult.SENT}
+
+
+def _refusal(outcomes: Iterable[PushOutcome]) -> str:
+    return next((o.detail for o in outcomes if o.result == PushResult.REJECTED), "rejected")
 
 
 def _here(shared: Shared, old: str | None, new: str | None, batch: Sequence[Candidate],
