@@ -51,8 +51,8 @@ def settled(ctx: Context) -> Callable[[Job], bool]:
 def fold_if_due(ctx: Context, deliverer: Deliverer, failures: Failures) -> Folded | None:
     """Fold the finished jobs into the archive when ``archive_after`` of them piled up; what
     the fold did, or None when it did not run."""
-    from gitpub.delivery.deliver import delivery_lock
     from gitpub.delivery.fold import due, fold
+    from gitpub.delivery.lock import delivery_lock
     from gitpub.git.locks import LockedError
     from gitpub.git.remote import RemoteConfigError, RemoteError
 
