@@ -34,8 +34,14 @@ def git_refs(repo: Path) -> dict[str, str]:
     return {name: sha for sha, name in (line.split() for line in out.splitlines())}
 
 
+def _no_file_directory_clash(names: list[str]) -> bool:
+    """git refuses ``refs/x`` and ``refs/x/y`` together (a ref cannot be a directory too)."""
+    return not any(other.startswith(name + "/") for name in names for other in names)
+
+
 NAMES = st.lists(st.from_regex(r"refs/pub/(jobs|active|outbox)/[a-z0-9]{1,6}(/[a-z]{1,3})?",
-                               fullmatch=True), min_size=0, max_size=40, unique=True)
+                               fullmatch=True), min_size=0, max_size=40,
+                 unique=True).filter(_no_file_directory_clash)
 
 
 @settings(max_examples=15, deadline=None)
