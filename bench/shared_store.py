@@ -22,6 +22,7 @@ from bench.common import BenchError, Harness, fresh_dir, median, run, timed
 from bench.fixtures import Site, corpus_template, make_remote, make_site
 from bench.scenarios import (
     PUBLISH_WHAT,
+    _count_subjects,
     Publisher,
     Row,
     Sizes,
@@ -128,7 +129,10 @@ def three_nodes(h: Harness, s: Sizes) -> list[Row]:
     if len(refs) != n:
         raise BenchError(f"the remote has {len(refs)} job refs, expected {n}")
     seq = one_writer(h, n)
-    notes = (f"all {n} landed exactly once, each with its job ref on the remote; "
+    rounds = sum(_count_subjects(h, p.site.path, "rejected") for p in pubs)
+    lost = sum(_count_subjects(h, p.site.path, "RETRY_WAIT:") for p in pubs)
+    notes = (f"all {n} landed exactly once, each with its job ref on the remote; {rounds} "
+             f"rebase round(s) after a rejected push, {lost} RETRY_WAIT(s), "
              f"{sum(p.retries for p in pubs)} extra `push JOB`; 2 cores for 3 nodes")
     return [Row(f"three nodes: 3 x {per} jobs concurrently vs one node x {n}", total,
                 seq.total, None, f"1x{n} / 1x{n}",
