@@ -22,10 +22,10 @@ from bench.common import BenchError, Harness, fresh_dir, median, run, timed
 from bench.fixtures import Site, corpus_template, make_remote, make_site
 from bench.scenarios import (
     PUBLISH_WHAT,
-    _count_subjects,
     Publisher,
     Row,
     Sizes,
+    _count_subjects,
     all_published,
     alternate,
     landed_once,
