@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitpub.app.advice import next_step
-from gitpub.app.anywhere import find_anywhere, find_job_or_adopt, share, take_over
+from gitpub.app.anywhere import find_anywhere, find_here, find_job_or_adopt, share, take_over
 from gitpub.app.contain import Failures
-from gitpub.app.session import find_job, open_session
+from gitpub.app.session import open_session
 from gitpub.core.errors import (
     EXIT_ERROR,
     EXIT_KEY_REUSED,
@@ -304,7 +304,7 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
         failures = Failures()
         errors = failures.errors
         if job_refs:
-            jobs = [find_job(ctx.store, ref) for ref in job_refs]
+            jobs = [find_here(ctx, ref) for ref in job_refs]
         else:
             jobs = _unfinished(ctx, failures, DELIVERABLE | LOCAL)
         driver = _driver(ctx)
@@ -321,6 +321,7 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
     due retries, probes of FAILED jobs. Scans every job ref (the active index is derived data,
     rebuilt here, never trusted) and goes on past a bad job. With a misconfigured remote, the
     local phases are still recovered, then the configuration error is reported."""
+    from gitpub.app.archiving import fold_if_due
     from gitpub.delivery.deliver import Deliverer
     from gitpub.delivery.sync import settle_outbox
     from gitpub.git.remote import RemoteConfigError
@@ -349,6 +350,7 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
             pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         except Exception as e:
             failures.add(None, e)
+        fold_if_due(ctx, deliverer, failures)
         _maintain(ctx, failures, sweep=True)
         return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), pending=pending,
                     hints=_hints(ctx, done), channels=channels,
@@ -384,7 +386,7 @@ def resolve_channel(where: Path, progress: Progress, job_ref: str, channel: str,
     from gitpub.channels.resolve import resolve_channel as resolve_one
 
     with open_session(where, progress) as ctx:
-        job = resolve_one(ctx.store, find_job(ctx.store, job_ref), channel, decision, url)
+        job = resolve_one(ctx.store, find_here(ctx, job_ref), channel, decision, url)
         errors: list[str] = []
         done, channels = _distribute(ctx, _driver(ctx), [job], errors, only_named=True)
         return Jobs(tuple(done), tuple(errors), hints=_hints(ctx, done), channels=channels)

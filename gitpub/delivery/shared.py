@@ -363,16 +363,17 @@ class Shared:
 
     def locate(self, ref: str) -> Job | None:
         """A job this clone does not have, by id or unique id prefix, from a fresh fetch of
-        the remote's job store (its job refs, else the archive for a full id); None when the
-        remote has no such job either. Raises ``RemoteError`` / ``RemoteConfigError``."""
+        the remote's job store (its job refs, else the archive); None when the remote has no
+        such job, or the prefix names several. Raises ``RemoteError`` / ``RemoteConfigError``."""
         self.fetch()
         ids = [i for i in self.view.remote_ids() if i == ref or i.startswith(ref)]
         if len(ids) == 1:
             return self.view.remote_job(ids[0])
-        if len(ids) > 1:
+        if ids:
             return None
-        found = self.view.find(ref) if len(ref) == 36 else None
-        return None if found is None else found.job
+        archived = self.view.archived_matching(ref)
+        return self.view.archived_job(archived[0]) if len(archived) == 1 else None
+
 
 def _reachable(state: State) -> frozenset[State]:
     from gitpub.core.states import ALLOWED

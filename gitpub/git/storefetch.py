@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from gitpub.git.fetchdir import (
     mirror_ref,
     read_loose,
 )
-from gitpub.git.remote import Remote, RemoteError
+from gitpub.git.remote import Remote, RemoteError, misconfiguration
 
 #: The remote's job store: everything gitpub keeps on a remote under this prefix.
 REMOTE_PREFIX = "refs/pub/"
@@ -145,3 +146,54 @@ def note_pushed(remote: Remote, name: str, old: str | None, new: str | None) -> 
             remote.repo.delete_ref(ref, current)
     else:
         remote.repo.cas_ref(ref, current, new, "gitpub: pushed")
+
+
+def fetch_records(remote: Remote, names: tuple[str, ...], depth: int) -> dict[str, str]:
+    """For a shallow clone (CI): the job store's refs ``names`` (below ``refs/pub/``, a
+    trailing ``*`` for a prefix) with at most ``depth`` commits of history each — the records,
+    not every job's whole history, which would unshallow the clone through the content
+    commits the histories keep alive. The remote is asked first (``git ls-remote``): a fetch
+    with ``--depth`` of refspecs that match nothing fails. Tracking refs of those names that
+    the remote no longer has are deleted. Returns what the remote has (name → object id)."""
+    repo, prefix = remote.repo, remote.store_prefix
+    patterns = [REMOTE_PREFIX + n for n in names]
+    advertised = _ls_remote(remote, patterns)
+    specs = [f"+{p}:{prefix}{p.removeprefix(REMOTE_PREFIX)}" for p in patterns
+             if any(_matches(p, name) for name in advertised)]
+    if specs:
+        remote.fetch_refspecs([f"--depth={depth}"], specs, repo.git_dir,
+                              {"GIT_REF_PARANOIA": "0"})
+    for n in names:
+        here = repo.list_refs(prefix + n[:-1]) if n.endswith("*") else \
+            ({"": sha} if (sha := repo.read_ref(prefix + n)) else {})
+        for rest, sha in here.items():
+            name = REMOTE_PREFIX + (n[:-1] + rest if n.endswith("*") else n)
+            if name not in advertised:
+                repo.delete_ref(prefix + name.removeprefix(REMOTE_PREFIX), sha)
+    return {k.removeprefix(REMOTE_PREFIX): v for k, v in advertised.items()}
+
+
+def _matches(pattern: str, name: str) -> bool:
+    return name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
+
+
+def _ls_remote(remote: Remote, patterns: list[str]) -> dict[str, str]:
+    remote.check()
+    try:
+        proc = remote.repo.git("ls-remote", remote.remote, *patterns,
+                               timeout=remote.fetch_timeout)
+    except subprocess.TimeoutExpired:
+        raise RemoteError(f"ls-remote of {sanitize(remote.remote)} timed out") from None
+    err = proc.stderr.decode("utf-8", "replace")
+    if proc.returncode != 0:
+        wrong = misconfiguration(remote.remote, err)
+        if wrong is not None:
+            raise wrong
+        raise RemoteError(f"ls-remote of {sanitize(remote.remote)} failed: "
+                          f"{sanitize(err.strip())[-300:]}")
+    out: dict[str, str] = {}
+    for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
+        sha, _, name = line.partition("\t")
+        if any(_matches(p, name) for p in patterns):
+            out[name] = sha
+    return out

@@ -6,6 +6,8 @@
 - ``confirm``  what CI runs: verify the remote branch, record verdicts as notes
 - ``rules``    which trailer prefixes ``confirm`` checks (the range's start's, only ever more)
 - ``ledger``   what ``confirm`` remembers between runs, and why it can be believed
+- ``store_check`` confirm's check of the remote's job store (job refs, archive) against the
+                branch
 
 May import: ``store``, ``config``, ``git``, ``core``.
 """

@@ -51,6 +51,7 @@ from gitpub.verify import ledger as L
 from gitpub.verify import rules
 from gitpub.verify.commit import Verdict, verdict, verify_commit
 from gitpub.verify.history import commits_mentioning
+from gitpub.verify.store_check import check_store, unrecorded_rule
 
 CHECKED = "gitpub-confirm: checked-through"
 REMOTE_NOTES = "refs/pub/remote-notes"
@@ -133,10 +134,14 @@ def confirm(repo: Repository, config: Config, remote: Remote, *, rev_range: str 
         found = verify_commit(repo, sha, prefixes, changes=changes.get(sha))
         if found is not None:
             report.verdicts.append(_duplicate(found, index, lookup))
+    store = check_store(repo, remote, tip=tip, verdicts=report.verdicts, prefixes=prefixes,
+                        unrecorded=unrecorded_rule(repo, config, report.start), key=key,
+                        memory=memory)
+    report.verdicts, report.remarks = store.verdicts, report.remarks + store.remarks
     if key is not None and rev_range is None:
         _rewritten(repo, memory, gone, notes_tip, key, report)
     ledger = _next_ledger(memory.ledger, report, gone, checked=rev_range is None)
-    additions = _additions(report, index, key, checked=rev_range is None)
+    additions = _union(_additions(report, index, key, checked=rev_range is None), store.notes)
     subject = f"gitpub confirm: {len(report.verdicts)} job commit(s) up to {tip}"
     final = _write(repo, remote, additions, ledger, subject, notes_tip, push_notes, report,
                    key, memory)
