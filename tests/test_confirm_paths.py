@@ -115,3 +115,26 @@ def test_fast_and_slow_paths_agree_on_a_hostile_history(
     assert code == 1 and later["checked"] == 1  # from the authentic point: the new commit
     assert later["bad"] == [again]
     assert {row["commit"] for row in later["open_bad"]} == {on_side, picked, lower, again}
+
+
+def test_one_fetch_brings_exactly_the_notes_ref(site: Site, tmp_path: Path) -> None:
+    """The notes come through the pattern ``refs/notes/pub*``: a ref it also matches is never
+    taken for them, and a remote without them is no error — as two exact fetches would say."""
+    from gitpub.git.remote import Remote
+    from gitpub.git.repo import Repository
+    from gitpub.verify.confirm import REMOTE_NOTES
+
+    tip = git(site.remote, "rev-parse", "main").strip()
+    other = git(site.remote, "commit-tree", f"{tip}^{{tree}}", input=b"not the notes\n").strip()
+    git(site.remote, "update-ref", "refs/notes/pub-old", other)
+    clone = ci_clone(site, tmp_path, "ci", depth=None)
+    with Repository.discover(clone.path) as repo:
+        remote = Remote(repo, "origin", "main")
+        assert remote.fetch_with("refs/notes/pub", REMOTE_NOTES) == (tip, None)
+        assert repo.read_ref(REMOTE_NOTES) is None
+        notes = git(site.remote, "commit-tree", f"{tip}^{{tree}}", input=b"notes\n").strip()
+        git(site.remote, "update-ref", "refs/notes/pub", notes)
+        assert remote.fetch_with("refs/notes/pub", REMOTE_NOTES) == (tip, notes)
+        assert repo.read_ref(REMOTE_NOTES) == notes
+        assert remote.fetch_ref("refs/notes/pub", REMOTE_NOTES) == notes  # the exact fetch
+        assert repo.read_ref("refs/pub/remote-notes-old") is None  # never mirrored here
