@@ -1,10 +1,11 @@
 """``git pub confirm``'s fast paths judge as its slow ones do, on a hostile history.
 
-The fast paths: the first run's walk filtered by C git (``--grep``, counted on the side), the
-first-parent diff computed in-process on sound trees (``git.treediff``), the branch and the
-notes in one fetch. The slow ones they replace: every commit listed and filtered here, and
-every diff asked of ``git diff-tree``. Each run below is made twice in fresh clones, once
-each way, and the two must say the same — on a history with a tampered publication on a
+The two ways of each step: the walk listed by one ``git log`` and searched here (what confirm
+runs) or filtered by C git (``--grep``, counted by a second git); the first-parent diff asked
+of ``git diff-tree`` or computed in-process on sound trees (``git.treediff``); and the branch
+with the notes in one fetch. Each run below is made twice in fresh clones — once filtered
+with every diff in-process, once listed with every diff from C git — and the two must say the
+same — on a history with a tampered publication on a
 merged side branch, a ``cherry-pick -x`` of a publication amended, a claim under the prefix in
 lower case, a claim in an ISO-8859-1 message, and a second run (from the remote's notes, with
 the key) after one more tampered commit, where the first BAD must stay open (sticky) and a
@@ -34,13 +35,13 @@ from gitpub.git import walk
 
 
 def paths(monkeypatch: pytest.MonkeyPatch, *, slow: bool) -> None:
-    """Slow: every walk listed, every diff asked of C git. Fast: every walk as confirm
-    chooses, every diff computed in-process where the trees allow it (not only for a few)."""
-    def listed(*args: Any, **kwargs: Any) -> walk.LogScan:
-        return walk.log_scan(*args, **{**kwargs, "listed": True})
+    """Slow: every walk listed, every diff asked of C git. Fast: every walk filtered by C git,
+    every diff computed in-process where the trees allow it (not only for a few)."""
+    def scan(*args: Any, **kwargs: Any) -> walk.LogScan:
+        shallow = bool(walk.shallow_commits(args[0]))  # only a listed walk can say
+        return walk.log_scan(*args, **{**kwargs, "listed": slow or shallow})
 
-    if slow:
-        monkeypatch.setattr(gitpub.verify.confirm, "log_scan", listed)
+    monkeypatch.setattr(gitpub.verify.confirm, "log_scan", scan)
     monkeypatch.setattr(gitpub.git.diff, "IN_PROCESS", 0 if slow else 10**6)
 
 
@@ -115,3 +116,26 @@ def test_fast_and_slow_paths_agree_on_a_hostile_history(
     assert code == 1 and later["checked"] == 1  # from the authentic point: the new commit
     assert later["bad"] == [again]
     assert {row["commit"] for row in later["open_bad"]} == {on_side, picked, lower, again}
+
+
+def test_one_fetch_brings_exactly_the_notes_ref(site: Site, tmp_path: Path) -> None:
+    """The notes come through the pattern ``refs/notes/pub*``: a ref it also matches is never
+    taken for them, and a remote without them is no error — as two exact fetches would say."""
+    from gitpub.git.remote import Remote
+    from gitpub.git.repo import Repository
+    from gitpub.verify.confirm import REMOTE_NOTES
+
+    tip = git(site.remote, "rev-parse", "main").strip()
+    other = git(site.remote, "commit-tree", f"{tip}^{{tree}}", input=b"not the notes\n").strip()
+    git(site.remote, "update-ref", "refs/notes/pub-old", other)
+    clone = ci_clone(site, tmp_path, "ci", depth=None)
+    with Repository.discover(clone.path) as repo:
+        remote = Remote(repo, "origin", "main")
+        assert remote.fetch_with("refs/notes/pub", REMOTE_NOTES) == (tip, None)
+        assert repo.read_ref(REMOTE_NOTES) is None
+        notes = git(site.remote, "commit-tree", f"{tip}^{{tree}}", input=b"notes\n").strip()
+        git(site.remote, "update-ref", "refs/notes/pub", notes)
+        assert remote.fetch_with("refs/notes/pub", REMOTE_NOTES) == (tip, notes)
+        assert repo.read_ref(REMOTE_NOTES) == notes
+        assert remote.fetch_ref("refs/notes/pub", REMOTE_NOTES) == notes  # the exact fetch
+        assert repo.read_ref("refs/pub/remote-notes-old") is None  # never mirrored here
