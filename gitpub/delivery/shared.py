@@ -35,10 +35,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gitpub.core.crashpoints import crash_point
-from gitpub.core.errors import CorruptStateError, LostRace
+from gitpub.core.errors import CorruptStateError, GitpubError, LostRace
 from gitpub.core.record import Lease
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import NEEDS_PERSON, SETTLED, TERMINAL, FailureCode, Stage, State
+from gitpub.delivery.checkout import is_ancestor
 from gitpub.git.push import PushOutcome, PushResult, Update
 from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
 from gitpub.git.storefetch import fetch_with_store, note_pushed
@@ -46,6 +47,8 @@ from gitpub.pipeline.context import Context
 from gitpub.store.jobs import JOBS_PREFIX, Job
 from gitpub.store.lease import held_by_other
 from gitpub.store.shared import Relation, SharedView
+from gitpub.verify.commit import verify_commit
+from gitpub.verify.probe import job_prefixes
 
 #: A claim is renewed before a push when less than this share of its lease is left.
 RENEW_BELOW = 0.5
@@ -133,6 +136,8 @@ class Shared:
             return job
         assert theirs is not None
         other = self.ctx.store.load_at(job_id, theirs)
+        if other.state == State.PUBLISHED and not self._proven(other):
+            return job  # a record is no proof: the claim replaces it by compare-and-swap
         if self._our_publication(job, other):
             return self.ctx.store.adopt(job_id, job.commit, theirs)
         if relation == Relation.REMOTE_AHEAD:
@@ -164,6 +169,28 @@ class Shared:
         if pushing != job.commit and not self.view.descends(job.commit, pushing):
             return False
         return self.ctx.store.load_at(job.job_id, pushing).state == State.PUSHING
+
+    def _proven(self, other: Job) -> bool:
+        """Whether the remote's PUBLISHED state of a job is true: its ``remote_commit`` is on
+        the fetched branch and is the job's publication (trailers and content,
+        ``verify.commit``). A record alone proves nothing (BRIEF §3: anyone who may push
+        ``refs/pub/*`` can write one); an unproven one is not adopted, and the job goes on."""
+        repo, record = self.ctx.repo, other.record
+        commit, tip = record.remote_commit, repo.read_ref(self.remote.tracking_ref)
+        try:
+            if commit is not None and tip is not None and repo.has_object(commit) and \
+                    is_ancestor(repo, commit, tip):
+                prefixes = job_prefixes(repo, record, self.ctx.config.trailer_prefix)
+                verdict = verify_commit(repo, commit, prefixes)
+                if verdict is not None and verdict.ok and verdict.job_id == other.job_id \
+                        and verdict.manifest_sha256 == record.manifest_sha256:
+                    return True
+        except GitpubError:
+            pass  # not a commit, unreadable: no proof either
+        self.ctx.progress(f"{other.job_id[:13]}: the remote's record says PUBLISHED as "
+                          f"{sanitize(str(commit))[:40]}, which is not the job's publication "
+                          f"on {self.remote.remote}/{self.remote.branch}: ignored")
+        return False
 
     def repo_commit_parents(self, sha: str) -> tuple[str, ...]:
         return self.ctx.repo.commit(sha).parents

@@ -1,0 +1,111 @@
+"""Attacks on the shared job store: a hostile or careless second writer of ``refs/pub/*``.
+
+Each test plays another clone of a ``git daemon`` remote on 127.0.0.1 that does what a real
+second writer may do: forge or damage a job's remote ref, squat a key with a lease that never
+ends, run with a clock an hour off, race a take-over with ``resolve --abandon``, refuse
+``refs/pub/*`` on the server. At the end of each: every accepted job on the branch exactly
+once, the remote's job refs agreeing with the trailers, no traceback, the documented exit
+codes, and ``git fsck --strict`` on every repository (the fixture checks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Site, git, spawn, wait_stopped
+from netfaults import GitDaemon
+from test_delivery import article, prepare, remote_job_ids
+from test_shared import FAST, JOBS, assert_store_agrees, branch_tip, node, remote_state
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+@pytest.fixture
+def daemon(site: Site, tmp_path: Path) -> Iterator[GitDaemon]:
+    with GitDaemon(tmp_path) as d:
+        site.git("remote", "set-url", "origin", d.url(site.remote.name))
+        yield d
+
+
+def no_traceback(*texts: str) -> None:
+    for text in texts:
+        assert "Traceback" not in text, text
+
+
+def remote_sha(site: Site, job_id: str) -> str | None:
+    out = git(site.remote, "rev-parse", "-q", "--verify", JOBS + job_id, check=False).strip()
+    return out or None
+
+
+def push_raw(site: Site, sha: str, ref: str) -> None:
+    """Put ``ref`` on the remote at ``sha`` unconditionally, as a hostile clone with push
+    access would (objects from the site's repository)."""
+    site.git("push", "-q", "--force", "--no-verify", str(site.remote), f"{sha}:{ref}")
+
+
+def forge_state(site: Site, job_id: str, edit: Callable[[dict[str, Any]], dict[str, Any]],
+                *, parent: str | None = None) -> str:
+    """A state commit whose ``job.json`` is the remote's (or ``parent``'s) record edited by
+    ``edit``, child of that state commit, forced onto the remote's job ref."""
+    base = parent or remote_sha(site, job_id)
+    assert base is not None
+    site.git("fetch", "-q", str(site.remote), f"+{JOBS}{job_id}:refs/hostile/{job_id}")
+    record = json.loads(site.git("show", f"{base}:job.json"))
+    blob = site.git("hash-object", "-w", "--stdin",
+                    input=(json.dumps(edit(record), indent=1) + "\n").encode()).strip()
+    listing = [line for line in site.git("ls-tree", base).splitlines()
+               if not line.endswith("\tjob.json")]
+    listing.append(f"100644 blob {blob}\tjob.json")
+    tree = site.git("mktree", input=("\n".join(listing) + "\n").encode()).strip()
+    commit = site.git("commit-tree", tree, "-p", base, "-m", "forged").strip()
+    push_raw(site, commit, JOBS + job_id)
+    return commit
+
+
+def claimed_and_killed(site: Site, key: str, path: str, text: str) -> str:
+    """A job of the site's, claimed on the remote by a process that was then SIGKILLed."""
+    job_id = str(prepare(site, key, path, text)["job_id"])
+    r = site.run("push", env={"GITPUB_CRASH_AT": "delivery.claimed"})
+    assert r.code == -signal.SIGKILL, r.out + r.err
+    assert remote_state(site, job_id) is not None
+    return job_id
+
+
+def all_refs_text(site: Site, repos: list[Path]) -> str:
+    """Every ref name, and every message and job.json under refs/pub and refs/notes."""
+    out = []
+    for repo in repos:
+        out.append(git(repo, "for-each-ref", "--format=%(refname)"))
+        out.append(git(repo, "log", "--format=%B", "--glob=refs/pub/*", "--glob=refs/notes/*",
+                       check=False))
+    return "\n".join(out)
+
+
+# -- forged and damaged remote job refs ------------------------------------------------------
+
+def test_a_forged_published_record_does_not_drop_the_job(site: Site, daemon: GitDaemon,
+                                                         tmp_path: Path) -> None:
+    """A hostile clone moves the remote's job ref to a record saying PUBLISHED, for a commit
+    that is not on the branch. PUBLISHED means the branch has the publication (BRIEF §3): the
+    node that has the job does not believe the record, delivers the job, once."""
+    job_id = claimed_and_killed(site, "k1", "posts/a.md", article("a"))
+    hostile = node(site, tmp_path, "hostile")
+    welcome = hostile.git("rev-parse", "HEAD").strip()
+    forge_state(hostile, job_id, lambda r: {**r, "state": "PUBLISHED", "lease": None,
+                                             "remote_commit": welcome})
+    r = site.run("push", "--json")
+    no_traceback(r.out, r.err)
+    assert r.code == 0, r.out + r.err
+    assert_store_agrees(site, [job_id])
+    c = node(site, tmp_path, "node-c")
+    r = c.run("reconcile")
+    assert r.code == 0, r.out + r.err
+    assert_store_agrees(site, [job_id])
