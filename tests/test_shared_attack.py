@@ -109,3 +109,63 @@ def test_a_forged_published_record_does_not_drop_the_job(site: Site, daemon: Git
     r = c.run("reconcile")
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
+
+
+def damage(site: Site, job_id: str, kind: str) -> str:
+    """The remote's job ref moved (by a hostile or broken clone) to something unreadable."""
+    if kind == "tree":
+        sha = site.git("rev-parse", "HEAD^{tree}").strip()
+    elif kind == "blob":
+        sha = site.git("hash-object", "-w", "--stdin", input=b"not a state\n").strip()
+    elif kind == "garbage":
+        return _garbage_state(site, job_id)
+    elif kind == "other-job":
+        return forge_state(site, job_id, lambda r: {**r, "job_id": "0" * 8 + r["job_id"][8:]})
+    elif kind == "format":
+        return forge_state(site, job_id, lambda r: {**r, "format": 99})
+    else:
+        raise AssertionError(kind)
+    push_raw(site, sha, JOBS + job_id)
+    return sha
+
+
+def _garbage_state(site: Site, job_id: str) -> str:
+    blob = site.git("hash-object", "-w", "--stdin", input=b"{\"state\": \x00garbage").strip()
+    tree = site.git("mktree", input=f"100644 blob {blob}\tjob.json\n".encode()).strip()
+    commit = site.git("commit-tree", tree, "-m", "garbage").strip()
+    push_raw(site, commit, JOBS + job_id)
+    return commit
+
+
+@pytest.mark.parametrize("kind", ["garbage", "tree", "blob", "other-job", "format"])
+def test_a_damaged_remote_job_ref_is_reported_and_left_for_repair(
+        site: Site, daemon: GitDaemon, tmp_path: Path, kind: str) -> None:
+    """The remote's job ref is unreadable (not a state commit, garbage record, another job's
+    record, an unknown format): every clone reports it clearly (exit 1, no traceback), none
+    takes it over or overwrites it; once a person deletes it, the job is delivered once."""
+    job_id = claimed_and_killed(site, "k1", "posts/a.md", article("a"))
+    local = site.git("rev-parse", JOBS + job_id).strip()
+    hostile = node(site, tmp_path, "hostile")
+    bad = damage(hostile, job_id, kind)
+    r = site.run("push")
+    no_traceback(r.out, r.err)
+    assert r.code == 1, r.out + r.err
+    assert job_id in r.out + r.err and "hint:" in r.out + r.err, r.err
+    assert remote_sha(site, job_id) == bad, "left intact for repair"
+    assert site.git("rev-parse", JOBS + job_id).strip() == local
+    c = node(site, tmp_path, "node-c")
+    r = c.run("reconcile")
+    no_traceback(r.out, r.err)
+    assert r.code == 1 and job_id in r.out + r.err, r.out + r.err
+    assert remote_sha(site, job_id) == bad
+    assert c.git("for-each-ref", JOBS).strip() == ""
+    r = c.run("status", job_id)
+    no_traceback(r.out, r.err)
+    assert r.code == 1 and job_id in r.err and "hint:" in r.err, r.out + r.err
+    r = c.run("log", job_id)
+    no_traceback(r.out, r.err)
+    assert r.code == 1, r.out + r.err
+    git(site.remote, "update-ref", "-d", JOBS + job_id)  # a person repairs the remote
+    r = site.run("push")
+    assert r.code == 0, r.out + r.err
+    assert_store_agrees(site, [job_id])

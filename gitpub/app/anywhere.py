@@ -80,7 +80,10 @@ def take_over(ctx: Context, deliverer: Deliverer, failures: Failures) -> list[Jo
     try:
         with delivery_lock(ctx.repo, progress=ctx.progress):  # the network segment's lock
             deliverer.shared.fetch()
-            return deliverer.shared.orphans()
+            taken = deliverer.shared.orphans()
+            for damaged in deliverer.shared.damaged:
+                failures.add(None, damaged)
+            return taken
     except LockedError:
         ctx.progress("no take-over of other nodes' jobs in this run: another gitpub here holds "
                      "the delivery lock")

@@ -80,11 +80,14 @@ class Shared:
     adopted: set[str] = field(default_factory=set)
     #: The value this node last put on the remote for a job, in this run.
     pushed: dict[str, str] = field(default_factory=dict)
+    #: Remote jobs that cannot be read (another clone's damage, a forgery): reported.
+    damaged: list[CorruptStateError] = field(default_factory=list)
     atomic: bool = True  # until the server says it does not support it
     fetched: bool = False
 
     def __post_init__(self) -> None:
-        self.view = SharedView(self.ctx.store, self.remote.store_prefix)
+        self.view = SharedView(self.ctx.store, self.remote.store_prefix,
+                               sanitize(self.remote.remote))
 
     # -- reading the remote ------------------------------------------------------------------
 
@@ -102,7 +105,7 @@ class Shared:
         sha = self.view.remote_value(job.job_id)
         if sha is None:
             return False
-        theirs = job if sha == job.commit else self.ctx.store.load_at(job.job_id, sha)
+        theirs = job if sha == job.commit else self.view.load(job.job_id, sha)
         lease = theirs.record.lease
         if lease is not None and self._held_by_other(lease):
             self.held[job.job_id] = lease.owner
@@ -135,7 +138,7 @@ class Shared:
         if relation in (Relation.SAME, Relation.LOCAL_AHEAD, Relation.LOCAL_ONLY):
             return job
         assert theirs is not None
-        other = self.ctx.store.load_at(job_id, theirs)
+        other = self.view.load(job_id, theirs)
         if other.state == State.PUBLISHED and not self._proven(other):
             return job  # a record is no proof: the claim replaces it by compare-and-swap
         if self._our_publication(job, other):
@@ -234,7 +237,7 @@ class Shared:
         return None
 
     def _claimed_by_us(self, theirs: str, job: Job) -> bool:
-        other = job if theirs == job.commit else self.ctx.store.load_at(job.job_id, theirs)
+        other = job if theirs == job.commit else self.view.load(job.job_id, theirs)
         lease = other.record.lease
         worker = self.ctx.store.worker
         left = 0.0 if lease is None else lease.expires_at - time.time()
@@ -363,14 +366,19 @@ class Shared:
         """The remote's unfinished jobs that no live worker holds (their lease expired, or
         their holder's process on this host is gone) and that this clone does not have yet:
         adopted here and marked taken over (a local record only, ``JobStore.acquire``: the
-        take-over reaches the remote with the claim, after the probe). Needs ``fetch``."""
+        take-over reaches the remote with the claim, after the probe). Needs ``fetch``. A
+        damaged remote job this clone does not have is not taken over: it goes to
+        ``damaged``, to be reported (this clone's own is reported by its delivery)."""
         taken: list[Job] = []
         store = self.ctx.store
-        for item in self.view.remote_jobs():
+        for job_id, item in self.view.remote_jobs():
+            if self._here(job_id):
+                continue  # this clone's own: reconciled (or reported) by ``sync``
             if isinstance(item, CorruptStateError):
-                continue  # damaged remote state is not taken over blindly
-            if item.state in TERMINAL or store.load(item.job_id) is not None:
-                continue  # finished, or this clone's own (reconciled by ``sync``)
+                self.damaged.append(item)  # not taken over blindly
+                continue
+            if item.state in TERMINAL:
+                continue
             lease = item.record.lease
             if lease is not None and self._held_by_other(lease):
                 self.held[item.job_id] = lease.owner
@@ -387,6 +395,15 @@ class Shared:
                               f"({item.state.value} on the remote); probing first")
             taken.append(acquired)
         return taken
+
+    def _here(self, job_id: str) -> bool:
+        """Whether this clone has a ref for the job (a damaged one included: the scan of
+        this clone's jobs reports it)."""
+        store = self.ctx.store
+        try:
+            return store.repo.read_ref(store.ref_name(job_id)) is not None
+        except CorruptStateError:
+            return True
 
     def locate(self, ref: str) -> Job | None:
         """A job this clone does not have, by id or unique id prefix, from a fresh fetch of
