@@ -169,3 +169,63 @@ def test_a_damaged_remote_job_ref_is_reported_and_left_for_repair(
     r = site.run("push")
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
+
+
+# -- leases a hostile or broken clone wrote --------------------------------------------------
+
+def test_a_lease_that_never_ends_does_not_squat_the_job(site: Site, daemon: GitDaemon,
+                                                        tmp_path: Path) -> None:
+    """Another host's claim with an expiry ten years ahead (a squatter, or a clock far off):
+    no node may hold a job longer than a lease lasts, so it is not believed — neither the job's
+    own node nor a take-over leaves the job waiting for ten years."""
+    job_id = claimed_and_killed(site, "k1", "posts/a.md", article("a"))
+    hostile = node(site, tmp_path, "hostile")
+    squat = {"token": "f" * 32, "owner": "elsewhere:4242:1", "expires_at": time.time() + 3e8}
+    forge_state(hostile, job_id, lambda r: {**r, "lease": squat})
+    r = site.run("push")
+    no_traceback(r.out, r.err)
+    assert r.code == 0, r.out + r.err
+    assert_store_agrees(site, [job_id])
+
+
+def test_a_squatted_job_is_taken_over(site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
+    job_id = claimed_and_killed(site, "k1", "posts/a.md", article("a"))
+    git(site.path, "update-ref", "-d", JOBS + job_id)  # the job's node is gone for good
+    hostile = node(site, tmp_path, "hostile")
+    squat = {"token": "f" * 32, "owner": "elsewhere:4242:1", "expires_at": time.time() + 3e8}
+    forge_state(hostile, job_id, lambda r: {**r, "lease": squat})
+    c = node(site, tmp_path, "node-c")
+    r = c.run("reconcile")
+    no_traceback(r.out, r.err)
+    assert r.code == 0, r.out + r.err
+    assert_store_agrees(site, [job_id])
+
+
+SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+@pytest.mark.parametrize("owner", [f"evil\x1b[2J\x1b]0;pwned\x07 {SECRET}\r\nforged line",
+                                   "x" * 1_000_000])
+def test_a_hostile_lease_holder_reaches_no_terminal_and_no_ref(
+        site: Site, daemon: GitDaemon, tmp_path: Path, owner: str) -> None:
+    """The holder string of an expired remote lease is another clone's text: a secret,
+    terminal control sequences, a megabyte. Taking the job over quotes it (output, the job's
+    history) sanitized, printable and short."""
+    job_id = claimed_and_killed(site, "k1", "posts/a.md", article("a"))
+    git(site.path, "update-ref", "-d", JOBS + job_id)
+    hostile = node(site, tmp_path, "hostile")
+    lease = {"token": "e" * 32, "owner": owner, "expires_at": time.time() - 60}
+    forge_state(hostile, job_id, lambda r: {**r, "lease": lease})
+    c = node(site, tmp_path, "node-c")
+    for args in (("reconcile",), ("status", job_id), ("log", job_id), ("log", "--json", job_id)):
+        r = c.run(*args)
+        no_traceback(r.out, r.err)
+        assert r.code == 0, r.out + r.err
+        for text in (r.out, r.err):
+            assert SECRET not in text and "\x1b" not in text and "\x07" not in text, text
+            assert len(text) < 20_000, len(text)
+    assert_store_agrees(site, [job_id])
+    for repo in (c.path, site.remote):
+        history = git(repo, "log", "--format=%B", f"{JOBS}{job_id}")
+        assert SECRET not in history and "\x1b" not in history, history
+        assert len(history) < 50_000

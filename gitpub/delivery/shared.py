@@ -45,7 +45,7 @@ from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
 from gitpub.git.storefetch import fetch_with_store, note_pushed
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import JOBS_PREFIX, Job
-from gitpub.store.lease import held_by_other
+from gitpub.store.lease import held_by_other, shown_owner
 from gitpub.store.shared import Relation, SharedView
 from gitpub.verify.commit import verify_commit
 from gitpub.verify.probe import job_prefixes
@@ -390,7 +390,7 @@ class Shared:
                 continue  # someone here got there first
             if acquired is None:
                 continue
-            holder = "nobody" if lease is None else lease.owner
+            holder = "nobody" if lease is None else shown_owner(lease.owner)
             self.ctx.progress(f"{item.job_id[:13]}: taken over from {holder} "
                               f"({item.state.value} on the remote); probing first")
             taken.append(acquired)
