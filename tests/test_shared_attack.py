@@ -229,3 +229,40 @@ def test_a_hostile_lease_holder_reaches_no_terminal_and_no_ref(
         history = git(repo, "log", "--format=%B", f"{JOBS}{job_id}")
         assert SECRET not in history and "\x1b" not in history, history
         assert len(history) < 50_000
+
+
+# -- a person on one clone, a take-over on another -------------------------------------------
+
+def test_abandon_racing_a_take_over_does_not_say_abandoned(
+        site: Site, daemon: GitDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """B abandons a dead node's job (it probed the branch: absent) while C takes it over: C's
+    claim lands on the remote between B's probe and B's record. B's abandon is then not
+    what the remote says — it must not report the job abandoned (exit 0) while C publishes
+    it: B exits 5 (nothing of its change stands) and shows the remote's state."""
+    import gitpub.delivery.resolve as resolve_module
+
+    job_id = claimed_and_killed(site, "k1", "posts/a.md", article("a"))
+    b = node(site, tmp_path, "node-b")
+    c = node(site, tmp_path, "node-c")
+    racer: list[subprocess.Popen[bytes]] = []
+    record_abandon = resolve_module._record_abandon
+
+    def take_over_first(ctx: Any, job: Any, reason: str) -> Any:
+        racer.append(spawn(c, "reconcile", env={"GITPUB_PAUSE_AT": "delivery.claimed"}))
+        wait_stopped(racer[0].pid)
+        return record_abandon(ctx, job, reason)
+
+    monkeypatch.setattr(resolve_module, "_record_abandon", take_over_first)
+    try:
+        r = b.call("resolve", "--json", job_id, "--abandon")
+    finally:
+        for p in racer:
+            os.kill(p.pid, signal.SIGCONT)
+    out, err = racer[0].communicate(timeout=120)
+    assert racer[0].returncode == 0, out + err
+    assert_store_agrees(site, [job_id])  # C's take-over published it
+    assert r.code == 5, r.out + r.err
+    assert b.call("status", "--json", job_id).json()["state"] != "SKIPPED"
+    assert b.call("reconcile").code == 0
+    assert b.call("status", "--json", job_id).json()["state"] == "PUBLISHED"
+    assert_store_agrees(site, [job_id])
