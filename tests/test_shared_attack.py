@@ -266,3 +266,68 @@ def test_abandon_racing_a_take_over_does_not_say_abandoned(
     assert b.call("reconcile").code == 0
     assert b.call("status", "--json", job_id).json()["state"] == "PUBLISHED"
     assert_store_agrees(site, [job_id])
+
+
+# -- servers that refuse part of it ----------------------------------------------------------
+
+def refuse(site: Site, hook: str, pattern: str) -> Path:
+    """A server hook (``pre-receive`` or ``update``) that refuses refs matching ``pattern``,
+    as a protected-refs rule would."""
+    path = site.remote / "hooks" / hook
+    if hook == "update":
+        body = f'case "$1" in {pattern}) echo "refusing $1: protected" >&2; exit 1;; esac\n'
+    else:
+        body = ("while read old new ref; do\n"
+                f'  case "$ref" in {pattern}) echo "refusing $ref: protected" >&2; exit 1;; '
+                "esac\ndone\n")
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("hook", ["pre-receive", "update"])
+def test_a_remote_refusing_the_job_store_stops_clearly(site: Site, daemon: GitDaemon,
+                                                       hook: str) -> None:
+    """The server refuses ``refs/pub/*`` (a protected-refs rule): delivery stops with exit 2
+    and a hint naming refs/pub, nothing on the branch, no attempt used; once allowed, the job
+    is published once."""
+    data = prepare(site, "k1", "posts/a.md", article("a"))
+    job_id = str(data["job_id"])
+    before = branch_tip(site)
+    path = refuse(site, hook, "refs/pub/*")
+    r = site.run("push")
+    no_traceback(r.out, r.err)
+    assert r.code == 2, r.out + r.err
+    assert "refs/pub" in r.err and "hint:" in r.err, r.err
+    assert branch_tip(site) == before
+    status = site.call("status", "--json", job_id).json()
+    assert status["state"] == "LOCAL_COMMITTED" and status["attempt"] == 0, status
+    path.unlink()
+    r = site.run("push")
+    assert r.code == 0, r.out + r.err
+    assert_store_agrees(site, [job_id])
+
+
+@pytest.mark.parametrize("hook", ["pre-receive", "update"])
+def test_a_remote_refusing_the_branch_is_a_rejection_not_a_race(site: Site, daemon: GitDaemon,
+                                                                 hook: str) -> None:
+    """The server accepts the job store but refuses the branch (branch protection): the
+    atomic push is refused as a whole. That is a rejection — one attempt, RETRY_WAIT naming
+    the refusal, exit 5 — not eight rounds of "the remote moved" rebases."""
+    data = prepare(site, "k1", "posts/a.md", article("a"))
+    job_id = str(data["job_id"])
+    before = branch_tip(site)
+    path = refuse(site, hook, "refs/heads/*")
+    r = site.run("push")
+    no_traceback(r.out, r.err)
+    assert r.code == 5, r.out + r.err
+    assert branch_tip(site) == before
+    status = site.call("status", "--json", job_id).json()
+    assert status["state"] == "RETRY_WAIT" and status["attempt"] == 1, status
+    assert "protected" in str(status["failure_detail"]) or "declined" in str(
+        status["failure_detail"]), status
+    assert "moved" not in str(status["failure_detail"]), status
+    path.unlink()
+    r = site.run("push", job_id)
+    assert r.code == 0, r.out + r.err
+    assert_store_agrees(site, [job_id])

@@ -296,11 +296,12 @@ class Shared:
                 if pushed.result == PushResult.SENT:
                     self._note(pushing.job_id, claimed, published.commit)
                     return PushOutcome(PushResult.SENT, pushed.of(branch).detail)
-                if pushed.result == PushResult.REJECTED and \
-                        pushed.of(ref).result == PushResult.REJECTED:
-                    raise self._refused(pushed.of(ref))
-                worst = pushed.of(branch) if pushed.of(branch).result != PushResult.SENT \
-                    else pushed.of(ref)
+                mine, content = pushed.of(ref), pushed.of(branch)
+                if pushed.result == PushResult.REJECTED and not mine.collateral and \
+                        content.collateral:
+                    raise self._refused(mine)  # the job's ref itself, not the content
+                refused = [o for o in (content, mine) if o.result != PushResult.SENT]
+                worst = next((o for o in refused if not o.collateral), refused[0])
                 return PushOutcome(pushed.result, worst.detail)
             self.atomic = False
             self.ctx.progress(f"warning: the remote {self.remote.remote} does not support "

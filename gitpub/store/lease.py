@@ -10,7 +10,8 @@ A lease whose owner is a process on this host that no longer exists (killed, cra
 at once, without waiting for the expiry: the owner string carries host, pid and the process
 start time, so a recycled pid is not mistaken for the old owner.
 
-A lease that claims to run for more than ``CREDIBLE`` lease durations from now is not believed
+A lease that claims to run for more than ``CREDIBLE`` lease durations from now (the longer of
+``lease_seconds`` and the default: 30 minutes at least) is not believed
 (it counts as expired) unless this host can see its owner running: no worker renews a lease that
 far ahead, so it was written by a clock far ahead or by a clone squatting the job. Taking such a
 job is safe — leases are for efficiency, the compare-and-swap of every write is the fence.
@@ -109,6 +110,6 @@ def held_by_other(lease: Lease | None, worker: Worker, now: float | None = None)
     now = time.time() if now is None else now
     if lease.expires_at <= now:
         return False
-    if lease.expires_at > now + CREDIBLE * worker.ttl:
+    if lease.expires_at > now + CREDIBLE * max(worker.ttl, DEFAULT_TTL):
         return owner_alive(lease.owner, here_only=True)  # not believed (see above)
     return owner_alive(lease.owner)
