@@ -331,3 +331,47 @@ def test_a_remote_refusing_the_branch_is_a_rejection_not_a_race(site: Site, daem
     r = site.run("push", job_id)
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
+
+
+def test_a_remote_refusing_non_fast_forwards_of_job_refs_still_works(
+        site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
+    """A server that refuses every non-fast-forward update, job refs included (an ``update``
+    hook; git's own ``receive.denyNonFastForwards`` covers branches only). Every move gitpub
+    makes of a job's remote ref is a fast-forward (a claim, a take-over, an adoption, a
+    person's resolution write on top of the remote's value), so all of them still work."""
+    hook = site.remote / "hooks" / "update"
+    hook.write_text("#!/bin/sh\n"
+                    'case "$2" in 0000000000000000000000000000000000000000) exit 0;; esac\n'
+                    'case "$3" in 0000000000000000000000000000000000000000) exit 0;; esac\n'
+                    'git merge-base --is-ancestor "$2" "$3" && exit 0\n'
+                    'echo "non-fast-forward of $1 refused" >&2; exit 1\n')
+    hook.chmod(0o755)
+    b = node(site, tmp_path, "node-b")
+    c = node(site, tmp_path, "node-c")
+    first = str(prepare(site, "shared", "posts/a.md", article("a"))["job_id"])
+    prepare(b, "shared", "posts/a.md", article("a"))
+    assert site.run("push").code == 0
+    r = b.run("push")
+    assert r.code == 0, r.out + r.err
+    second = claimed_and_killed(site, "k2", "posts/b.md", article("b"))
+    r = c.run("reconcile")
+    assert r.code == 0 and "taken over" in r.err, r.out + r.err
+    assert_store_agrees(site, [first, second])
+    assert site.run("push").code == 0
+    assert b.run("reconcile").code == 0
+    third = str(prepare(site, "k3", "posts/welcome.md", "# Welcome\n\nMine.\n")["job_id"])
+    b.git("fetch", "-q", "origin")
+    b.git("reset", "-q", "--hard", "origin/main")
+    (b.path / "posts/welcome.md").write_text("# Welcome\n\nTheirs.\n")
+    b.git("commit", "-qam", "their edit")
+    b.git("push", "-q", "origin", "HEAD:main")
+    assert site.call("push").code == 4
+    r = c.call("resolve", "--json", third, "--abandon")
+    assert r.code == 0, r.out + r.err
+    assert remote_state(site, third) == remote_state(c, third)
+    assert (remote_state(site, third) or {}).get("state") == "SKIPPED"
+    assert site.run("reconcile").code == 0
+    assert_store_agrees(site, [first, second])
+    forced = subprocess.run(["git", "push", "--force", "origin", f"HEAD:{JOBS}{first}"],
+                            cwd=site.path, capture_output=True)
+    assert forced.returncode != 0, "the hook refuses a forced non-fast-forward"
