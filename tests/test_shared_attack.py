@@ -375,3 +375,53 @@ def test_a_remote_refusing_non_fast_forwards_of_job_refs_still_works(
     forced = subprocess.run(["git", "push", "--force", "origin", f"HEAD:{JOBS}{first}"],
                             cwd=site.path, capture_output=True)
     assert forced.returncode != 0, "the hook refuses a forced non-fast-forward"
+
+
+# -- clocks that disagree --------------------------------------------------------------------
+
+def elsewhere(tmp_path: Path, host: str, seconds: float = 0.0) -> dict[str, str]:
+    """The environment of a node on another host (``os.uname``'s node name) whose clock is
+    ``seconds`` off (Python's ``time.time``; its git commands keep the hermetic dates)."""
+    where = tmp_path / f"{host}{seconds:+.0f}"
+    where.mkdir(exist_ok=True)
+    (where / "sitecustomize.py").write_text(
+        "import os, time\n_real, _uname = time.time, os.uname()\n"
+        f"time.time = lambda: _real() + {seconds!r}\n"
+        f"_other = os.uname_result((_uname.sysname, {host!r}, _uname.release, "
+        "_uname.version, _uname.machine))\n"
+        "os.uname = lambda: _other\n")
+    return {"PYTHONPATH": f"{where}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+                          f"{os.pathsep}{Path(__file__).resolve().parent.parent}"}
+
+
+@pytest.mark.parametrize("who", ["thief-ahead", "holder-ahead"])
+def test_clocks_an_hour_apart_never_publish_twice(site: Site, daemon: GitDaemon,
+                                                  tmp_path: Path, who: str) -> None:
+    """A node's clock is an hour off (the documented limit is a small fraction of
+    ``lease_seconds``). The take-over then happens while the holder still works — a thief
+    ahead sees the live lease expired; a holder ahead writes one that claims to run far
+    longer than a lease, which is not believed. The holder runs on another host (only its
+    lease's expiry tells whether it still works). Either way the holder is fenced: its late
+    atomic push is refused, and the job is on the branch once."""
+    site.write_config("lease_seconds: 600\n")
+    job_id = str(prepare(site, "k1", "posts/a.md", article("a"))["job_id"])
+    c = node(site, tmp_path, "node-c", "lease_seconds: 600\n")
+    holder_env = elsewhere(tmp_path, "host-a", 3600 if who == "holder-ahead" else 0)
+    thief_env = elsewhere(tmp_path, "host-c", 3600) if who == "thief-ahead" else {}
+    a = spawn(site, "push", env={**holder_env, "GITPUB_PAUSE_AT": "delivery.claimed"})
+    try:
+        wait_stopped(a.pid)
+        r = c.run("reconcile", env=thief_env)
+        no_traceback(r.out, r.err)
+        assert r.code == 0 and "taken over" in r.err, r.out + r.err
+        assert_store_agrees(site, [job_id])
+        tip = branch_tip(site)
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
+    out, err = a.communicate(timeout=120)
+    no_traceback(out.decode(), err.decode())
+    assert a.returncode in (0, 5), out + err
+    assert branch_tip(site) == tip, "the holder's late push landed nothing"
+    assert_store_agrees(site, [job_id])
+    assert site.run("push", env=holder_env).code == 0
+    assert site.call("status", "--json", job_id).json()["state"] == "PUBLISHED"
