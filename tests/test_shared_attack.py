@@ -425,3 +425,43 @@ def test_clocks_an_hour_apart_never_publish_twice(site: Site, daemon: GitDaemon,
     assert_store_agrees(site, [job_id])
     assert site.run("push", env=holder_env).code == 0
     assert site.call("status", "--json", job_id).json()["state"] == "PUBLISHED"
+
+
+# -- lost replies ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lost", ["delivery", "claim", "content-without-atomic"])
+def test_a_lost_push_reply_then_another_node(site: Site, daemon: GitDaemon, tmp_path: Path,
+                                             lost: str) -> None:
+    """Node A's push lands but its reply is lost (a proxy swallows it): the atomic delivery,
+    A's claim alone, or — on a server without atomic push — the content push. A does not know
+    (exit 5); another node reconciles at once (takes over what A's dead process held, or
+    finds it finished), then A runs again. Nothing is pushed twice; everything agrees."""
+    from netfaults import DropReplyProxy
+
+    if lost == "content-without-atomic":
+        git(site.remote, "config", "receive.advertiseAtomic", "false")
+    site.write_config(FAST)
+    b = node(site, tmp_path, "node-b", FAST)
+    job_id = str(prepare(site, "k1", "posts/a.md", article("a"))["job_id"])
+    with DropReplyProxy(daemon.port) as proxy:
+        site.git("remote", "set-url", "origin", proxy.url(site.remote.name))
+        proxy.mode = "drop_push_reply" if lost == "claim" else "drop_branch_push_reply"
+        r = site.run("push")
+        no_traceback(r.out, r.err)
+        assert r.code == 5, r.out + r.err
+        assert proxy.replies_dropped >= 1
+        proxy.mode = "pass"
+        landed = remote_job_ids(site)
+        assert landed == ([] if lost == "claim" else [job_id])
+        r = b.run("reconcile")
+        no_traceback(r.out, r.err)
+        assert r.code == 0, r.out + r.err
+        assert_store_agrees(site, [job_id])
+        tip = branch_tip(site)
+        r = site.run("push")
+        no_traceback(r.out, r.err)
+        assert r.code == 0, r.out + r.err
+        assert branch_tip(site) == tip
+    assert site.call("status", "--json", job_id).json()["state"] == "PUBLISHED"
+    assert b.call("status", "--json", job_id).json()["state"] == "PUBLISHED"
+    assert_store_agrees(site, [job_id])
