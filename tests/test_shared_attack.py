@@ -465,3 +465,43 @@ def test_a_lost_push_reply_then_another_node(site: Site, daemon: GitDaemon, tmp_
     assert site.call("status", "--json", job_id).json()["state"] == "PUBLISHED"
     assert b.call("status", "--json", job_id).json()["state"] == "PUBLISHED"
     assert_store_agrees(site, [job_id])
+
+
+# -- one key on three nodes at once ----------------------------------------------------------
+
+@pytest.mark.parametrize("contents", [("a", "a", "a"), ("a", "b", "a"), ("a", "b", "c")])
+def test_one_key_on_three_nodes_at_once(site: Site, daemon: GitDaemon, tmp_path: Path,
+                                        contents: tuple[str, str, str]) -> None:
+    """Three nodes prepare the same key (same or different content) and deliver at once. The
+    claim's compare-and-swap picks one request: it is published once; every node with the
+    same content ends PUBLISHED (exit 0), every other one in REVIEW ``key_reused`` (exit 3)
+    and pushes nothing; nobody's output has a traceback."""
+    site.write_config(FAST)
+    nodes = [site, node(site, tmp_path, "node-b", FAST), node(site, tmp_path, "node-c", FAST)]
+    job_ids = {str(prepare(n, "one-key", "posts/k.md", article(c))["job_id"])
+               for n, c in zip(nodes, contents, strict=True)}
+    (job_id,) = job_ids
+    procs = [spawn(n, "push") for n in nodes]
+    codes = []
+    for n, p in zip(nodes, procs, strict=True):
+        out, err = p.communicate(timeout=300)
+        no_traceback(out.decode(), err.decode())
+        code = p.returncode
+        for _ in range(3):  # a node fenced in its run (exit 5) finishes on the next one
+            if code != 5:
+                break
+            r = n.run("push")
+            no_traceback(r.out, r.err)
+            code = r.code
+        codes.append(code)
+    assert remote_job_ids(site) == [job_id]
+    winner = str(git(site.remote, "show", f"{branch_tip(site)}:posts/k.md"))
+    for n, c, code in zip(nodes, contents, codes, strict=True):
+        state = n.call("status", "--json", job_id).json()
+        if article(c) == winner:
+            assert code == 0 and state["state"] == "PUBLISHED", (code, state)
+        else:
+            assert code == 3, (code, state)
+            assert state["state"] == "REVIEW" and state["failure_code"] == "key_reused", state
+    state = remote_state(site, job_id)
+    assert state is not None and state["state"] == "PUBLISHED"
