@@ -505,3 +505,40 @@ def test_one_key_on_three_nodes_at_once(site: Site, daemon: GitDaemon, tmp_path:
             assert state["state"] == "REVIEW" and state["failure_code"] == "key_reused", state
     state = remote_state(site, job_id)
     assert state is not None and state["state"] == "PUBLISHED"
+
+
+# -- every crash point, on the node that delivers and on the one that takes over -------------
+
+ATOMIC_POINTS = ["delivery.fetched", "delivery.claimed", "delivery.pushing-recorded",
+                 "delivery.pushed", "delivery.published-recorded", "git.ref-locked:1",
+                 "git.ref-locked:2", "git.ref-locked:3", "git.ref-locked:4",
+                 "git.object-locked:1", "git.object-locked:4"]
+IN_ORDER_POINTS = ["shared.pushing-pushed", "shared.content-pushed", "delivery.pushed"]
+
+
+@pytest.mark.parametrize(("atomic", "point"),
+                         [(True, p) for p in ATOMIC_POINTS] +
+                         [(False, p) for p in IN_ORDER_POINTS])
+def test_killed_while_delivering_and_again_while_taking_over(
+        site: Site, daemon: GitDaemon, tmp_path: Path, atomic: bool, point: str) -> None:
+    """Node A is SIGKILLed at a crash point of its delivery; node B, taking the job over,
+    is SIGKILLed at the same point; node C takes it over from B and finishes. Then A and B
+    come back. The job is on the branch once, every node says PUBLISHED, the remote's job
+    ref agrees, every command exits without a traceback."""
+    if not atomic:
+        git(site.remote, "config", "receive.advertiseAtomic", "false")
+    site.write_config(FAST)
+    b = node(site, tmp_path, "node-b", FAST)
+    c = node(site, tmp_path, "node-c", FAST)
+    job_id = str(prepare(site, "k1", "posts/a.md", article("a"))["job_id"])
+    for n, command in ((site, "push"), (b, "reconcile")):
+        r = n.run(command, env={"GITPUB_CRASH_AT": point})
+        no_traceback(r.out, r.err)
+        assert r.code in (-signal.SIGKILL, 0), (n.path.name, r.code, r.out + r.err)
+    for n in (c, site, b, c):
+        r = n.run("reconcile")
+        no_traceback(r.out, r.err)
+        assert r.code == 0, (n.path.name, r.out + r.err)
+    assert_store_agrees(site, [job_id])
+    for n in (site, b, c):
+        assert n.call("status", "--json", job_id).json()["state"] == "PUBLISHED", n.path.name
