@@ -542,3 +542,38 @@ def test_killed_while_delivering_and_again_while_taking_over(
     assert_store_agrees(site, [job_id])
     for n in (site, b, c):
         assert n.call("status", "--json", job_id).json()["state"] == "PUBLISHED", n.path.name
+
+
+@pytest.mark.parametrize("point", ["delivery.claimed", "delivery.pushing-recorded",
+                                   "shared.pushing-pushed"])
+def test_frozen_past_its_lease_without_atomic_push(site: Site, daemon: GitDaemon,
+                                                   tmp_path: Path, point: str) -> None:
+    """On a server without atomic push, node A (another host) is frozen (SIGSTOP) past its
+    lease at a point of its in-order delivery; node C takes the job over and publishes it.
+    Resumed, A's late writes — the PUSHING state, the content, PUBLISHED — are each refused
+    or harmless: the job is on the branch once, and A ends agreeing with the remote."""
+    git(site.remote, "config", "receive.advertiseAtomic", "false")
+    site.write_config(FAST + "lease_seconds: 2\n")
+    job_id = str(prepare(site, "k1", "posts/a.md", article("a"))["job_id"])
+    c = node(site, tmp_path, "node-c", FAST + "lease_seconds: 2\n")
+    a = spawn(site, "push", env={**elsewhere(tmp_path, "host-a"), "GITPUB_PAUSE_AT": point})
+    try:
+        wait_stopped(a.pid)
+        time.sleep(2.5)  # A's lease runs out while it is frozen
+        r = c.run("reconcile")
+        no_traceback(r.out, r.err)
+        assert r.code == 0 and "taken over" in r.err, r.out + r.err
+        assert_store_agrees(site, [job_id])
+        tip = branch_tip(site)
+        taken = remote_state(site, job_id)
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
+    out, err = a.communicate(timeout=120)
+    no_traceback(out.decode(), err.decode())
+    assert a.returncode in (0, 5), out + err
+    assert branch_tip(site) == tip, "A's late content push landed nothing"
+    assert remote_state(site, job_id) == taken, "A never overwrote C's state"
+    r = site.run("push", env=elsewhere(tmp_path, "host-a"))
+    assert r.code == 0, r.out + r.err
+    assert site.call("status", "--json", job_id).json()["state"] == "PUBLISHED"
+    assert_store_agrees(site, [job_id])
