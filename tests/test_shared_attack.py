@@ -577,3 +577,31 @@ def test_frozen_past_its_lease_without_atomic_push(site: Site, daemon: GitDaemon
     assert r.code == 0, r.out + r.err
     assert site.call("status", "--json", job_id).json()["state"] == "PUBLISHED"
     assert_store_agrees(site, [job_id])
+
+
+# -- any clone, any job ------------------------------------------------------------------------
+
+def test_a_clone_that_never_saw_the_job(site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
+    """``status``, ``log`` (by id or unique prefix) on a clone that never had the job read the
+    remote's job store; an id nobody has is a usage error; a remote that does not answer is
+    said so, with a hint — never a traceback, and nothing is adopted by looking."""
+    job_id = str(prepare(site, "k1", "posts/a.md", article("a"))["job_id"])
+    assert site.run("push").code == 0
+    c = node(site, tmp_path, "node-c")
+    for args in (("status", "--json", job_id), ("status", "--json", job_id[:8]),
+                 ("log", "--json", job_id), ("log", job_id[:13])):
+        r = c.run(*args)
+        no_traceback(r.out, r.err)
+        assert r.code == 0, (args, r.out + r.err)
+        if "--json" in args:
+            assert r.json()["job_id"] == job_id
+    events = c.call("log", "--json", job_id).json()["events"]
+    assert [e["to"] for e in events][-1] == "PUBLISHED", events
+    assert c.git("for-each-ref", JOBS).strip() == "", "looking adopts nothing"
+    r = c.run("status", "0" * 8 + job_id[8:])
+    no_traceback(r.out, r.err)
+    assert r.code == 2 and "neither here nor on the remote" in r.err, r.out + r.err
+    daemon.stop()
+    r = c.run("log", job_id)
+    no_traceback(r.out, r.err)
+    assert r.code in (2, 5) and "hint:" in r.err, r.out + r.err
