@@ -605,3 +605,34 @@ def test_a_clone_that_never_saw_the_job(site: Site, daemon: GitDaemon, tmp_path:
     r = c.run("log", job_id)
     no_traceback(r.out, r.err)
     assert r.code in (2, 5) and "hint:" in r.err, r.out + r.err
+
+
+# -- channel claims another clone damaged ----------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["blob", "tree", "commit"])
+def test_a_channel_claim_squatted_by_another_clone_is_never_ours(site: Site, daemon: GitDaemon,
+                                                                 kind: str) -> None:
+    """Another clone put something at an intent's claim ref on the remote first — a blob, a
+    tree, a commit of its own: the claim is never read as ours (no send), whatever it is."""
+    from gitpub.channels.claim import Claimed, Claims, claim_ref
+    from gitpub.channels.model import ChannelRecord, Status
+    from gitpub.git.remote import Remote
+    from gitpub.git.repo import Repository
+
+    ref = claim_ref("k-squat")
+    if kind == "blob":
+        sha = site.git("hash-object", "-w", "--stdin", input=b"mine\n").strip()
+    elif kind == "tree":
+        sha = site.git("rev-parse", "HEAD^{tree}").strip()
+    else:
+        sha = site.git("commit-tree", EMPTY_TREE, "-m", "a claim of my own").strip()
+    push_raw(site, sha, ref)
+    site.git("update-ref", "-d", ref, check=False)
+    record = ChannelRecord(channel="social", account="news", kind="command", required=True,
+                           after="publish", operation="create", intent_key="k-squat",
+                           payload_sha256="0" * 64, status=Status.PENDING,
+                           created_at=1_800_000_000.0, updated_at=1_800_000_000.0)
+    with Repository.discover(site.path) as repo:
+        verdict = Claims(repo, Remote(repo, "origin", "main"), "host:1:1").claim("job", record)
+    assert verdict.claimed in (Claimed.THEIRS, Claimed.REFUSED), verdict
+    assert git(site.remote, "rev-parse", ref).strip() == sha
