@@ -636,3 +636,27 @@ def test_a_channel_claim_squatted_by_another_clone_is_never_ours(site: Site, dae
         verdict = Claims(repo, Remote(repo, "origin", "main"), "host:1:1").claim("job", record)
     assert verdict.claimed in (Claimed.THEIRS, Claimed.REFUSED), verdict
     assert git(site.remote, "rev-parse", ref).strip() == sha
+
+
+def test_a_job_waiting_for_a_person_is_not_taken_over(site: Site, daemon: GitDaemon,
+                                                      tmp_path: Path) -> None:
+    """A's job is in CONFLICT (its record on the remote, no lease: it rests, waiting for a
+    person). It is nobody's dead work: another node's cron ``reconcile`` does not take it over
+    (no "taken over" event, no exit 4 on every node for another node's job) — any clone still
+    shows it and a person resolves it anywhere."""
+    b = node(site, tmp_path, "node-b")
+    c = node(site, tmp_path, "node-c")
+    job_id = str(prepare(site, "k1", "posts/welcome.md", "# Welcome\n\nMine.\n")["job_id"])
+    (b.path / "posts/welcome.md").write_text("# Welcome\n\nTheirs.\n")
+    b.git("commit", "-qam", "their edit")
+    b.git("push", "-q", "origin", "HEAD:main")
+    assert site.call("push").code == 4
+    conflict = remote_state(site, job_id)
+    assert conflict is not None and conflict["state"] == "CONFLICT"
+    r = c.run("reconcile")
+    no_traceback(r.out, r.err)
+    assert r.code == 0, r.out + r.err
+    assert "taken over" not in r.out + r.err
+    assert c.git("for-each-ref", JOBS).strip() == ""
+    assert remote_state(site, job_id) == conflict
+    assert c.call("status", "--json", job_id).json()["state"] == "CONFLICT"
