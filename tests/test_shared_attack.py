@@ -660,3 +660,24 @@ def test_a_job_waiting_for_a_person_is_not_taken_over(site: Site, daemon: GitDae
     assert c.git("for-each-ref", JOBS).strip() == ""
     assert remote_state(site, job_id) == conflict
     assert c.call("status", "--json", job_id).json()["state"] == "CONFLICT"
+
+
+def test_a_ref_named_like_the_job_store_itself(site: Site, daemon: GitDaemon,
+                                               tmp_path: Path) -> None:
+    """A careless clone pushes a commit to ``refs/pub/jobs`` (a typo: no job id), so the
+    remote can hold no ``refs/pub/jobs/<id>`` any more. Delivery cannot work; it says so in
+    the server's words (a transient: RETRY_WAIT, bounded) — not "lost to another node" run
+    after run — and works again once the ref is gone."""
+    careless = node(site, tmp_path, "careless")
+    careless.git("push", "-q", "origin", "HEAD:refs/pub/jobs")
+    job_id = str(prepare(site, "k1", "posts/a.md", article("a"))["job_id"])
+    r = site.run("push")
+    no_traceback(r.out, r.err)
+    assert r.code == 5, r.out + r.err
+    assert "another node" not in r.out + r.err
+    status = site.call("status", "--json", job_id).json()
+    assert status["state"] == "RETRY_WAIT" and "refs/pub/jobs" in status["failure_detail"]
+    git(site.remote, "update-ref", "-d", "refs/pub/jobs")
+    r = site.run("push", job_id)
+    assert r.code == 0, r.out + r.err
+    assert_store_agrees(site, [job_id])

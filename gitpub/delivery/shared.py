@@ -233,8 +233,19 @@ class Shared:
             return job
         if outcome.result == PushResult.UNKNOWN:
             raise RemoteError(f"claim of job {job.job_id} on the remote: {outcome.detail}")
+        if not self._moved(job.job_id, theirs):
+            raise RemoteError(f"the remote refused the claim of job {job.job_id}, and no other "
+                              f"node has it there: {outcome.detail}")
         self._lose(job, f"its claim on the remote lost to another node ({outcome.detail})")
         return None
+
+    def _moved(self, job_id: str, seen: str | None) -> bool:
+        """Whether the job's remote ref is no longer ``seen`` (fetched now): a claim refused
+        as a race was lost to another node only then. Otherwise the server refuses the ref
+        for another reason (a ref named ``refs/pub/jobs`` blocks every job ref, a lock it
+        keeps): a transient with the server's words, not a lost job."""
+        self.fetch()
+        return self.view.remote_value(job_id) != seen
 
     def _claimed_by_us(self, theirs: str, job: Job) -> bool:
         other = job if theirs == job.commit else self.view.load(job.job_id, theirs)

@@ -139,10 +139,10 @@ def _outcome(flag: str, summary: str, remote_said: str = "") -> PushOutcome:
     if flag in _SENT_FLAGS:
         return PushOutcome(PushResult.SENT, sanitize(summary))
     if flag == "!":
-        if any(reason in summary for reason in RACE_REASONS):
-            return PushOutcome(PushResult.RACE, sanitize(summary))
+        race = any(reason in summary for reason in RACE_REASONS)
         said = f" (the remote said: {remote_said})" if remote_said else ""
-        return PushOutcome(PushResult.REJECTED, sanitize(summary + said))
+        return PushOutcome(PushResult.RACE if race else PushResult.REJECTED,
+                           sanitize(summary + said))
     return PushOutcome(PushResult.UNKNOWN, sanitize(summary))
 
 
