@@ -681,3 +681,21 @@ def test_a_ref_named_like_the_job_store_itself(site: Site, daemon: GitDaemon,
     r = site.run("push", job_id)
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
+
+
+def test_a_huge_remote_record_is_taken_over_and_published(site: Site, daemon: GitDaemon,
+                                                          tmp_path: Path) -> None:
+    """Another clone left a 4 MB record (a failure detail of that size): another node still
+    reads it, takes the job over and publishes it, in bounded time."""
+    job_id = claimed_and_killed(site, "k1", "posts/a.md", article("a"))
+    git(site.path, "update-ref", "-d", JOBS + job_id)
+    hostile = node(site, tmp_path, "hostile")
+    forge_state(hostile, job_id, lambda r: {**r, "lease": None,
+                                             "failure_detail": "x" * 4_000_000})
+    c = node(site, tmp_path, "node-c")
+    started = time.monotonic()
+    r = c.run("reconcile", timeout=120)
+    no_traceback(r.out, r.err)
+    assert r.code == 0, r.out[-2000:] + r.err[-2000:]
+    assert time.monotonic() - started < 60
+    assert_store_agrees(site, [job_id])
