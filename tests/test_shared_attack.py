@@ -751,3 +751,25 @@ def test_forged_artifacts_are_not_published_by_a_take_over(site: Site, daemon: G
     c.run("reconcile")
     published = git(site.remote, "log", "-p", "main")
     assert SECRET not in published, "a take-over published forged content with a secret"
+
+
+def test_abandon_of_a_job_another_node_is_delivering(site: Site, daemon: GitDaemon,
+                                                     tmp_path: Path) -> None:
+    """Node A (another host) delivers the job right now (frozen after its claim, its lease
+    live); a person on B abandons it: refused, exit 5, nothing changed anywhere; A publishes."""
+    job_id = str(prepare(site, "k1", "posts/a.md", article("a"))["job_id"])
+    b = node(site, tmp_path, "node-b")
+    a = spawn(site, "push", env={**elsewhere(tmp_path, "host-a"),
+                                 "GITPUB_PAUSE_AT": "delivery.claimed"})
+    try:
+        wait_stopped(a.pid)
+        claim = remote_state(site, job_id)
+        r = b.run("resolve", job_id, "--abandon")
+        no_traceback(r.out, r.err)
+        assert r.code == 5 and "hint:" in r.err, r.out + r.err
+        assert remote_state(site, job_id) == claim
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
+    out, err = a.communicate(timeout=120)
+    assert a.returncode == 0, out + err
+    assert_store_agrees(site, [job_id])
