@@ -773,3 +773,53 @@ def test_abandon_of_a_job_another_node_is_delivering(site: Site, daemon: GitDaem
     out, err = a.communicate(timeout=120)
     assert a.returncode == 0, out + err
     assert_store_agrees(site, [job_id])
+
+
+# -- chaos: three nodes, random kills, shared keys -------------------------------------------
+
+CHAOS_POINTS = ["delivery.fetched", "delivery.claimed", "delivery.pushing-recorded",
+                "delivery.pushed", "delivery.published-recorded", "delivery.retry-recorded",
+                "git.ref-locked", "git.object-locked", None]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_three_nodes_random_kills_and_shared_keys(site: Site, daemon: GitDaemon,
+                                                  tmp_path: Path, seed: int) -> None:
+    """Three nodes, each with jobs of its own and one key all three were given (same
+    content), run ``push`` and ``reconcile`` concurrently for three rounds, each process
+    SIGKILLed at a crash point drawn from a seeded generator (or not at all). Then every
+    node reconciles until nothing is left. Every job once on the branch, the remote's job
+    refs agreeing with the trailers, every node agreeing, no traceback anywhere."""
+    import random
+
+    rng = random.Random(seed)
+    site.write_config(FAST + "lease_seconds: 3\n")
+    nodes = [site] + [node(site, tmp_path, f"node-{x}", FAST + "lease_seconds: 3\n")
+                      for x in "bc"]
+    expected = []
+    for n, writer in enumerate(nodes):
+        for i in range(2):
+            expected.append(str(prepare(writer, f"n{n}-{i}", f"posts/n{n}/{i}.md",
+                                        article(f"{n}-{i}"))["job_id"]))
+        shared = str(prepare(writer, "everyone", "posts/shared.md", article("s"))["job_id"])
+    expected.append(shared)
+    for _ in range(3):
+        procs = []
+        for w in nodes:
+            point = rng.choice(CHAOS_POINTS)
+            env = {} if point is None else {"GITPUB_CRASH_AT": f"{point}:{rng.randint(1, 4)}"}
+            procs.append(spawn(w, rng.choice(["push", "reconcile"]), env=env))
+        for p in procs:
+            out, err = p.communicate(timeout=300)
+            no_traceback(out.decode(), err.decode())
+            assert p.returncode in (0, 5, -signal.SIGKILL), (out, err)
+    time.sleep(3.1)  # every lease a killed process left has run out
+    for _ in range(6):
+        codes = [w.run("reconcile", timeout=300).code for w in nodes]
+        if codes == [0, 0, 0] and sorted(remote_job_ids(site)) == sorted(expected):
+            break
+    assert_store_agrees(site, expected)
+    for w in nodes:
+        for job_id in expected:
+            state = w.call("status", "--json", job_id).json()["state"]
+            assert state == "PUBLISHED", (w.path.name, job_id, state)
