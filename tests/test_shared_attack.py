@@ -823,3 +823,17 @@ def test_three_nodes_random_kills_and_shared_keys(site: Site, daemon: GitDaemon,
         for job_id in expected:
             state = w.call("status", "--json", job_id).json()["state"]
             assert state == "PUBLISHED", (w.path.name, job_id, state)
+
+
+def test_reconcile_with_the_remote_down(site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
+    """The remote does not answer: reconcile on a node (with and without jobs of its own)
+    says so and exits 5 (not confirmed: run again later), never a traceback."""
+    c = node(site, tmp_path, "node-c")
+    prepare(site, "k1", "posts/a.md", article("a"))
+    daemon.stop()
+    for n in (c, site):
+        r = n.run("reconcile")
+        no_traceback(r.out, r.err)
+        assert r.code == 5, (n.path.name, r.out + r.err)
+        assert "negotiation-tip" not in r.out + r.err
+        assert "not confirmed" in r.out + r.err, r.out + r.err

@@ -85,10 +85,12 @@ def share(ctx: Context, job: Job) -> None:
         hint=f"`git pub status {job.job_id[:13]}` shows where it stands; decide again there")
 
 
-def take_over(ctx: Context, deliverer: Deliverer, failures: Failures) -> list[Job]:
+def take_over(ctx: Context, deliverer: Deliverer,
+              failures: Failures) -> tuple[list[Job], str | None]:
     """The remote's unfinished jobs whose holder is gone (``Shared.orphans``), adopted here
-    to be delivered like this clone's own: probed first. A remote that does not answer is
-    reported; one that is not configured leaves only this clone's jobs to recover."""
+    to be delivered like this clone's own: probed first. A remote that does not answer is a
+    transient (returned: not confirmed, exit 5); one that is not configured leaves only this
+    clone's jobs to recover; a damaged remote job is reported."""
     from gitpub.delivery.deliver import delivery_lock
     from gitpub.git.locks import LockedError
     from gitpub.git.remote import RemoteConfigError, RemoteError
@@ -99,12 +101,12 @@ def take_over(ctx: Context, deliverer: Deliverer, failures: Failures) -> list[Jo
             taken = deliverer.shared.orphans()
             for damaged in deliverer.shared.damaged:
                 failures.add(None, damaged)
-            return taken
+            return taken, None
     except LockedError:
         ctx.progress("no take-over of other nodes' jobs in this run: another gitpub here holds "
                      "the delivery lock")
     except RemoteConfigError:
         pass  # said once, by the delivery of this clone's jobs (exit 2) if it has any
     except RemoteError as e:
-        failures.add(None, e)
-    return []
+        return [], f"no take-over of other nodes' jobs: {e.message}"
+    return [], None

@@ -340,7 +340,8 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
         errors = failures.errors
         everything = frozenset(State) - TERMINAL
         jobs = _unfinished(ctx, failures, everything, scan=True)
-        jobs += take_over(ctx, deliverer, failures)
+        taken, not_taken = take_over(ctx, deliverer, failures)
+        jobs += taken
         driver = _driver(ctx)
         driver.expect(jobs)
         driver.rediscover(errors)
@@ -360,7 +361,8 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
         _maintain(ctx, failures, sweep=True)
         return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), pending=pending,
                     hints=_hints(ctx, done), channels=channels,
-                    tracebacks=tuple(failures.tracebacks),
+                    tracebacks=tuple(failures.tracebacks), unconfirmed=tuple(
+                        [] if not_taken is None else [not_taken]),
                     held=tuple(j.job_id for j in done if deliverer.left_to_others(j)))
 
 
