@@ -33,7 +33,7 @@ from gitpub.git.fetchdir import (
     mirror_ref,
     read_loose,
 )
-from gitpub.git.remote import Remote, RemoteError, misconfiguration
+from gitpub.git.remote import Remote, RemoteConfigError, RemoteError, misconfiguration
 
 #: The remote's job store: everything gitpub keeps on a remote under this prefix.
 REMOTE_PREFIX = "refs/pub/"
@@ -148,29 +148,38 @@ def note_pushed(remote: Remote, name: str, old: str | None, new: str | None) -> 
         remote.repo.cas_ref(ref, current, new, "gitpub: pushed")
 
 
-def fetch_records(remote: Remote, names: tuple[str, ...], depth: int) -> dict[str, str]:
-    """For a shallow clone (CI): the job store's refs ``names`` (below ``refs/pub/``, a
-    trailing ``*`` for a prefix) with at most ``depth`` commits of history each — the records,
-    not every job's whole history, which would unshallow the clone through the content
-    commits the histories keep alive. The remote is asked first (``git ls-remote``): a fetch
-    with ``--depth`` of refspecs that match nothing fails. Tracking refs of those names that
-    the remote no longer has are deleted. Returns what the remote has (name → object id)."""
+def fetch_records(remote: Remote, depth: int, *, jobs: bool = True) -> None:
+    """For a shallow clone (CI): the job store's job refs (unless ``jobs`` is False) and its
+    archive, with at most ``depth`` commits of history each — the records, not every job's
+    whole history, which would unshallow the clone through the content commits the histories
+    keep alive. One fetch (``--prune``: what the remote no longer has goes here too); a fetch
+    with ``--depth`` whose refspecs all match nothing fails, so then the remote is asked
+    (``git ls-remote``) whether its store is empty, and the tracking refs go."""
     repo, prefix = remote.repo, remote.store_prefix
-    patterns = [REMOTE_PREFIX + n for n in names]
-    advertised = _ls_remote(remote, patterns)
-    specs = [f"+{p}:{prefix}{p.removeprefix(REMOTE_PREFIX)}" for p in patterns
-             if any(_matches(p, name) for name in advertised)]
-    if specs:
-        remote.fetch_refspecs([f"--depth={depth}"], specs, repo.git_dir,
-                              {"GIT_REF_PARANOIA": "0"})
-    for n in names:
-        here = repo.list_refs(prefix + n[:-1]) if n.endswith("*") else \
-            ({"": sha} if (sha := repo.read_ref(prefix + n)) else {})
-        for rest, sha in here.items():
-            name = REMOTE_PREFIX + (n[:-1] + rest if n.endswith("*") else n)
-            if name not in advertised:
-                repo.delete_ref(prefix + name.removeprefix(REMOTE_PREFIX), sha)
-    return {k.removeprefix(REMOTE_PREFIX): v for k, v in advertised.items()}
+    specs = ([f"+{REMOTE_PREFIX}jobs/*:{prefix}jobs/*"] if jobs else []) + \
+        [f"+{REMOTE_PREFIX}archive*:{prefix}archive*"]
+    env = {"GIT_REF_PARANOIA": "0"}
+    try:
+        if remote.fetch_refspecs(["--prune", f"--depth={depth}"], specs, repo.git_dir,
+                                 env) is not None:
+            return
+    except RemoteConfigError:
+        raise
+    except RemoteError as e:
+        failed: RemoteError | None = e
+    else:
+        failed = None
+    patterns = ([f"{REMOTE_PREFIX}jobs/*"] if jobs else []) + [f"{REMOTE_PREFIX}archive"]
+    if _ls_remote(remote, patterns):
+        raise failed or RemoteError(f"fetch of the job store from {sanitize(remote.remote)} "
+                                    "failed")
+    stale = {f"jobs/{k}": v for k, v in repo.list_refs(prefix + "jobs/").items()} if jobs \
+        else {}
+    archive = repo.read_ref(prefix + "archive")
+    if archive is not None:
+        stale["archive"] = archive
+    for name, sha in stale.items():
+        repo.delete_ref(prefix + name, sha)
 
 
 def _matches(pattern: str, name: str) -> bool:

@@ -45,7 +45,7 @@ from gitpub.git.remote import Remote
 from gitpub.git.repo import Repository
 from gitpub.git.storefetch import fetch_records, fetch_with_store
 from gitpub.git.walk import shallow_commits
-from gitpub.store.archive import ARCHIVE, Archive
+from gitpub.store.archive import Archive
 from gitpub.store.jobs import JobStore
 from gitpub.store.shared import SharedView
 from gitpub.verify import ledger as L
@@ -136,10 +136,10 @@ class _Checker:
         if not self.shallow:
             self.store_tip = fetch_with_store(self.remote).tip or self.tip
             return
-        fetch_records(self.remote, ("jobs/*", ARCHIVE), depth=2)
+        fetch_records(self.remote, depth=2)
 
     def _deepen_archive(self, depth: int) -> None:
-        fetch_records(self.remote, (ARCHIVE,), depth=depth)
+        fetch_records(self.remote, depth=depth, jobs=False)
 
     def _deepen_branch(self) -> None:
         if self._deepened or not self.shallow:
