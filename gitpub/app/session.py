@@ -4,6 +4,11 @@ Every command that works on jobs runs inside ``open_session``: the repository fo
 working directory as git finds it, its ``.gitpub.yaml`` (cached under ``.git/pub/``; in a bare
 repository, the file committed on the configured branch), and a job store written on
 behalf of this process. ``find_job`` turns what a person typed (an id or a prefix) into a job.
+
+The configuration is built when the command first uses it if the cache holds this very file's
+data, validated by this same validator (``config.source``); a command that never needs it —
+``status`` of jobs in most states — then starts without its definitions (a fast start). Any
+other file is read, validated and reported on the full way, at once, as always.
 """
 
 from __future__ import annotations
@@ -12,14 +17,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gitpub.config.load import config_from_text, decode_config, load_config
-from gitpub.config.model import CONFIG_FILE, DEFAULT_BRANCH, Config, ConfigError
+from gitpub.config import source
 from gitpub.core.errors import UsageError
 from gitpub.core.states import State
 from gitpub.git.repo import Repository
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job, JobStore
 from gitpub.store.lease import Worker
+
+TYPE_CHECKING = False  # mypy treats this name as True
+if TYPE_CHECKING:
+    from gitpub.config.model import Config
 
 
 @contextmanager
@@ -28,21 +36,54 @@ def open_session(where: Path, progress: Callable[[str], None], *,
     """The context of one command in the repository at ``where``; closed when done."""
     with Repository.discover(where) as repo:
         repo.notice = progress
-        config = load_repo_config(repo)
-        store = JobStore(repo, Worker.current(config.lease_seconds), keep_lease_in=keep_lease_in)
+        config = config_source(repo)
+        store = JobStore(repo, Worker.current(lambda: config().lease_seconds),
+                         keep_lease_in=keep_lease_in)
         yield Context(repo, store, config, progress=progress)
+
+
+def config_source(repo: Repository) -> Callable[[], Config]:
+    """The repository's configuration (``load_repo_config``) as a function that gives it: built
+    on first use when the cache holds this very file's data, validated by this same validator;
+    else loaded (and any error in it raised) now."""
+    if repo.work_tree is not None:
+        text = source.read_text(repo.work_tree)
+        found, data = (False, None) if text is None else source.validated_data(text,
+                                                                               repo.pub_dir)
+        if found:
+            return _built_later(data)
+    config = load_repo_config(repo)
+    return lambda: config
+
+
+def _built_later(data: object) -> Callable[[], Config]:
+    built: list[Config] = []
+
+    def config() -> Config:
+        if not built:
+            from gitpub.config.load import from_validated
+
+            built.append(from_validated(data))
+        return built[0]
+
+    return config
 
 
 def load_repo_config(repo: Repository) -> Config:
     """The repository's configuration: ``.gitpub.yaml`` in the working tree (where a person
     edits it before committing it); in a repository without one (bare), the file committed on
     the configured branch (``bare_config``)."""
+    from gitpub.config.load import load_config
+
     if repo.work_tree is not None:
         return load_config(repo.work_tree, repo.pub_dir)
     return bare_config(repo)
 
 
 def _config_at(repo: Repository, ref: str) -> Config:
+    from gitpub.config.load import config_from_text, decode_config
+    from gitpub.config.model import CONFIG_FILE, Config
+
     tip = repo.read_ref(ref)
     data = None if tip is None else repo.file_at(tip, CONFIG_FILE)
     if data is None:
@@ -56,6 +97,8 @@ def bare_config(repo: Repository) -> Config:
     branch HEAD names (``main`` if none); and if that file configures another ``branch``, the
     one at that branch's tip — which must name the same branch (else the configuration would
     depend on where it was read). A file in the git directory is never read."""
+    from gitpub.config.model import CONFIG_FILE, DEFAULT_BRANCH, ConfigError
+
     head = repo.symbolic_head() or f"refs/heads/{DEFAULT_BRANCH}"
     config = _config_at(repo, head)
     configured = f"refs/heads/{config.branch}"

@@ -22,11 +22,10 @@ sure of is left to dulwich's own discovery (``locate_dulwich``), and everything 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from gitpub.core.errors import NotARepositoryError
-from gitpub.core.sanitize import sanitize
 from gitpub.git.gitconfig import config_path, is_plain
 from gitpub.git.run import run_git
 
@@ -37,9 +36,9 @@ _QUESTIONS = ("--path-format=absolute", "--git-dir", "--git-common-dir", "--is-b
               "--show-prefix", "--show-toplevel")
 
 
-@dataclass(frozen=True)
-class Location:
-    """Where git says the repository is, for a command started in some directory."""
+class Location(NamedTuple):
+    """Where git says the repository is, for a command started in some directory (a frozen
+    value)."""
 
     git_dir: Path  # this worktree's git directory (``.git``, or ``.git/worktrees/<name>``)
     common_dir: Path  # the repository's shared directory (objects, refs, config)
@@ -191,6 +190,8 @@ def locate_with_git(start: Path) -> Location:
 
 
 def _not_a_repository(start: Path, stderr: str, env: dict[str, str]) -> NotARepositoryError:
+    from gitpub.core.sanitize import sanitize
+
     fatal = next((line.removeprefix("fatal: ") for line in stderr.splitlines()
                   if line.startswith("fatal: ")), stderr.strip() or "git rev-parse failed")
     named = ", ".join(f"{k}={env[k]}" for k in ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR")

@@ -22,7 +22,8 @@ from __future__ import annotations
 import mmap
 import os
 import zlib
-from hashlib import sha1
+
+from gitpub.core.digest import sha1_hex
 
 TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
 if TYPE_CHECKING:
@@ -237,7 +238,7 @@ class ObjectReader:
         if found is None:
             return None
         kind, data = found
-        if sha1(b"%s %d\0%s" % (kind, len(data), data)).hexdigest() != sha:
+        if sha1_hex(b"%s %d\0%s" % (kind, len(data), data)) != sha:
             return None  # not the object asked for: dulwich says what is wrong with it
         return found
 
@@ -378,10 +379,10 @@ def parse_commit(data: bytes) -> tuple[str, tuple[str, ...], bytes, int, bytes |
             encoding = value
         else:
             return None
-    if tree is None or committer is None:
+    if tree is None or author is None or committer is None:
         return None
     when = _commit_time(committer)
-    if when is None:
+    if when is None or _commit_time(author) is None:  # dulwich parses both dates
         return None
     return tree.decode("ascii"), tuple(parents), data[end + 2:], when, encoding
 

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from gitpub.core.errors import CorruptStateError
-from gitpub.core.sanitize import sanitize
 from gitpub.git import packed
 
 HEX = frozenset(b"0123456789abcdef")
@@ -52,6 +51,8 @@ def corrupt_packed(common: Path, what: str) -> CorruptStateError:
     """The error for a ``packed-refs`` file git would not have written: C git refuses the
     whole repository then (``fatal: unexpected line``), ``git pack-refs`` included, so the
     only repair is by hand."""
+    from gitpub.core.sanitize import sanitize  # only for the error: reading needs none
+
     path = common / "packed-refs"
     return CorruptStateError(
         f"{path} is corrupt ({sanitize(what)}): git itself refuses this repository until "

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, TypeVar
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, NotARepositoryError
 from gitpub.core.files import fsync_dir
-from gitpub.git import locks, packed, refstore
+from gitpub.git import packed, refstore
 from gitpub.git.gitconfig import config_path, is_plain
 from gitpub.git.locate import Location, locate
 from gitpub.git.odb import ObjectReader
@@ -52,6 +52,8 @@ if TYPE_CHECKING:  # dulwich is imported where it is used (~40 ms): reading need
     import subprocess
 
     from dulwich.repo import Repo
+
+    from gitpub.git import locks
 
 T = TypeVar("T")
 
@@ -82,8 +84,9 @@ class Repository(ObjectReading, ObjectWriter):
         self.work_tree: Path | None = location.work_tree
         #: Where a line about healing goes (a stale lock removed): the command's progress.
         self.notice: Callable[[str], None] = lambda message: None
-        #: How long a write waits for a lock another process holds (see ``git.locks``).
-        self.lock_wait = locks.WAIT
+        #: How long a write waits for a lock another process holds (None: ``locks.WAIT``,
+        #: see ``git.locks``, imported by the first write: reading takes no locks).
+        self.lock_wait: float | None = None
         self._presence: locks.Presence | None = None
         self._healer: locks.Healer | None = None
         #: Where the command runs, relative to the top of the working tree ("" at the top or
@@ -172,6 +175,8 @@ class Repository(ObjectReading, ObjectWriter):
         ``PubDirError`` if something else stands there."""
         path = self.common_dir / "pub"
         if path.exists() and not path.is_dir():
+            from gitpub.git import locks
+
             locks.ensure_pub_dir(path)  # raises, saying what is wrong
         return path
 
@@ -185,10 +190,12 @@ class Repository(ObjectReading, ObjectWriter):
         ``None`` is returned). After ``lock_wait`` seconds: ``LockedError``."""
         from dulwich.file import FileLocked  # a write: dulwich takes the lock
 
+        from gitpub.git import locks
+
         if self._presence is None:
             self._presence = locks.Presence(locks.ensure_pub_dir(self.pub_dir))
         delay = 0.001
-        deadline = time.monotonic() + self.lock_wait
+        deadline = time.monotonic() + (locks.WAIT if self.lock_wait is None else self.lock_wait)
         while True:
             try:
                 return action()
@@ -205,6 +212,8 @@ class Repository(ObjectReading, ObjectWriter):
 
     @property
     def healer(self) -> locks.Healer:
+        from gitpub.git import locks
+
         if self._healer is None:
             self._healer = locks.Healer(self.common_dir, self.common_dir / "pub",
                                         lambda message: self.notice(message))
