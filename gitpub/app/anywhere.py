@@ -73,7 +73,7 @@ def take_over(ctx: Context, deliverer: Deliverer, failures: Failures) -> list[Jo
     """The remote's unfinished jobs whose holder is gone (``Shared.orphans``), adopted here
     to be delivered like this clone's own: probed first. A remote that does not answer is
     reported; one that is not configured leaves only this clone's jobs to recover."""
-    from gitpub.delivery.deliver import delivery_lock
+    from gitpub.delivery.lock import delivery_lock
     from gitpub.git.locks import LockedError
     from gitpub.git.remote import RemoteConfigError, RemoteError
 
