@@ -25,7 +25,7 @@ CACHE_VERSION = 3  # v1 copied every file's data, secrets included; v2 had no va
 #: ``gitpub`` package); a test keeps the list complete.
 VALIDATOR = ("config/model.py", "config/schema.py", "config/channel_rules.py",
              "config/load.py", "config/source.py", "core/globs.py", "core/paths.py",
-             "core/sanitize.py", "core/errors.py", "core/digest.py")
+             "core/sanitize.py", "core/secretrules.py", "core/errors.py", "core/digest.py")
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TYPE_CHECKING = False  # mypy treats this name as True
