@@ -194,12 +194,30 @@ def _bad(where: str, what: str, value: object) -> RecordError:
     return RecordError(f"{name}: expected {what}, got {_shown(value)}")
 
 
-def _decode(tp: Any, value: object, where: str) -> object:
-    """``value`` (from JSON) as the annotated type ``tp``; ``RecordError`` if it is not one."""
+@functools.cache
+def _shape(tp: Any) -> tuple[str, tuple[Any, ...]]:
+    """What kind of annotation ``tp`` is, and its arguments: worked out once per annotation
+    (every record of every job is parsed by ``_decode``)."""
     if isinstance(tp, type) and (_is_value_type(tp) or hasattr(tp, "__dataclass_fields__")):
-        return _decode_dataclass(tp, value, where)
+        return "value", ()
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (types.UnionType, typing.Union):
+        return "union", args
+    if origin is typing.Literal:
+        return "literal", args
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return "tuple", args
+    if origin is dict:
+        return "dict", args
+    return ("scalar" if isinstance(tp, type) else "unknown"), ()
+
+
+def _decode(tp: Any, value: object, where: str) -> object:
+    """``value`` (from JSON) as the annotated type ``tp``; ``RecordError`` if it is not one."""
+    kind, args = _shape(tp)
+    if kind == "value":
+        return _decode_dataclass(tp, value, where)
+    if kind == "union":
         if value is None and type(None) in args:
             return None
         arms = [a for a in args if a is not type(None)]
@@ -209,20 +227,20 @@ def _decode(tp: Any, value: object, where: str) -> object:
             with contextlib.suppress(RecordError):
                 return _decode(arm, value, where)
         raise _bad(where, " or ".join(_describe(a) for a in args), value)
-    if origin is typing.Literal:
+    if kind == "literal":
         if any(type(value) is type(a) and value == a for a in args):
             return value
         raise _bad(where, "one of " + ", ".join(repr(a) for a in args), value)
-    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+    if kind == "tuple":
         if not isinstance(value, list):
             raise _bad(where, "a list", value)
         return tuple(_decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin is dict:
+    if kind == "dict":
         if not isinstance(value, dict):
             raise _bad(where, "an object", value)
         return {_decode(args[0], k, f"{where} key"): _decode(args[1], v, f"{where}.{k}")
                 for k, v in value.items()}
-    if isinstance(tp, type):
+    if kind == "scalar":
         return _decode_scalar(tp, value, where)
     raise TypeError(f"job record field {where}: cannot parse type {tp!r}")  # a bug, not data
 
