@@ -5,10 +5,13 @@ repository is an ordinary one. Ordinary is decided here, from the repository's o
 file (the one dulwich reads when it opens a repository), by a scan that understands only the
 common shapes of git's format and says *not plain* for anything else: an ``[extensions]``
 section (``objectFormat``, ``refStorage``, ``worktreeConfig``, …), an include, ``core.worktree``,
-``core.bare`` set to true, a ``repositoryformatversion`` other than 0 or 1, a line continued
-with a backslash, a key after a section header on one line, a line it cannot parse. Not plain
-means: open the repository the full way, with dulwich, exactly as before (``Repository``), so
-that whatever dulwich would accept or refuse there, it still does.
+``core.bare`` set to true, a ``repositoryformatversion`` other than 0 or 1, any ``core`` key
+but the everyday ones that dulwich does not read when it opens a repository (it parses
+compression levels, size limits and more, and refuses a value it cannot parse; it limits the
+size of a loose object it inflates to ``core.bigFileThreshold``), any ``pack`` or ``repack``
+setting, a line continued with a backslash, a key after a section header on one line, a line it
+cannot parse. Not plain means: open the repository the full way, with dulwich, exactly as
+before (``Repository``), so that whatever dulwich would accept or refuse there, it still does.
 """
 
 from __future__ import annotations
@@ -17,6 +20,17 @@ import os
 
 #: The ``core`` keys whose value decides how the repository is opened (lower case).
 _DECIDING = {"bare", "worktree", "repositoryformatversion"}
+#: The other ``core`` keys a repository may have and still be plain: what ``git init`` and
+#: ``git clone`` write, and everyday settings that neither dulwich's opening nor reading
+#: objects depend on (lower case).
+_EVERYDAY = {"filemode", "logallrefupdates", "ignorecase", "precomposeunicode", "symlinks",
+             "autocrlf", "eol", "safecrlf", "hookspath", "editor", "pager", "excludesfile",
+             "attributesfile", "quotepath", "sparsecheckout", "untrackedcache", "fsmonitor",
+             "abbrev", "whitespace", "checkstat", "trustctime", "preloadindex", "splitindex",
+             "askpass", "sshcommand", "notesref", "commentchar"}
+#: Sections whose presence alone makes a configuration not plain: includes, extensions, and
+#: what dulwich reads (and may refuse) when it opens a repository.
+_NOT_PLAIN = ("include", "includeif", "extensions", "pack", "repack")
 
 
 def _value(raw: str) -> str | None:
@@ -44,8 +58,10 @@ def _header(line: str) -> str | None:
     return name.lower()
 
 
-def is_plain(path: str) -> bool:
-    """Whether the configuration file at ``path`` (absent: plain) is plain (see the module)."""
+def is_plain(path: str, *, bare_matters: bool = True) -> bool:
+    """Whether the configuration file at ``path`` (absent: plain) is plain (see the module).
+    ``bare_matters=False``: ``core.bare`` does not count — a repository opened at a location
+    already found (``Repository``) is bare or not by that location, whatever it says."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -57,10 +73,10 @@ def is_plain(path: str) -> bool:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return False
-    return _plain_text(text)
+    return _plain_text(text, bare_matters)
 
 
-def _plain_text(text: str) -> bool:
+def _plain_text(text: str, bare_matters: bool) -> bool:
     section: str | None = None
     for raw in text.splitlines():
         line = raw.strip()
@@ -70,8 +86,7 @@ def _plain_text(text: str) -> bool:
             return False
         if line.startswith("["):
             section = _header(line)
-            if section is None or section in ("include", "includeif", "extensions") \
-                    or section.startswith(("include.", "includeif.", "extensions.")):
+            if section is None or section.split(".", 1)[0] in _NOT_PLAIN:
                 return False
             continue
         if section is None:
@@ -80,12 +95,17 @@ def _plain_text(text: str) -> bool:
         key = key.strip().lower()
         if not key or not all(c.isalnum() or c == "-" for c in key):
             return False
-        if section == "core" and key in _DECIDING and not _plain_core(key, raw_value):
+        if section == "core" and not ((key == "bare" and not bare_matters)
+                                      or _plain_core(key, raw_value)):
             return False
     return True
 
 
 def _plain_core(key: str, raw_value: str) -> bool:
+    if key in _EVERYDAY:
+        return True
+    if key not in _DECIDING:
+        return False
     value = _value(raw_value)
     if value is None or key == "worktree":
         return False

@@ -95,7 +95,7 @@ class Repository(ObjectReading, ObjectWriter):
         #: The working tree is git's guess from ``GIT_DIR`` alone (``Location``).
         self.work_tree_implied = location.implied_work_tree
         self._reader: ObjectReader | None = None
-        if is_plain(config_path(self.common_dir)):
+        if is_plain(config_path(self.common_dir), bare_matters=False):
             self._reader = ObjectReader(str(self.common_dir / "objects"))
         else:
             self._refuse_reftable()  # opens it with dulwich: what dulwich refuses, it refuses
