@@ -7,7 +7,9 @@ command, baseline, baseline, command, … — in one run, so that drift on a bus
 sides alike, and reports the medians and their ratio:
 
 - ``git-pub --version`` (target ≤ 1.5x) and ``git-pub -h``;
-- ``git-pub status`` over 10 unfinished jobs (target ≤ 2.5x) and ``git-pub log JOB``;
+- ``git-pub status`` over 10 unfinished jobs (target ≤ 2.5x) and ``git-pub log JOB``, then
+  ``status`` again once ``git gc`` and ``git pack-refs`` packed the store (objects read from a
+  pack, refs from ``packed-refs``);
 - the post-commit hook on a commit touching no content path (its fast path), run as git runs
   it (the installed shim, in the repository);
 - ``git-pub push`` of one prepared job with gitpub's hooks installed against the same without
@@ -141,6 +143,11 @@ def measure(root: Path, env: dict[str, str], runs: int) -> list[dict[str, object
             (("log", jobs[0]), None, "`git pub log JOB`")):
         xs, ys = interleaved(runs, command(*args), baseline)
         rows.append(row(f"start-up: {name}", xs, ys, target, name, bare))
+    _git(site, env, "gc", "-q", "--prune=now")
+    _git(site, env, "pack-refs", "--all")
+    xs, ys = interleaved(runs, command("status"), baseline)
+    rows.append(row(f"start-up: `git pub status` ({JOBS} jobs, store packed by git gc)", xs, ys,
+                    2.5, "`git pub status` after `git gc` and `git pack-refs --all`", bare))
 
     install_hooks(site, env)
     hook = site / ".git" / "hooks" / "post-commit"

@@ -3,6 +3,13 @@
 Times are measured in ``bench/startup.py``, never asserted here; *which modules* a command loads
 is exact, and it is what the time follows. Each test starts a real process with
 ``-X importtime`` (every module imported, on stderr) and checks the set.
+
+``status`` and ``log`` run without click (``cli.quick``), without dulwich (``git.odb`` reads the
+store), without building the configuration (``config.source``) and without defining a single
+dataclass: the tests below hold them to it on every layout of the store (loose, packed by
+``git gc``, refs packed, a linked worktree), check that what they print is what the full path
+(click; dulwich) prints, and that where the fast reader cannot answer (objects in an alternate)
+dulwich does, with the same output.
 """
 
 from __future__ import annotations
@@ -10,21 +17,32 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
-from contextlib import redirect_stdout
+from contextlib import chdir, redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 from conftest import Site
 from test_delivery import article, prepare
 
-from gitpub.cli import entry, output
+from gitpub.cli import entry, output, quick
+from gitpub.cli.main import cli, run_click
 from gitpub.cli.main import main as click_main
+from gitpub.git import repo as repo_module
 from gitpub.hooks import install as hooks
 
 #: Never needed to show a version, usage, a job's status or its history.
 HEAVY = ("yaml", "httpx", "fontTools", "jsonschema", "brotli", "merge3", "gitpub.pipeline.prepare",
          "gitpub.fonts.subset", "gitpub.delivery", "gitpub.verify",
          "gitpub.app.sources", "gitpub.app.doctor", "gitpub.hooks.install")
+
+
+#: Never needed by ``status`` or ``log`` of jobs in this clone: the option parser, dulwich, C
+#: git's runner, the configuration's definitions and validator, the sanitizer, OpenSSL's
+#: hashlib, ``dataclasses`` (and ``inspect``, which it imports).
+READING_HEAVY = (*HEAVY, "click", "dulwich", "gitpub.cli.main", "subprocess",
+                 "gitpub.config.model", "gitpub.config.schema", "gitpub.config.load",
+                 "gitpub.core.sanitize", "gitpub.git.remote", "gitpub.git.locks", "hashlib",
+                 "dataclasses", "inspect", "gitpub.channels")
 
 
 def imported(stderr: str) -> set[str]:
@@ -76,13 +94,120 @@ def test_help_loads_click_but_not_the_commands(site: Site) -> None:
     assert not loaded(names, ("gitpub.app", "gitpub.git", "gitpub.store", "dulwich", *HEAVY))
 
 
-def test_status_and_log_load_only_what_reading_jobs_needs(site: Site) -> None:
-    job = prepare(site, "startup", "posts/startup.md", article("startup"))
+def reading_jobs(site: Site, where: Path | None = None) -> list[tuple[list[str], str]]:
+    """``status``/``log`` forms run in ``where`` (a real process each), checked to load none of
+    ``READING_HEAVY``; what each printed."""
+    job_id = next(iter(site.job_refs())).removeprefix("refs/pub/jobs/")
+    printed = []
+    for args in (["status"], ["status", "--json"], ["--json", "status", "--all"],
+                 ["status", job_id], ["log", job_id], ["log", "--json", job_id[:8]],
+                 ["-C", str(where or site.path), "status", "--json", job_id]):
+        out, names = start(["-m", "gitpub", *args], where or site.path, site.env)
+        assert not loaded(names, READING_HEAVY), (args, loaded(names, READING_HEAVY))
+        printed.append((args, out))
+    return printed
+
+
+def full_path(site: Site, printed: list[tuple[list[str], str]],
+              monkeypatch: pytest.MonkeyPatch, where: Path | None = None) -> None:
+    """The same commands through click with dulwich alone reading (the repository opened as
+    one whose configuration is not plain) print the same bytes."""
+    with monkeypatch.context() as m:
+        m.setattr(repo_module, "is_plain", lambda path: False)
+        m.chdir(where or site.path)
+        for args, out in printed:
+            clicked = io.StringIO()
+            with redirect_stdout(clicked):
+                assert run_click(list(args)) == 0, args
+            assert clicked.getvalue() == out, args
+
+
+def test_status_and_log_load_only_what_reading_jobs_needs(
+        site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(3):
+        prepare(site, f"startup-{i}", f"posts/startup-{i}.md", article(f"startup {i}"))
     site.run("status")  # the configuration's cache is made by the first run
-    for args in (["status"], ["status", "--json"], ["log", str(job["job_id"])]):
-        out, names = start(["-m", "gitpub", *args], site.path, site.env)
-        assert str(job["job_id"])[:8] in out or "LOCAL_COMMITTED" in out, args
-        assert not loaded(names, HEAVY), (args, loaded(names, HEAVY))
+    printed = reading_jobs(site)
+    assert "LOCAL_COMMITTED" in printed[0][1]
+    full_path(site, printed, monkeypatch)
+
+
+def test_a_packed_store_is_read_without_dulwich(site: Site,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """After ``git gc`` (objects in a pack, with deltas) and ``git pack-refs``: the same. (A
+    published job's channels are shown by the channel code: ``status`` of one loads it.)"""
+    ids = [str(prepare(site, f"packed-{i}", f"posts/packed-{i}.md", article(f"packed {i}"))
+               ["job_id"]) for i in range(3)]
+    assert site.call("resolve", ids[1], "--abandon").code == 0  # a finished job, for --all
+    site.git("gc", "-q", "--aggressive", "--prune=now")
+    site.git("pack-refs", "--all")
+    assert not list((site.path / ".git/objects").glob("??/*"))
+    assert not list((site.path / ".git/refs/pub/jobs").glob("*"))
+    site.run("status")
+    printed = reading_jobs(site)
+    full_path(site, printed, monkeypatch)
+
+
+def test_a_linked_worktree_reads_the_store_without_dulwich(
+        site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    prepare(site, "worktree", "posts/worktree.md", article("worktree"))
+    wt = tmp_path / "wt"
+    site.git("worktree", "add", "-q", "-b", "side", str(wt))
+    Site(wt, site.remote, site.env, []).run("status")
+    printed = reading_jobs(site, wt)
+    full_path(site, printed, monkeypatch, wt)
+    assert printed[:-1] == reading_jobs(site)[:-1]  # the same store, from either checkout
+
+
+def test_an_alternate_is_read_through_dulwich_with_the_same_output(site: Site,
+                                                                  tmp_path: Path) -> None:
+    """Objects only in an alternate: the fast reader does not answer, dulwich does."""
+    prepare(site, "alternate", "posts/alternate.md", article("alternate"))
+    shared = tmp_path / "shared"
+    site.git("clone", "-q", "--shared", str(site.path), str(shared))
+    subprocess.run(["git", "fetch", "-q", str(site.path), "refs/pub/*:refs/pub/*"], cwd=shared,
+                   env=site.env, check=True)
+    site.repos.append(shared)
+    for args in (["status", "--all", "--json"], ["log", next(iter(site.job_refs()))[14:]]):
+        out, names = start(["-m", "gitpub", *args], shared, site.env)
+        assert "dulwich.repo" in names and "click" not in names, args
+        assert out == start(["-m", "gitpub", *args], site.path, site.env)[0], args
+
+
+PLAIN = [["status"], ["--json", "status"], ["status", "--all"], ["status", "--json", "JOB"],
+         ["--debug", "status", "JOB", "--json"], ["log", "JOB"], ["log", "JOB", "--json"],
+         ["-C", "SITE", "--json", "status"], ["status", "zzzz"], ["status", "zz"],
+         ["log", "zzzzzzzz", "--json"], ["-C", "/no/such/dir", "status"],
+         ["-C", "/no/such/dir", "--json", "log", "JOB"]]
+
+
+@pytest.mark.parametrize("args", PLAIN, ids=" ".join)
+def test_the_quick_way_prints_what_click_prints(site: Site, args: list[str]) -> None:
+    """Every plain form (errors included) gives the same code, stdout and stderr both ways."""
+    job = prepare(site, "quick", "posts/quick.md", article("quick"))
+    args = [str(job["job_id"]) if a == "JOB" else str(site.path) if a == "SITE" else a
+            for a in args]
+    assert quick.parse(args) is not None
+    runs = []
+    for way in (click_main, run_click):  # main takes the quick way for these
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err), chdir(site.path):
+            code = way(list(args))
+        runs.append((code, out.getvalue(), err.getvalue()))
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("args", [
+    [], ["-h"], ["status", "-h"], ["status", "--help"], ["--version", "status"], ["status", "--"],
+    ["status", "a", "b"], ["status", "--bogus"], ["log"], ["log", "--all", "x"], ["-C"],
+    ["-C", "-x", "status"], ["status", "-C", "x"], ["--all", "status"], ["log", "-"],
+    ["log", ""], ["status", "--json=1"], ["prepare", "--key", "k"], ["-Cx", "status"]])
+def test_every_other_form_goes_to_click(args: list[str]) -> None:
+    assert quick.parse(args) is None
+
+
+def test_the_quick_way_knows_the_commands_click_defines() -> None:
+    assert set(quick.COMMANDS) == set(cli.commands) - {"hooks", "hook-impl"}
 
 
 def test_post_commit_fast_path_is_stdlib_only(site: Site) -> None:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import time
 
-from gitpub.core.manifest import content_sha256
 from gitpub.core.states import LOCAL, FailureCode, State
-from gitpub.git.repo import MODE_TREE
+from gitpub.git.values import MODE_TREE
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job
 from gitpub.store.lease import shown_owner
@@ -96,7 +95,8 @@ def _conflict(ctx: Context, job: Job) -> str:
 def conflict_diffs(ctx: Context, job: Job) -> list[str]:
     """For each conflicting file, the command that shows theirs against ours (``git diff
     THEIRS OURS`` of two blob ids, or ``git show`` when one side has no file)."""
-    from gitpub.fonts.step import font_outputs  # only for a CONFLICT: `status` starts faster
+    from gitpub.core.manifest import content_sha256  # only for a CONFLICT: a faster start
+    from gitpub.fonts.step import font_outputs
     from gitpub.pipeline.commit import target_problems
 
     repo, config = ctx.repo, ctx.config

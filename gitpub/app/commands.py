@@ -9,8 +9,8 @@ error is part of the result, and the exit code aggregates.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from gitpub.app.advice import next_step
 from gitpub.app.anywhere import find_anywhere, find_here, find_job_or_adopt, share, take_over
@@ -52,10 +52,9 @@ def aggregate_exit(jobs: Sequence[Job], extra: Sequence[int] = ()) -> int:
     return EXIT_OK
 
 
-# -- results -------------------------------------------------------------------------------
+# -- results: frozen values (``NamedTuple``s: every command defines them at its start) ------
 
-@dataclass(frozen=True)
-class Prepared:
+class Prepared(NamedTuple):
     job: Job
     created: bool
     note: str | None = None  # what happened to the local checkout (with --push)
@@ -72,8 +71,7 @@ class Prepared:
         return EXIT_UNCONFIRMED if self.held and code == EXIT_OK else code
 
 
-@dataclass(frozen=True)
-class Shown:
+class Shown(NamedTuple):
     """One job, and what to do next with it."""
 
     job: Job
@@ -81,23 +79,22 @@ class Shown:
     channels: Report | None = None  # a published job's channels, as recorded
 
 
-@dataclass(frozen=True)
-class Jobs:
+class Jobs(NamedTuple):
     """Jobs as they stand after a command, the notes on them, and the jobs it could not read
     or handle (an error each, naming the job)."""
 
     jobs: tuple[Job, ...]
     errors: tuple[str, ...] = ()
-    notes: Mapping[str, str] = field(default_factory=dict)  # job id -> local checkout
+    notes: Mapping[str, str] = {}  # job id -> local checkout (read only, as every default)
     pending: Pending | None = None  # reconcile: hand edits waiting for `git pub sync`
     remark: str | None = None  # sync: what happened to hand edits that made no job
     commits: tuple[Outcome, ...] = ()  # sync: what became of each unpushed commit
     local: str | None = None  # sync: what happened to the local branch
-    hints: Mapping[str, str] = field(default_factory=dict)  # job id -> what to do next
+    hints: Mapping[str, str] = {}  # job id -> what to do next
     #: Work that is not confirmed yet and needs another run (sync: hand edits not delivered
     #: because the remote did not answer): exit 5, as a job in RETRY_WAIT.
     unconfirmed: tuple[str, ...] = ()
-    channels: Mapping[str, Report] = field(default_factory=dict)  # job id -> its channels
+    channels: Mapping[str, Report] = {}  # job id -> its channels
     tracebacks: tuple[str, ...] = ()  # of the unexpected errors among ``errors`` (--debug)
     #: Jobs left unfinished to another worker (fenced, or held): not confirmed (exit 5).
     held: tuple[str, ...] = ()
@@ -121,8 +118,9 @@ def _hints(ctx: Context, jobs: Sequence[Job]) -> dict[str, str]:
     return {j.job_id: hint for j in jobs if (hint := next_step(ctx, j)) is not None}
 
 
-@dataclass(frozen=True)
-class History:
+class History(NamedTuple):
+    """A job and its events, oldest first."""
+
     job: Job
     events: tuple[Event, ...]
 

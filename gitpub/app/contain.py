@@ -15,12 +15,9 @@ reported and left exactly as it is. ``--debug`` shows the traceback of each unex
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from gitpub.core.errors import CorruptStateError, GitpubError, LostRace
-from gitpub.core.sanitize import sanitize
 from gitpub.core.states import SETTLED, FailureCode, Stage, State
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job
@@ -33,6 +30,8 @@ _MAX_CAUSE = 300
 
 def one_line(text: str) -> str:
     """``text`` sanitized, on one line, cut to a readable length."""
+    from gitpub.core.sanitize import sanitize  # only when something failed: a fast start
+
     line = " ".join(sanitize(text).split())
     return line if len(line) <= _MAX_CAUSE else line[: _MAX_CAUSE - 3] + "..."
 
@@ -43,12 +42,12 @@ def describe(error: BaseException) -> str:
     return one_line(f"internal error: {type(error).__name__}: {error}")
 
 
-@dataclass
 class Failures:
     """What went wrong, job by job, in one command."""
 
-    errors: list[str] = field(default_factory=list)
-    tracebacks: list[str] = field(default_factory=list)  # of unexpected errors (--debug)
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self.tracebacks: list[str] = []  # of unexpected errors (--debug)
 
     def add(self, job_id: str | None, error: BaseException) -> str:
         cause = describe(error)
@@ -56,6 +55,10 @@ class Failures:
         self.errors.append(cause if job_id is None or cause.startswith(prefix)
                            else f"{prefix}: {cause}")
         if not isinstance(error, GitpubError):
+            import traceback
+
+            from gitpub.core.sanitize import sanitize
+
             self.tracebacks.append(sanitize("".join(traceback.format_exception(error))))
         return cause
 

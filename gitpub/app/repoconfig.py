@@ -7,21 +7,30 @@ only what it needs.
 
 from __future__ import annotations
 
-from gitpub.config.load import config_from_text, decode_config, load_config
-from gitpub.config.model import CONFIG_FILE, DEFAULT_BRANCH, Config, ConfigError
-from gitpub.git.repo import Repository
+TYPE_CHECKING = False  # mypy treats this name as True
+if TYPE_CHECKING:
+    from gitpub.config.model import Config
+    from gitpub.git.repo import Repository
+
+# The configuration's definitions are imported where used: ``status`` and ``log`` build their
+# configuration from the validated cache (``session.config_source``) and never need them.
 
 
 def load_repo_config(repo: Repository) -> Config:
     """The repository's configuration: ``.gitpub.yaml`` in the working tree (where a person
     edits it before committing it); in a repository without one (bare), the file committed on
     the configured branch (``bare_config``)."""
+    from gitpub.config.load import load_config
+
     if repo.work_tree is not None:
         return load_config(repo.work_tree, repo.pub_dir)
     return bare_config(repo)
 
 
 def _config_at(repo: Repository, ref: str) -> Config:
+    from gitpub.config.load import config_from_text, decode_config
+    from gitpub.config.model import CONFIG_FILE, Config
+
     tip = repo.read_ref(ref)
     data = None if tip is None else repo.file_at(tip, CONFIG_FILE)
     if data is None:
@@ -35,6 +44,8 @@ def bare_config(repo: Repository) -> Config:
     branch HEAD names (``main`` if none); and if that file configures another ``branch``, the
     one at that branch's tip — which must name the same branch (else the configuration would
     depend on where it was read). A file in the git directory is never read."""
+    from gitpub.config.model import CONFIG_FILE, DEFAULT_BRANCH, ConfigError
+
     head = repo.symbolic_head() or f"refs/heads/{DEFAULT_BRANCH}"
     config = _config_at(repo, head)
     configured = f"refs/heads/{config.branch}"

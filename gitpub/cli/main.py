@@ -14,25 +14,18 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import Literal
 
 import click
 
 from gitpub import __version__
+from gitpub.cli import quick
+from gitpub.cli.guard import EXIT_INTERRUPTED, guarded
 from gitpub.cli.lazy import lazy
 from gitpub.cli.options import State, common_options, out_for, where
 from gitpub.cli.output import Output, as_json, report_error
-from gitpub.core.errors import (
-    EXIT_ERROR,
-    EXIT_OK,
-    EXIT_UNCONFIRMED,
-    EXIT_USAGE,
-    GitpubError,
-    LostRace,
-    UsageError,
-)
+from gitpub.core.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,9 +37,6 @@ else:  # imported when a command runs, not for `-h` or a usage error (see ``cli.
     render = lazy("gitpub.cli.render")
     ci = lazy("gitpub.app.ci")  # confirm: CI's command, without the others' imports
     confirm_view = lazy("gitpub.cli.confirm_view")
-
-#: The exit status of a run interrupted by ^C, as shells report it.
-EXIT_INTERRUPTED = 130
 
 
 class _Group(click.Group):
@@ -141,19 +131,7 @@ def prepare(ctx: click.Context, key: str | None, targets: tuple[str, ...], push_
 @click.pass_context
 def status(ctx: click.Context, job: str | None, show_all: bool) -> None:
     """Show one job, or every job not yet finished."""
-    out = out_for(ctx)
-    result = commands.status(where(), out.progress, job, show_all)
-    if not isinstance(result, commands.Jobs):
-        report = result.channels
-        out.emit(render.job_json(result.job, hint=result.hint) | render.channels_json(report),
-                 render.with_hint("\n".join([render.describe_job(result.job),
-                                             *render.channels_text(report, "  ")]),
-                                  result.hint))
-        ctx.exit(EXIT_OK)
-    _debug_tracebacks(ctx, result)
-    out.emit(render.jobs_json(result),
-             render.jobs_text(result, "no jobs" if show_all else "no unfinished jobs"))
-    ctx.exit(EXIT_ERROR if result.errors else EXIT_OK)
+    ctx.exit(quick.status(out_for(ctx), _debugging(ctx), job, show_all))
 
 
 @cli.command()
@@ -162,10 +140,7 @@ def status(ctx: click.Context, job: str | None, show_all: bool) -> None:
 @click.pass_context
 def log(ctx: click.Context, job: str) -> None:
     """Show a job's event history."""
-    out = out_for(ctx)
-    history = commands.log(where(), out.progress, job)
-    out.emit(render.history_json(history), render.history_text(history))
-    ctx.exit(EXIT_OK)
+    ctx.exit(quick.log(out_for(ctx), job))
 
 
 def _jobs(ctx: click.Context, out: Output, result: commands.Jobs, empty: str) -> None:
@@ -174,9 +149,13 @@ def _jobs(ctx: click.Context, out: Output, result: commands.Jobs, empty: str) ->
     ctx.exit(result.exit_code)
 
 
+def _debugging(ctx: click.Context) -> bool:
+    return ctx.ensure_object(State).debug or os.environ.get("GITPUB_DEBUG") == "1"
+
+
 def _debug_tracebacks(ctx: click.Context, result: commands.Jobs) -> None:
     """With ``--debug``, the traceback of every unexpected error a job met (on stderr)."""
-    if ctx.ensure_object(State).debug or os.environ.get("GITPUB_DEBUG") == "1":
+    if _debugging(ctx):
         for text in result.tracebacks:
             sys.stderr.write(text)
 
@@ -409,27 +388,6 @@ def usage_message(e: click.ClickException) -> tuple[str, str]:
     return message, f"`{path} -h` shows the usage"
 
 
-def fallback_hint(error: GitpubError, args: Sequence[str]) -> str:
-    """The next step for an error raised without a hint of its own: every non-OK outcome
-    says what to do, even where the code that failed could not know."""
-    from gitpub.config.model import CONFIG_FILE, ConfigError
-    from gitpub.core.errors import CorruptStateError, TryLaterError
-
-    if isinstance(error, ConfigError):
-        return (f"fix {error.source or CONFIG_FILE} (a committed file: commit and push the fix); "
-                "`git pub doctor` checks the configuration")
-    if isinstance(error, CorruptStateError):
-        return ("nothing was changed; `git pub doctor` names unreadable job state (left as "
-                "it is, for repair)")
-    if isinstance(error, TryLaterError):
-        return "nothing was changed; run the same command again later"
-    if isinstance(error, UsageError):
-        command = next((a for a in args if a in cli.commands), None)
-        return f"`git pub {command} -h` shows the usage" if command \
-            else "`git pub -h` lists the commands"
-    return "`git pub doctor` checks the repository; rerun with --debug for details"
-
-
 def _help_as_json(args: list[str], state: State) -> int:
     """``-h --json``: the help text click prints, as ``{"help": TEXT}`` (``--json`` is total).
     A ``-h`` that was an option's value runs the command as usual, its output passed on."""
@@ -453,15 +411,27 @@ def _help_as_json(args: list[str], state: State) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The entry point: runs a command and turns every outcome into an exit code."""
+    """The entry point: runs a command and turns every outcome into an exit code. The plain
+    forms of ``status`` and ``log`` run without the option parser (``cli.quick``)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args or os.environ.get("GITPUB_DEBUG") == "1"
-    as_json = "--json" in args
-    start = os.getcwd()
+    request = quick.parse(args)
+    if request is not None:
+        return quick.run(request, args)
+    return run_click(args)
+
+
+def run_click(args: list[str]) -> int:
+    """``args`` parsed and run by click (every command line ``main`` gets but the quick ones);
+    errors reported by ``cli.guard``, click's usage errors in gitpub's format."""
+    return guarded(lambda: _click(args), args, cli.commands)
+
+
+def _click(args: list[str]) -> int:
+    state = State()
+    state.json = "--json" in args
+    state.debug = "--debug" in args or os.environ.get("GITPUB_DEBUG") == "1"
     try:
-        state = State()
-        state.json, state.debug = as_json, debug
-        if as_json and ("-h" in args or "--help" in args):
+        if state.json and ("-h" in args or "--help" in args):
             return _help_as_json(args, state)
         rv = cli.main(args=args, prog_name="git-pub", standalone_mode=False, obj=state)
         return rv if isinstance(rv, int) else EXIT_OK
@@ -469,24 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.exit_code)
     except click.ClickException as e:
         message, hint = usage_message(e)
-        report_error(message, hint, as_json, EXIT_USAGE)
+        report_error(message, hint, state.json, EXIT_USAGE)
         return EXIT_USAGE
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except click.exceptions.Abort:
         return EXIT_INTERRUPTED
-    except GitpubError as e:
-        report_error(e.message, e.hint or fallback_hint(e, args), as_json, e.exit_code)
-        return e.exit_code
-    except LostRace as e:  # another process moved a job between our read and our write
-        report_error(f"another process changed {e} while this command ran; nothing of this "
-                     "command's change to it was recorded",
-                     "run the same command again: it reads the job afresh (`git pub status` "
-                     "shows where it stands now)", as_json, EXIT_UNCONFIRMED)
-        return EXIT_UNCONFIRMED
-    except Exception as e:
-        if debug:
-            traceback.print_exc()
-        report_error(f"unexpected error: {type(e).__name__}: {e}",
-                     "rerun with --debug for details", as_json, EXIT_ERROR)
-        return EXIT_ERROR
-    finally:
-        os.chdir(start)  # -C changed it; a caller in the same process keeps its own

@@ -5,6 +5,7 @@ writer node of a site.
 - ``schema``  the file's rules, derived from those dataclasses; errors name the file and the key
 - ``channel_rules``  the rules of the ``site`` and ``channels`` sections (a mixin of the parser)
 - ``load``    reading the file (PyYAML, imported only here) and caching what was parsed
+- ``source``  the file's text and its cached, validated data, read without building a Config
 
 May import: ``gitpub.core``. Nothing here talks to git: callers hand it the file's location.
 """

@@ -4,7 +4,9 @@ The file lives at the repository root and is committed, so every machine publish
 site applies the same rules. PyYAML is imported only here and only when a file is parsed; the
 parsed data may be cached as JSON under ``.git/pub/`` (keyed by the file's exact text), so a
 command does not pay PyYAML's import when the file did not change. The data is validated every
-time all the same (``config.schema``), and only data that passed is cached. Anchors and aliases
+time all the same (``config.schema``), and only data that passed is cached, with the stamp of
+the validator that passed it (``config.source``: a command may then build the Config only when
+it needs it, ``app.session``). Anchors and aliases
 are allowed but bounded: the document's node graph is measured with every alias expanded
 *before* anything is built from it, and refused past ``MAX_NODES`` (a "billion laughs" file is
 an error naming the file, not 3 GB of memory).
@@ -18,6 +20,13 @@ import os
 
 from gitpub.config.model import CONFIG_FILE, Config, ConfigError
 from gitpub.config.schema import Parser
+from gitpub.config.source import (
+    CACHE_NAME,
+    CACHE_VERSION,
+    cache_key,
+    read_cache,
+    validator_stamp,
+)
 from gitpub.core.globs import shown
 
 TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
@@ -191,8 +200,10 @@ def decode_config(data: bytes, source: str) -> str:
                           "save the file as UTF-8", source=source) from None
 
 
-CACHE_NAME = "config-cache.json"
-CACHE_VERSION = 2  # v1 copied every file's data, secrets included
+def from_validated(data: object) -> Config:
+    """The Config of data that passed validation by this validator before (``config.source``:
+    the cache) — validated again all the same; it cannot fail."""
+    return Parser(CONFIG_FILE).config(data)
 
 
 def _cached_config(text: str, cache_dir: pathlib.Path, source: str = CONFIG_FILE) -> Config:
@@ -204,19 +215,15 @@ def _cached_config(text: str, cache_dir: pathlib.Path, source: str = CONFIG_FILE
     Its data is the command gitpub must run, so a sanitized copy would be wrong, and such a
     file is parsed each time instead (PyYAML's ~15 ms); a cache left by another file goes.
     """
-    import hashlib
-    import json
-
-    key = hashlib.sha256(text.encode()).hexdigest()
+    key = cache_key(text)
     path = os.path.join(cache_dir, CACHE_NAME)
-    try:
-        with open(path, encoding="utf-8") as file:
-            cached = json.load(file)
-        if (isinstance(cached, dict) and cached.get("v") == CACHE_VERSION
-                and cached.get("key") == key and "data" in cached):
-            return Parser(source).config(cached["data"])
-    except (OSError, ValueError, RecursionError):
-        pass
+    cached = read_cache(cache_dir)
+    if (cached is not None and cached.get("v") == CACHE_VERSION
+            and cached.get("key") == key and "data" in cached):
+        config = Parser(source).config(cached["data"])
+        if cached.get("validator") != validator_stamp():  # passed this validator just now
+            _write_cache(path, cache_dir, text, key, cached["data"])
+        return config
     data = _load_yaml(text, source)
     config = Parser(source).config(data)  # refuses bad data before anything is written
     _write_cache(path, cache_dir, text, key, data)
@@ -230,7 +237,8 @@ def _write_cache(path: str, cache_dir: pathlib.Path, text: str, key: str,
     from gitpub.core.sanitize import contains_secret
 
     try:
-        blob = json.dumps({"v": CACHE_VERSION, "key": key, "data": data})
+        blob = json.dumps({"v": CACHE_VERSION, "key": key, "validator": validator_stamp(),
+                           "data": data})
         if contains_secret(text) or contains_secret(blob):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)

@@ -16,6 +16,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from gitpub.config.source import CONFIG_FILE as CONFIG_FILE  # defined where it is read
 from gitpub.core.errors import UsageError
 from gitpub.core.globs import compile_globs, is_clean_path
 from gitpub.core.paths import Scope, is_literal
@@ -23,8 +24,6 @@ from gitpub.core.paths import Scope, is_literal
 TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
 if TYPE_CHECKING:
     from typing import Any
-
-CONFIG_FILE = ".gitpub.yaml"
 
 DEFAULT_REMOTE = "origin"
 DEFAULT_BRANCH = "main"

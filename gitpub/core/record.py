@@ -4,22 +4,25 @@ It holds what the reference design's ``blog_publication`` row held. Reading is t
 whatever the bytes, ``parse_record`` returns the record they describe or raises ``RecordError``
 (a ``CorruptStateError``) — truncated, not JSON, an unknown format version, a missing or unknown
 field, a value of the wrong type or outside its enum. The checks are derived from the
-dataclasses below, not kept in a second table. Corrupt state is reported with the job's name and
+definitions below, not kept in a second table. Corrupt state is reported with the job's name and
 never "repaired" by overwriting it.
+
+The records are ``NamedTuple``s, frozen values as dataclasses are: every command reads job
+records, and defining them costs a dataclass's generated methods (and ``dataclasses`` itself
+imports ``inspect``) several times more at each start (``status``: a fast start). The parser
+reads any such annotated value type, a dataclass as well.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import enum
 import functools
 import json
 import math
 import types
 import typing
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.states import FailureCode, Kind, Phase, State
@@ -33,8 +36,7 @@ class RecordError(CorruptStateError):
     """A ``job.json`` that is not a valid record; the store adds the job's name."""
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """One file the job writes.
 
     ``op`` is ``update`` when the path existed in the base snapshot; ``base_sha256`` is then the
@@ -52,15 +54,17 @@ class Target:
     base_mode: int | None = None
 
 
-@dataclass(frozen=True)
-class Lease:
+class Lease(NamedTuple):
+    """Who works on a job (``store.lease``), and until when."""
+
     token: str
     owner: str
     expires_at: float
 
 
-@dataclass(frozen=True)
-class JobRecord:
+class JobRecord(NamedTuple):
+    """What the store knows of one job, as ``job.json`` holds it."""
+
     job_id: str
     idempotency_key: str  # sanitized
     request_hash: str  # sha256 over the canonical request (content, targets, operation)
@@ -96,7 +100,9 @@ class JobRecord:
     recheck_fingerprints: tuple[str, ...] = ()
     failure_code: FailureCode | None = None
     failure_detail: str | None = None
-    phases: dict[Phase, str] = field(default_factory=dict)  # PREPARING sub-step -> outcome
+    #: PREPARING sub-step -> outcome. The default is shared: never changed in place (a record
+    #: is a value: ``evolve(phases=record.phases | {...})``).
+    phases: dict[Phase, str] = {}  # noqa: RUF012 (a NamedTuple field: never changed)
     lease: Lease | None = None
     format: int = FORMAT_VERSION
 
@@ -105,10 +111,10 @@ class JobRecord:
         return tuple(t.path for t in self.targets)
 
     def evolve(self, **changes: Any) -> JobRecord:
-        return replace(self, **changes)
+        return self._replace(**changes)
 
     def to_json(self) -> bytes:
-        data = asdict(self)
+        data: dict[str, Any] = _plain(self)
         data["state"] = self.state.value
         data["kind"] = str(self.kind)
         data["failure_code"] = None if self.failure_code is None else str(self.failure_code)
@@ -136,7 +142,19 @@ class JobRecord:
         }
 
 
-# -- reading: a total parser derived from the dataclasses above --------------------------------
+def _plain(value: Any) -> Any:
+    """``value`` as JSON-ready data: a record as an object of its fields (as ``asdict`` makes
+    of a dataclass), a tuple as a list, recursively."""
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return {name: _plain(getattr(value, name)) for name in value._fields}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+# -- reading: a total parser derived from the definitions above ------------------------------
 
 def parse_record(raw: bytes) -> JobRecord:
     """Strictly parse a ``job.json``; any deviation raises ``RecordError`` saying what.
@@ -176,12 +194,30 @@ def _bad(where: str, what: str, value: object) -> RecordError:
     return RecordError(f"{name}: expected {what}, got {_shown(value)}")
 
 
-def _decode(tp: Any, value: object, where: str) -> object:
-    """``value`` (from JSON) as the annotated type ``tp``; ``RecordError`` if it is not one."""
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        return _decode_dataclass(tp, value, where)
+@functools.cache
+def _shape(tp: Any) -> tuple[str, tuple[Any, ...]]:
+    """What kind of annotation ``tp`` is, and its arguments: worked out once per annotation
+    (every record of every job is parsed by ``_decode``)."""
+    if isinstance(tp, type) and (_is_value_type(tp) or hasattr(tp, "__dataclass_fields__")):
+        return "value", ()
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (types.UnionType, typing.Union):
+        return "union", args
+    if origin is typing.Literal:
+        return "literal", args
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return "tuple", args
+    if origin is dict:
+        return "dict", args
+    return ("scalar" if isinstance(tp, type) else "unknown"), ()
+
+
+def _decode(tp: Any, value: object, where: str) -> object:
+    """``value`` (from JSON) as the annotated type ``tp``; ``RecordError`` if it is not one."""
+    kind, args = _shape(tp)
+    if kind == "value":
+        return _decode_dataclass(tp, value, where)
+    if kind == "union":
         if value is None and type(None) in args:
             return None
         arms = [a for a in args if a is not type(None)]
@@ -191,20 +227,20 @@ def _decode(tp: Any, value: object, where: str) -> object:
             with contextlib.suppress(RecordError):
                 return _decode(arm, value, where)
         raise _bad(where, " or ".join(_describe(a) for a in args), value)
-    if origin is typing.Literal:
+    if kind == "literal":
         if any(type(value) is type(a) and value == a for a in args):
             return value
         raise _bad(where, "one of " + ", ".join(repr(a) for a in args), value)
-    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+    if kind == "tuple":
         if not isinstance(value, list):
             raise _bad(where, "a list", value)
         return tuple(_decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin is dict:
+    if kind == "dict":
         if not isinstance(value, dict):
             raise _bad(where, "an object", value)
         return {_decode(args[0], k, f"{where} key"): _decode(args[1], v, f"{where}.{k}")
                 for k, v in value.items()}
-    if isinstance(tp, type):
+    if kind == "scalar":
         return _decode_scalar(tp, value, where)
     raise TypeError(f"job record field {where}: cannot parse type {tp!r}")  # a bug, not data
 
@@ -273,10 +309,21 @@ def _decode_dataclass(cls: type, value: object, where: str) -> object:
     return cls(**kwargs)
 
 
+def _is_value_type(tp: type) -> bool:
+    """Whether ``tp`` is a ``NamedTuple`` (the records' own kind of value)."""
+    return issubclass(tp, tuple) and hasattr(tp, "_fields") and hasattr(tp, "_field_defaults")
+
+
 @functools.cache
 def _fields_of(cls: type) -> dict[str, tuple[Any, bool]]:
-    """A dataclass's fields: name -> (resolved annotation, whether it is required)."""
+    """A value type's fields (a ``NamedTuple``'s, or a dataclass's): name -> (resolved
+    annotation, whether it is required)."""
     hints = typing.get_type_hints(cls)
+    if _is_value_type(cls):
+        names, defaults = cls._fields, cls._field_defaults  # type: ignore[attr-defined]
+        return {name: (hints[name], name not in defaults) for name in names}
+    import dataclasses  # a dataclass given to the parser (a test's)
+
     return {f.name: (hints[f.name],
                      f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
             for f in dataclasses.fields(cls) if f.init}

@@ -252,7 +252,7 @@ class Shared:
         lease = other.record.lease
         worker = self.ctx.store.worker
         left = 0.0 if lease is None else lease.expires_at - time.time()
-        return worker.holds(lease) and left > worker.ttl * RENEW_BELOW
+        return worker.holds(lease) and left > worker.seconds() * RENEW_BELOW
 
     def _lose(self, job: Job, why: str) -> None:
         """Fenced: fetch, sync (adopt the winner's state or stop on another request)."""

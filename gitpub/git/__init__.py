@@ -1,6 +1,10 @@
 """The git layer: the only place that knows dulwich, and the one way to run C git.
 
 - ``repo``      objects and refs: durable writes, compare-and-swap, corruption detection
+- ``reading``   object reads: ``odb`` first, dulwich for whatever it leaves (``writing``: writes)
+- ``odb``       loose and packed objects read without dulwich, each proven by its id; commits
+                and trees of the plain shape parsed as dulwich parses them
+- ``gitconfig`` whether a repository's configuration is plain (else dulwich opens it at once)
 - ``values``    the plain values it hands out: entries, commits, changes, identities
 - ``locate``    finding the repository as git does (``GIT_DIR`` & co., worktrees, bare)
 - ``run``       running C git with the hardened environment (no prompts, exactly one repository)

@@ -10,22 +10,23 @@ git: one ``git rev-parse`` with the locating variables passed to it explicitly. 
 place gitpub reads them; every git gitpub runs afterwards gets ``GIT_DIR`` and ``GIT_WORK_TREE``
 set to what was found here, never inherited (``git.run``).
 
-Asking git costs one short-lived git process: ~2 ms on a quiet machine, ~12 ms on a busy one,
-next to ~0.4-1.3 ms for dulwich's own discovery (and ~140 ms for a whole ``git pub status``). So
-the common case — none of those variables set, a ``.git`` directory or a linked worktree's
-``.git`` file found upwards, owned by this user, no ``core.worktree``, not started inside the git
-directory — is answered by dulwich, whose answer is git's there (``tests/test_discovery.py``
-compares the two on every layout); everything else asks git.
+Asking git costs one short-lived git process: ~2 ms on a quiet machine, ~12 ms on a busy one.
+So the common case — none of those variables set, a ``.git`` directory or a linked worktree's
+``.git`` file found upwards, owned by this user, a plain configuration (no ``core.worktree``,
+see ``gitconfig``), not started inside the git directory — is answered here, by the walk
+dulwich's ``Repo.discover`` makes (without importing dulwich: ~40 ms), whose answer is git's
+there (``tests/test_discovery.py`` compares the two on every layout); a layout this walk is not
+sure of is left to dulwich's own discovery (``locate_dulwich``), and everything else asks git.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from gitpub.core.errors import NotARepositoryError
-from gitpub.core.sanitize import sanitize
+from gitpub.git.gitconfig import config_path, is_plain
 from gitpub.git.run import run_git
 
 #: What git reads from the environment to find the repository; passed to ``git rev-parse``.
@@ -35,9 +36,9 @@ _QUESTIONS = ("--path-format=absolute", "--git-dir", "--git-common-dir", "--is-b
               "--show-prefix", "--show-toplevel")
 
 
-@dataclass(frozen=True)
-class Location:
-    """Where git says the repository is, for a command started in some directory."""
+class Location(NamedTuple):
+    """Where git says the repository is, for a command started in some directory (a frozen
+    value)."""
 
     git_dir: Path  # this worktree's git directory (``.git``, or ``.git/worktrees/<name>``)
     common_dir: Path  # the repository's shared directory (objects, refs, config)
@@ -60,7 +61,94 @@ def locate(start: Path) -> Location:
 
 
 def locate_simple(start: Path) -> Location | None:
-    """dulwich's discovery, when its answer is certainly git's (see the module); else None."""
+    """The common case, answered without a subprocess (see the module); else None."""
+    found = _walk(os.path.realpath(start))
+    if found is _UNSURE:
+        return locate_dulwich(start)
+    if found is None:
+        return None
+    git_dir, top = found
+    return _checked(start, git_dir, top)
+
+
+#: ``_walk``'s answer for a layout it does not read as dulwich would: dulwich decides.
+_UNSURE = ("", "")
+
+
+def _walk(path: str) -> tuple[str, str] | None:
+    """(git directory, top of the working tree) of the first directory upwards that has a
+    ``.git`` (a directory with ``objects``, or a ``gitdir:`` file), as dulwich's
+    ``Repo.discover`` finds it; None when the first repository found is bare or there is none
+    (git decides); ``_UNSURE`` for a ``.git`` file of another shape."""
+    while True:
+        dotgit = os.path.join(path, ".git")
+        if os.path.isfile(dotgit):
+            try:
+                with open(dotgit, "rb") as f:
+                    content = f.read()
+            except OSError:
+                return _UNSURE
+            target = content[len(b"gitdir: "):].rstrip(b"\r\n")
+            if not content.startswith(b"gitdir: ") or not target or b"\n" in target \
+                    or b"\r" in target:
+                return _UNSURE
+            try:
+                return os.path.join(path, target.decode("utf-8")), path
+            except UnicodeDecodeError:
+                return _UNSURE
+        if os.path.isdir(os.path.join(dotgit, "objects")):
+            return dotgit, path
+        if os.path.isdir(os.path.join(path, "objects")) and os.path.isdir(
+                os.path.join(path, "refs")):
+            return None  # a bare repository: started inside its git directory, git decides
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+
+
+def _common_dir(git_dir: str) -> str | None:
+    """The common directory a git directory's ``commondir`` file names (else itself); None
+    when that file cannot be read plainly."""
+    try:
+        with open(os.path.join(git_dir, "commondir"), "rb") as f:
+            named = f.read().rstrip(b"\r\n")
+    except FileNotFoundError:
+        return git_dir
+    except OSError:
+        return None
+    try:
+        return os.path.join(git_dir, named.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None
+
+
+def _checked(start: Path, control: str, top: str) -> Location | None:
+    """The location of a repository found by ``_walk``, if its configuration is plain and
+    git would answer the same (owned by this user, not started inside the git directory)."""
+    common = _common_dir(control)
+    if common is None or not is_plain(config_path(common)):
+        return locate_dulwich(start)
+    return _location(start, os.path.realpath(control), os.path.realpath(common),
+                     os.path.realpath(top))
+
+
+def _location(start: Path, git_dir: str, common_dir: str, top: str | None) -> Location | None:
+    here = os.path.realpath(start)
+    inside = os.path.commonpath([here, git_dir]) == git_dir
+    owned = all(os.stat(p).st_uid == os.geteuid() for p in (git_dir, top or git_dir))
+    if inside or not owned:
+        return None
+    if top is None:
+        return Location(Path(git_dir), Path(common_dir), None, "")
+    rel = os.path.relpath(here, top)
+    return Location(Path(git_dir), Path(common_dir), Path(top),
+                    "" if rel == "." else rel.replace(os.sep, "/") + "/")
+
+
+def locate_dulwich(start: Path) -> Location | None:
+    """dulwich's discovery, when its answer is certainly git's (see the module); else None.
+    For the layouts ``locate_simple`` does not read itself."""
     from dulwich.errors import NotGitRepository
     from dulwich.repo import Repo
 
@@ -79,16 +167,7 @@ def locate_simple(start: Path) -> Location | None:
             pass
     finally:
         repo.close()
-    here = os.path.realpath(start)
-    inside = os.path.commonpath([here, git_dir]) == git_dir
-    owned = all(os.stat(p).st_uid == os.geteuid() for p in (git_dir, top or git_dir))
-    if inside or not owned:
-        return None
-    if top is None:
-        return Location(Path(git_dir), Path(common_dir), None, "")
-    rel = os.path.relpath(here, top)
-    return Location(Path(git_dir), Path(common_dir), Path(top),
-                    "" if rel == "." else rel.replace(os.sep, "/") + "/")
+    return _location(start, git_dir, common_dir, top)
 
 
 def locate_with_git(start: Path) -> Location:
@@ -111,6 +190,8 @@ def locate_with_git(start: Path) -> Location:
 
 
 def _not_a_repository(start: Path, stderr: str, env: dict[str, str]) -> NotARepositoryError:
+    from gitpub.core.sanitize import sanitize
+
     fatal = next((line.removeprefix("fatal: ") for line in stderr.splitlines()
                   if line.startswith("fatal: ")), stderr.strip() or "git rev-parse failed")
     named = ", ".join(f"{k}={env[k]}" for k in ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR")

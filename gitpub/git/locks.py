@@ -27,7 +27,6 @@ import contextlib
 import fcntl
 import os
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,7 +70,7 @@ class Presence:
         self.path: Path | None = None
         self._fd: int | None = None
         live = pub_dir / LIVE_DIR
-        name = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        name = f"{os.getpid()}-{os.urandom(6).hex()}"
         try:
             live.mkdir(exist_ok=True)
             fd = os.open(live / name, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644)

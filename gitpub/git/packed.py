@@ -139,13 +139,13 @@ def lookup(path: Path, name: str) -> str | None:
 #: The whole file as git writes it: an optional header, then ``<id> <name>`` lines, each
 #: optionally followed by its peeled ``^<id>`` line. Linear: each repetition starts with a
 #: distinct byte class, so nothing backtracks.
-_WELL_FORMED = re.compile(rb"(?:#[^\n]*\n)?(?:[0-9a-f]{40} [^\n^][^\n]*\n(?:\^[0-9a-f]{40}\n)?)*")
+_WELL_FORMED = rb"(?:#[^\n]*\n)?(?:[0-9a-f]{40} [^\n^][^\n]*\n(?:\^[0-9a-f]{40}\n)?)*"
 
 
 def check_whole(data: bytes | mmap.mmap) -> None:
     """Raise ``PackedRefsError`` unless every line is one git would write (C git refuses the
     whole repository over one bad line, wherever it is)."""
-    m = _WELL_FORMED.match(data)
+    m = re.match(_WELL_FORMED, data)  # compiled on first use (re caches it): not at import
     if m is None or m.end() != len(data):
         at = 0 if m is None else m.end()
         raise PackedRefsError(f"unexpected line at byte {at}")

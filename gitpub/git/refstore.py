@@ -19,10 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dulwich.file import GitFile
-
 from gitpub.core.errors import CorruptStateError
-from gitpub.core.sanitize import sanitize
 from gitpub.git import packed
 
 HEX = frozenset(b"0123456789abcdef")
@@ -54,6 +51,8 @@ def corrupt_packed(common: Path, what: str) -> CorruptStateError:
     """The error for a ``packed-refs`` file git would not have written: C git refuses the
     whole repository then (``fatal: unexpected line``), ``git pack-refs`` included, so the
     only repair is by hand."""
+    from gitpub.core.sanitize import sanitize  # only for the error: reading needs none
+
     path = common / "packed-refs"
     return CorruptStateError(
         f"{path} is corrupt ({sanitize(what)}): git itself refuses this repository until "
@@ -139,6 +138,8 @@ def compare_and_swap(common: Path, name: str, old: str | None, new: str) -> bool
 def _locked(path: Path) -> Iterator[Any]:
     """``path``'s lock (``GitFile``), its directory created first; a directory removed by a
     concurrent delete of its last ref (``_prune_empty_dirs``) is created again."""
+    from dulwich.file import GitFile  # only to write: reading refs needs no dulwich
+
     for attempt in range(3):
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -155,6 +156,8 @@ def _locked(path: Path) -> Iterator[Any]:
 def delete_loose(common: Path, name: str, old: str) -> bool | None:
     """Delete ``name`` if it is ``old`` and lives in a loose file only; False if it holds
     another value, None if ``packed-refs`` has it too (then C git must delete it)."""
+    from dulwich.file import GitFile
+
     _check_name(name)
     path = common / name
     if not path.parent.is_dir():  # no loose file: packed or absent

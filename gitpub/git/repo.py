@@ -18,22 +18,18 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
-
-from dulwich.errors import NotGitRepository, NotTreeError
-from dulwich.file import FileLocked
-from dulwich.object_store import tree_lookup_path
-from dulwich.objects import ZERO_SHA, Blob, Commit, ShaFile, Tree
-from dulwich.refs import Ref
-from dulwich.repo import Repo
 
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, NotARepositoryError
 from gitpub.core.files import fsync_dir
-from gitpub.git import locks, packed, refstore
+from gitpub.git import packed, refstore
+from gitpub.git.gitconfig import config_path, is_plain
 from gitpub.git.locate import Location, locate
+from gitpub.git.odb import ObjectReader
+from gitpub.git.reading import ObjectReading
 from gitpub.git.run import run_git
 from gitpub.git.values import (
     BLOB_MODES,
@@ -53,8 +49,12 @@ from gitpub.git.values import (
 )
 from gitpub.git.writing import ObjectWriter
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # dulwich is imported where it is used (~40 ms): reading needs none of it
     import subprocess
+
+    from dulwich.repo import Repo
+
+    from gitpub.git import locks
 
 T = TypeVar("T")
 
@@ -62,33 +62,44 @@ __all__ = ["BLOB_MODES", "MODE_EXEC", "MODE_FILE", "MODE_GITLINK", "MODE_LINK", 
            "STORE_IDENTITY", "Change", "CommitInfo", "Entry", "Identity", "Repository",
            "empty_ref_value"]
 
+#: The id git uses for "no object" (dulwich's ``ZERO_SHA``).
+ZERO_ID = "0" * 40
 
-class Repository(ObjectWriter):
+
+class Repository(ObjectReading, ObjectWriter):
     """A git repository opened for gitpub: objects, refs and configuration (writing objects:
-    ``git.writing``)."""
+    ``git.writing``).
 
-    def __init__(self, repo: Repo, location: Location | None = None) -> None:
-        self._repo = repo
-        self._repo.object_store.fsync_object_files = True
+    Reading needs no dulwich in a repository whose configuration is plain
+    (``gitconfig.is_plain``): refs are read from their files (``git.refstore``), objects by
+    ``git.odb``, which answers only with objects proven by their id and leaves everything else
+    — a missing or damaged object, an unusual shape — to dulwich, opened on first need. A
+    repository that is not plain is opened with dulwich at once, and read only through it.
+    """
+
+    def __init__(self, location: Location) -> None:
+        self._dulwich: Repo | None = None
         self._batch_dirs: set[str] | None = None
-        self.common_dir = Path(repo.commondir())
-        self.git_dir = Path(repo.controldir())  # differs from common_dir in a linked worktree
-        self.work_tree: Path | None = None if repo.bare else Path(repo.path)
+        self.git_dir = location.git_dir  # differs from common_dir in a linked worktree
+        self.common_dir = location.common_dir
+        self.work_tree: Path | None = location.work_tree
         #: Where a line about healing goes (a stale lock removed): the command's progress.
         self.notice: Callable[[str], None] = lambda message: None
-        #: How long a write waits for a lock another process holds (see ``git.locks``).
-        self.lock_wait = locks.WAIT
+        #: How long a write waits for a lock another process holds (None: ``locks.WAIT``,
+        #: see ``git.locks``, imported by the first write: reading takes no locks).
+        self.lock_wait: float | None = None
         self._presence: locks.Presence | None = None
         self._healer: locks.Healer | None = None
         #: Where the command runs, relative to the top of the working tree ("" at the top or
         #: outside it): what ``git rev-parse --show-prefix`` says.
-        self.prefix = ""
+        self.prefix = location.prefix
         #: The working tree is git's guess from ``GIT_DIR`` alone (``Location``).
-        self.work_tree_implied = False
-        if location is not None:
-            self.work_tree, self.prefix = location.work_tree, location.prefix
-            self.work_tree_implied = location.implied_work_tree
-        self._refuse_reftable()
+        self.work_tree_implied = location.implied_work_tree
+        self._reader: ObjectReader | None = None
+        if is_plain(config_path(self.common_dir), bare_matters=False):
+            self._reader = ObjectReader(str(self.common_dir / "objects"))
+        else:
+            self._refuse_reftable()  # opens it with dulwich: what dulwich refuses, it refuses
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -97,23 +108,41 @@ class Repository(ObjectWriter):
         """The repository git would use in ``start``: ``git.locate`` asks git itself, with the
         ``GIT_DIR``/``GIT_WORK_TREE``/``GIT_COMMON_DIR`` of the environment, then this opens
         exactly that git directory, common directory and working tree."""
-        location = locate(start)
+        return cls(locate(start))
+
+    @property
+    def _repo(self) -> Repo:
+        """The repository as dulwich opens it (on first use: writing, or a read ``git.odb``
+        leaves to dulwich)."""
+        if self._dulwich is None:
+            self._dulwich = self._open_dulwich()
+        return self._dulwich
+
+    def _open_dulwich(self) -> Repo:
+        from dulwich.errors import NotGitRepository
+        from dulwich.repo import Repo
+
         try:
-            repo = Repo(controldir=str(location.git_dir), commondir=str(location.common_dir),
-                        worktree=None if location.work_tree is None else str(location.work_tree),
-                        bare=location.work_tree is None)
+            repo = Repo(controldir=str(self.git_dir), commondir=str(self.common_dir),
+                        worktree=None if self.work_tree is None else str(self.work_tree),
+                        bare=self.work_tree is None)
         except (NotGitRepository, OSError) as e:
             raise NotARepositoryError(
-                f"cannot open the repository at {location.git_dir}: {e}",
+                f"cannot open the repository at {self.git_dir}: {e}",
                 hint="check the GIT_DIR and GIT_WORK_TREE you set, or pass -C PATH",
             ) from None
-        return cls(repo, location)
+        repo.object_store.fsync_object_files = True
+        return repo
 
     def close(self) -> None:
         if self._presence is not None:
             self._presence.close()
             self._presence = None
-        self._repo.close()
+        if self._reader is not None:
+            self._reader.close()
+        if self._dulwich is not None:
+            self._dulwich.close()
+            self._dulwich = None
 
     def __enter__(self) -> Repository:
         return self
@@ -147,6 +176,8 @@ class Repository(ObjectWriter):
         ``PubDirError`` if something else stands there."""
         path = self.common_dir / "pub"
         if path.exists() and not path.is_dir():
+            from gitpub.git import locks
+
             locks.ensure_pub_dir(path)  # raises, saying what is wrong
         return path
 
@@ -158,10 +189,14 @@ class Repository(ObjectWriter):
         raises ``FileLocked``), with a short exponential backoff; a stale lock is removed
         (``git.locks``). ``done`` may say that the other process did our work meanwhile (then
         ``None`` is returned). After ``lock_wait`` seconds: ``LockedError``."""
+        from dulwich.file import FileLocked  # a write: dulwich takes the lock
+
+        from gitpub.git import locks
+
         if self._presence is None:
             self._presence = locks.Presence(locks.ensure_pub_dir(self.pub_dir))
         delay = 0.001
-        deadline = time.monotonic() + self.lock_wait
+        deadline = time.monotonic() + (locks.WAIT if self.lock_wait is None else self.lock_wait)
         while True:
             try:
                 return action()
@@ -178,6 +213,8 @@ class Repository(ObjectWriter):
 
     @property
     def healer(self) -> locks.Healer:
+        from gitpub.git import locks
+
         if self._healer is None:
             self._healer = locks.Healer(self.common_dir, self.common_dir / "pub",
                                         lambda message: self.notice(message))
@@ -250,7 +287,7 @@ class Repository(ObjectWriter):
         """The ref HEAD points at (``refs/heads/…``), with or without a working tree; None when
         HEAD is detached."""
         try:
-            raw = self._repo.refs.read_ref(Ref(b"HEAD"))
+            raw = self._repo.refs.read_ref(_r("HEAD"))
         except OSError:
             return None
         if raw is None or not raw.startswith(b"ref: "):
@@ -265,7 +302,7 @@ class Repository(ObjectWriter):
         if ok:
             fsync_dir(str((self.common_dir / name).parent))
             with contextlib.suppress(OSError):  # the ref moved; a reflog is never state
-                self._repo.refs._log(_r(name), ZERO_SHA if old is None else _b(old), _b(new),
+                self._repo.refs._log(_r(name), _b(ZERO_ID if old is None else old), _b(new),
                                      message=message.encode())
         return bool(ok)
 
@@ -296,88 +333,7 @@ class Repository(ObjectWriter):
         range of ``packed-refs`` and the loose files below the prefix, nothing else read."""
         return refstore.with_prefix(self.common_dir, prefix)
 
-    # -- objects ---------------------------------------------------------------------------
-
-    def has_object(self, sha: str) -> bool:
-        return _b(sha) in self._repo.object_store
-
-    def _get(self, sha: str) -> ShaFile:
-        try:
-            return self._repo.object_store[_b(sha)]
-        except KeyError:
-            raise CorruptStateError(f"object {sha} is missing from the repository") from None
-        except Exception as e:  # truncated, not zlib, bad header, wrong checksum, unreadable
-            raise _unreadable(sha, e) from None
-
-    def blob(self, sha: str) -> bytes:
-        obj = self._get(sha)
-        if not isinstance(obj, Blob):
-            raise CorruptStateError(f"object {sha} is a {obj.type_name.decode()}, not a blob")
-        return bytes(obj.as_raw_string())
-
-    def tree_items(self, sha: str) -> list[tuple[str, Entry]]:
-        obj = self._get(sha)
-        if not isinstance(obj, Tree):
-            raise CorruptStateError(f"object {sha} is a {obj.type_name.decode()}, not a tree")
-        return [
-            (item.path.decode("utf-8", "surrogateescape"), Entry(item.mode, _s(item.sha)))
-            for item in obj.iteritems()
-        ]
-
-    def lookup(self, tree: str, path: str) -> Entry | None:
-        """The entry at ``path`` inside ``tree``, or ``None``."""
-        try:
-            mode, sha = tree_lookup_path(
-                self._repo.object_store.__getitem__, _b(tree), path.encode("utf-8")
-            )
-        except (KeyError, NotADirectoryError, NotTreeError):
-            return None
-        except Exception as e:  # a tree on the way is corrupt
-            raise _unreadable(tree, e) from None
-        return Entry(mode, _s(sha))
-
-    def file_in_the_way(self, tree: str, path: str) -> str | None:
-        """The first proper parent directory of ``path`` that is not a directory in ``tree``
-        (a file or a symlink stands where a directory would have to be), or None."""
-        parts = path.split("/")
-        for i in range(1, len(parts)):
-            parent = "/".join(parts[:i])
-            entry = self.lookup(tree, parent)
-            if entry is None:
-                return None
-            if entry.mode != MODE_TREE:
-                return parent
-        return None
-
-    def walk_files(self, tree: str, prefix: str = "") -> Iterator[tuple[str, Entry]]:
-        """Every non-tree entry below ``tree``, depth first, with its full path."""
-        for name, entry in self.tree_items(tree):
-            path = f"{prefix}{name}"
-            if entry.mode == MODE_TREE:
-                yield from self.walk_files(entry.sha, path + "/")
-            else:
-                yield path, entry
-
-    def commit(self, sha: str) -> CommitInfo:
-        obj = self._get(sha)
-        if not isinstance(obj, Commit):
-            raise CorruptStateError(f"object {sha} is a {obj.type_name.decode()}, not a commit")
-        return CommitInfo(
-            sha=sha,
-            tree=_s(obj.tree),
-            parents=tuple(_s(p) for p in obj.parents),
-            message=bytes(obj.message),
-            commit_time=int(obj.commit_time),
-            encoding=None if obj.encoding is None else obj.encoding.decode("ascii", "replace"),
-        )
-
-    def raw_tree(self, sha: str) -> bytes:
-        """A tree object's content exactly as stored (dulwich's parsed view drops duplicate
-        entries; ``git.treecheck`` must see them)."""
-        obj = self._get(sha)
-        if not isinstance(obj, Tree):
-            raise CorruptStateError(f"object {sha} is a {obj.type_name.decode()}, not a tree")
-        return bytes(obj.as_raw_string())
+    # -- objects (reading: ``git.reading``; writing: ``git.writing``) -----------------------
 
     def message_as_git_shows(self, sha: str) -> bytes:
         """A commit's message as C git shows it: re-encoded to UTF-8 from the commit's
@@ -386,61 +342,6 @@ class Repository(ObjectWriter):
         if proc.returncode != 0:
             raise CorruptStateError(f"git cannot show commit {sha}")
         return proc.stdout.removesuffix(b"\n")
-
-    def is_signed(self, sha: str) -> bool:
-        """Whether the commit carries a signature (``gpgsig``, ``gpgsig-sha256``): one that a
-        rewrite (a new parent or message) cannot keep."""
-        obj = self._get(sha)
-        return isinstance(obj, Commit) and (
-            obj.gpgsig is not None or any(k.startswith(b"gpgsig") for k, _ in obj._extra))
-
-    def file_at(self, commit: str, path: str) -> bytes | None:
-        """The content of the file (blob) at ``path`` in ``commit``, or None."""
-        entry = self.lookup(self.commit(commit).tree, path)
-        if entry is None or entry.mode == MODE_TREE or entry.mode == MODE_GITLINK:
-            return None
-        return self.blob(entry.sha)
-
-    def diff_entries(self, old_tree: str | None, new_tree: str) -> list[Change]:
-        """Every file (blob, symlink or submodule entry) that differs between two trees, with
-        its entry on each side, sorted by path. A rename is a deletion and an addition; a type
-        change (file to symlink) is one change of mode. Identical subtrees are skipped by id, so
-        the cost follows the change."""
-        from dulwich.diff_tree import tree_changes  # 20 ms to import: only where needed
-
-        changes = tree_changes(self._repo.object_store, None if old_tree is None else _b(old_tree),
-                               _b(new_tree))
-        try:
-            listed = list(changes)
-        except KeyError as e:
-            raise CorruptStateError(f"a tree below {new_tree} is missing ({e})") from None
-        except Exception as e:
-            raise _unreadable(new_tree, e, "a tree below ") from None
-        old: dict[str, Entry] = {}
-        new: dict[str, Entry] = {}
-        for change in listed:
-            for side, found in ((old, change.old), (new, change.new)):
-                if found is not None and found.path is not None and found.sha is not None:
-                    side[found.path.decode("utf-8", "surrogateescape")] = Entry(
-                        int(found.mode or 0), _s(found.sha))
-        return [Change(p, old.get(p), new.get(p)) for p in sorted(old.keys() | new.keys())
-                if old.get(p) != new.get(p)]
-
-    def changed_paths(self, old_tree: str | None, new_tree: str) -> list[tuple[str, str | None]]:
-        """(path, new blob id or None if deleted) for every file that differs between two
-        trees."""
-        return [(c.path, None if c.new is None else c.new.sha)
-                for c in self.diff_entries(old_tree, new_tree)]
-
-    # -- history ---------------------------------------------------------------------------
-
-    def first_parent_chain(self, tip: str) -> Iterator[CommitInfo]:
-        sha: str | None = tip
-        while sha is not None:
-            info = self.commit(sha)
-            yield info
-            sha = info.parents[0] if info.parents else None
-
 
 def _lock_crash_points() -> None:
     """Crash points inside dulwich's locked writes (``git.ref-locked``, ``git.object-locked``):
@@ -467,11 +368,5 @@ def _lock_crash_points() -> None:
 _lock_crash_points()
 
 
-def _unreadable(sha: str, error: Exception, what: str = "") -> CorruptStateError:
-    detail = " ".join(str(error).split())[:120] or type(error).__name__
-    return CorruptStateError(f"{what}object {sha} is unreadable ({type(error).__name__}: "
-                             f"{detail})", hint="`git fsck` lists the damaged objects")
-
-
 def empty_ref_value() -> str:
-    return _s(ZERO_SHA)
+    return ZERO_ID

@@ -30,11 +30,14 @@ The hooks' stdlib-only fast path (``hooks.fast``) keeps its own tiny runner: it 
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gitpub.core import pushmark
+
+TYPE_CHECKING = False  # mypy treats this name as True
+if TYPE_CHECKING:
+    import subprocess
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -73,6 +76,8 @@ def run_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
     """Run ``git ARGS`` in ``cwd`` (for ``git_dir``, when given); output captured, exit status
     unchecked. Raises ``NotADirectoryError``/``FileNotFoundError`` when ``cwd`` is not a
     directory or git is not installed, ``subprocess.TimeoutExpired`` after ``timeout``."""
+    import subprocess  # ~3 ms: not for a command that runs no git (``status``)
+
     full_env = git_env(git_dir, work_tree, env)
     if input is None:
         return subprocess.run(["git", *args], cwd=cwd, env=full_env, capture_output=True,

@@ -16,13 +16,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from dulwich.objects import Blob, Commit, ShaFile, Tree
-
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.files import fsync_dir
 from gitpub.git.values import MODE_TREE, STORE_IDENTITY, Entry, Identity, _b, _s
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where objects are written: reading needs no dulwich (~40 ms)
+    from dulwich.objects import ShaFile, Tree
     from dulwich.repo import Repo
 
 T = TypeVar("T")
@@ -31,8 +30,11 @@ T = TypeVar("T")
 class ObjectWriter:
     """Durable object writes, for ``Repository`` (which provides the attributes below)."""
 
-    _repo: Repo
     _batch_dirs: set[str] | None
+
+    @property
+    def _repo(self) -> Repo:
+        raise NotImplementedError
 
     def _get(self, sha: str) -> ShaFile:
         raise NotImplementedError
@@ -83,6 +85,8 @@ class ObjectWriter:
                            done=lambda: obj.id in store)
 
     def write_blob(self, data: bytes) -> str:
+        from dulwich.objects import Blob
+
         blob = Blob.from_string(data)
         self.store([blob])
         return _s(blob.id)
@@ -93,6 +97,8 @@ class ObjectWriter:
         Only the trees on the changed paths are rebuilt, so the cost follows the size of the
         change, not of the repository. Directories left empty disappear, as in git.
         """
+        from dulwich.objects import Tree
+
         split = {tuple(p.encode("utf-8").split(b"/")): e for p, e in changes.items()}
         for parts in split:
             if any(part in (b"", b".", b"..", b".git") for part in parts):
@@ -106,6 +112,8 @@ class ObjectWriter:
         return _s(root.id)
 
     def _get_tree(self, sha: str) -> Tree:
+        from dulwich.objects import Tree
+
         obj = self._get(sha)
         if not isinstance(obj, Tree):
             raise CorruptStateError(f"object {sha} is not a tree")
@@ -117,6 +125,8 @@ class ObjectWriter:
         changes: Mapping[tuple[bytes, ...], Entry | None],
         new_objects: list[ShaFile],
     ) -> Tree | None:
+        from dulwich.objects import Tree
+
         result = Tree()
         if tree is not None:
             for item in tree.iteritems():
@@ -162,6 +172,8 @@ class ObjectWriter:
         when: int | None = None,
     ) -> str:
         """Write a commit object (durably) and return its id. Nothing points at it yet."""
+        from dulwich.objects import Commit
+
         c = Commit()
         c.tree = _b(tree)
         c.parents = [_b(p) for p in parents]
@@ -181,6 +193,8 @@ class ObjectWriter:
         ``when``: what ``git rebase`` makes of a commit. Its author (name, e-mail, date and time
         zone, byte for byte) and its encoding are kept; a signature is dropped (it would no
         longer verify). Written durably; nothing points at it yet."""
+        from dulwich.objects import Commit
+
         old = self._get(original)
         if not isinstance(old, Commit):
             raise CorruptStateError(f"object {original} is not a commit")

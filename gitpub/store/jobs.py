@@ -24,13 +24,11 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gitpub.core.errors import CorruptStateError, GitpubError, LostRace
 from gitpub.core.record import JobRecord, Lease, RecordError, parse_record
-from gitpub.core.sanitize import sanitize
 from gitpub.core.states import RESTING, TERMINAL, Stage, State, check_transition
 from gitpub.git.repo import MODE_FILE, CommitInfo, Entry, Repository
 from gitpub.store.lease import Worker, held_by_other, shown_owner
@@ -47,18 +45,20 @@ SUPERSEDED_PREFIX = "refs/pub/superseded/"
 #: The jobs whose channel distribution is not settled (``gitpub.channels.state`` keeps it; named
 #: here so that ``status`` can tell without loading the channel code that there is none).
 DISTRIBUTING_PREFIX = "refs/pub/distributing/"
-_JOB_NAMESPACE = uuid.UUID("6f1c2f0e-5b1e-4c55-9a43-3c8f9d0e7a21")
+_JOB_NAMESPACE = "6f1c2f0e-5b1e-4c55-9a43-3c8f9d0e7a21"
 EVENT_VERSION = 1
 
 
 def job_id_for_key(key: str) -> str:
     """The job id a key names: deterministic, so every writer agrees on it without a lookup."""
-    return str(uuid.uuid5(_JOB_NAMESPACE, key))
+    import uuid  # ~2 ms: only where a key is looked up (not for `status`)
+
+    return str(uuid.uuid5(uuid.UUID(_JOB_NAMESPACE), key))
 
 
-@dataclass(frozen=True)
-class Job:
-    """A job as read from the store: its record and where that record lives."""
+class Job(NamedTuple):
+    """A job as read from the store: its record and where that record lives (a frozen value,
+    as the git layer's: a ``NamedTuple`` is cheap to define at start-up)."""
 
     record: JobRecord
     commit: str  # the state commit the job's ref points at
@@ -73,8 +73,9 @@ class Job:
         return self.record.state
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(NamedTuple):
+    """One transition of a job's history: its state commit, when, from and to, and why."""
+
     commit: str
     time: float
     from_state: str | None
@@ -354,6 +355,8 @@ class JobStore:
             changes[path] = Entry(MODE_FILE, self.repo.write_blob(data))
         changes["job.json"] = Entry(MODE_FILE, self.repo.write_blob(record.to_json()))
         tree = self.repo.write_tree(None if prev is None else prev.tree, changes)
+        from gitpub.core.sanitize import sanitize  # writing: reading jobs needs no sanitizer
+
         reason = sanitize(reason)
         event = {
             "v": EVENT_VERSION,

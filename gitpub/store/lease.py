@@ -25,8 +25,8 @@ from __future__ import annotations
 import os
 import re
 import time
-import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import NamedTuple
 
 from gitpub.core.record import Lease
 from gitpub.core.sanitize import sanitize
@@ -57,22 +57,29 @@ def _this_host() -> str:
     return os.uname().nodename.replace(":", "_")
 
 
-@dataclass(frozen=True)
-class Worker:
-    """This process as a lease holder."""
+class Worker(NamedTuple):
+    """This process as a lease holder (a frozen value; a ``NamedTuple``, as cheap to define at
+    start-up as a value can be)."""
 
     token: str
     owner: str
-    ttl: float = DEFAULT_TTL
+    #: How long a lease lasts, or how to learn it when a lease is first taken (``open_session``:
+    #: from the configuration, which a command that takes no lease never builds).
+    ttl: float | Callable[[], float] = DEFAULT_TTL
 
     @classmethod
-    def current(cls, ttl: float = DEFAULT_TTL) -> Worker:
+    def current(cls, ttl: float | Callable[[], float] = DEFAULT_TTL) -> Worker:
         pid = os.getpid()
         owner = f"{_this_host()}:{pid}:{_start_time(pid) or '?'}"
-        return cls(uuid.uuid4().hex, owner, ttl)
+        return cls(os.urandom(16).hex(), owner, ttl)  # random, as uuid4 (without its import)
+
+    def seconds(self) -> float:
+        """How long a lease taken now lasts."""
+        return self.ttl() if callable(self.ttl) else self.ttl
 
     def lease(self, now: float | None = None) -> Lease:
-        return Lease(self.token, self.owner, (time.time() if now is None else now) + self.ttl)
+        return Lease(self.token, self.owner,
+                     (time.time() if now is None else now) + self.seconds())
 
     def holds(self, lease: Lease | None) -> bool:
         return lease is not None and lease.token == self.token
@@ -110,6 +117,6 @@ def held_by_other(lease: Lease | None, worker: Worker, now: float | None = None)
     now = time.time() if now is None else now
     if lease.expires_at <= now:
         return False
-    if lease.expires_at > now + CREDIBLE * max(worker.ttl, DEFAULT_TTL):
+    if lease.expires_at > now + CREDIBLE * max(worker.seconds(), DEFAULT_TTL):
         return owner_alive(lease.owner, here_only=True)  # not believed (see above)
     return owner_alive(lease.owner)

@@ -1,0 +1,419 @@
+"""Reading git objects without dulwich: loose objects and packs, each answer proven by its id.
+
+``git pub status`` reads a few dozen small objects (a job's state commit, its tree, its
+``job.json``); importing dulwich to do it cost more than everything else the command does. This
+reader answers from the files git writes — a loose object (``objects/xx/…``, zlib), or an
+entry of a pack found through its version-2 ``.idx`` (deltas applied) — and returns an object
+only after hashing it: the SHA-1 of ``<type> <size>\\0<content>`` must be the id asked for. So
+an answer is the object or nothing; it cannot be a wrong object. Nothing (``None``) means "ask
+dulwich": a missing object (maybe in an alternate, or gone), a damaged one, an index version it
+does not know, anything unusual. Then ``Repository`` asks dulwich, which answers — or fails —
+exactly as it always did; the error a person sees for a damaged object stays dulwich's.
+
+The parsers (``parse_commit``, ``parse_tree``) are as strict in the same way: they accept the
+plain shape gitpub's own objects have (no signature or other extra headers, octal modes, no
+empty names) and read it as dulwich reads it; anything else is ``None`` and goes to dulwich.
+A repository whose configuration is not plain (``gitconfig.is_plain``: extensions such as
+``objectFormat``, includes) does not use this reader at all.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import zlib
+
+from gitpub.core.digest import sha1_hex
+
+TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+_HEX = frozenset(b"0123456789abcdef")
+_OCTAL = frozenset(b"01234567")
+_DIGITS = frozenset(b"0123456789")
+_TYPES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
+_OFS_DELTA, _REF_DELTA = 6, 7
+_IDX_MAGIC = b"\377tOc"
+#: Delta bases kept in memory while reading (bytes): a chain's bases are read once.
+_CACHE_BYTES = 8 << 20
+#: Deepest delta chain followed (git's default ``pack.depth`` is 50).
+_MAX_DEPTH = 100
+
+
+class Unreadable(Exception):
+    """This reader cannot answer for an object (dulwich is asked instead)."""
+
+
+def _varint_size(data: bytes | mmap.mmap, pos: int) -> tuple[int, int]:
+    """A delta header's size (7 bits a byte, little-endian) and the position after it."""
+    size = shift = 0
+    while True:
+        if pos >= len(data):
+            raise Unreadable("truncated delta header")
+        c = data[pos]
+        pos += 1
+        size |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return size, pos
+
+
+def apply_delta(base: bytes, delta: bytes) -> bytes:
+    """The object a git delta makes of ``base`` (``Documentation/gitformat-pack``)."""
+    src_size, pos = _varint_size(delta, 0)
+    dst_size, pos = _varint_size(delta, pos)
+    if src_size != len(base):
+        raise Unreadable("delta base has the wrong size")
+    out = []
+    n = len(delta)
+    while pos < n:
+        cmd = delta[pos]
+        pos += 1
+        if cmd & 0x80:  # copy from the base: offset and size in the bytes the bits name
+            offset = size = 0
+            for i in range(4):
+                if cmd & (1 << i):
+                    if pos >= n:
+                        raise Unreadable("truncated delta")
+                    offset |= delta[pos] << (8 * i)
+                    pos += 1
+            for i in range(3):
+                if cmd & (1 << (4 + i)):
+                    if pos >= n:
+                        raise Unreadable("truncated delta")
+                    size |= delta[pos] << (8 * i)
+                    pos += 1
+            size = size or 0x10000
+            if offset + size > len(base):
+                raise Unreadable("delta copies past its base")
+            out.append(base[offset:offset + size])
+        elif cmd:  # insert the next cmd bytes
+            if pos + cmd > n:
+                raise Unreadable("truncated delta")
+            out.append(delta[pos:pos + cmd])
+            pos += cmd
+        else:
+            raise Unreadable("delta opcode 0")
+    result = b"".join(out)
+    if len(result) != dst_size:
+        raise Unreadable("delta result has the wrong size")
+    return result
+
+
+def _inflate(data: mmap.mmap, pos: int, size: int) -> bytes:
+    """The ``size`` bytes of the zlib stream starting at ``pos``."""
+    d = zlib.decompressobj()
+    out = []
+    chunk = size + 64
+    while not d.eof:
+        if pos >= len(data):
+            raise Unreadable("truncated pack entry")
+        piece = data[pos:pos + chunk]
+        pos += len(piece)
+        out.append(d.decompress(piece))
+        chunk = max(chunk, 1 << 16)
+    result = b"".join(out)
+    if len(result) != size:
+        raise Unreadable("pack entry has the wrong size")
+    return result
+
+
+class Pack:
+    """One pack and its version-2 index, memory-mapped; closed with the reader."""
+
+    def __init__(self, idx_path: str, pack_path: str) -> None:
+        self.idx = _map(idx_path)
+        try:
+            self.pack = _map(pack_path)
+        except BaseException:
+            self.idx.close()
+            raise
+        idx = self.idx
+        if idx[:4] != _IDX_MAGIC or int.from_bytes(idx[4:8], "big") != 2:
+            self.close()
+            raise Unreadable("not a version-2 pack index")
+        if self.pack[:4] != b"PACK" or int.from_bytes(self.pack[4:8], "big") not in (2, 3):
+            self.close()
+            raise Unreadable("not a version-2 or 3 pack")
+        self.count = int.from_bytes(idx[8 + 255 * 4:8 + 256 * 4], "big")
+        self.names_at = 8 + 256 * 4
+        self.offsets_at = self.names_at + self.count * 24  # after the names and the CRCs
+        self.large_at = self.offsets_at + self.count * 4
+        if len(idx) < self.large_at + 40:
+            self.close()
+            raise Unreadable("truncated pack index")
+
+    def close(self) -> None:
+        self.idx.close()
+        self.pack.close()
+
+    def offset_of(self, raw: bytes) -> int | None:
+        """Where object ``raw`` (20 bytes) starts in the pack, or None if it is not in it."""
+        idx, first = self.idx, raw[0]
+        lo = 0 if first == 0 else int.from_bytes(idx[4 + first * 4:8 + first * 4], "big")
+        hi = int.from_bytes(idx[8 + first * 4:12 + first * 4], "big")
+        while lo < hi:
+            mid = (lo + hi) // 2
+            at = self.names_at + mid * 20
+            name = idx[at:at + 20]
+            if name < raw:
+                lo = mid + 1
+            elif name > raw:
+                hi = mid
+            else:
+                at = self.offsets_at + mid * 4
+                offset = int.from_bytes(idx[at:at + 4], "big")
+                if offset & 0x80000000:
+                    at = self.large_at + (offset & 0x7FFFFFFF) * 8
+                    if at + 8 > len(idx) - 40:
+                        raise Unreadable("large offset outside the index")
+                    offset = int.from_bytes(idx[at:at + 8], "big")
+                return offset
+        return None
+
+    def header(self, pos: int) -> tuple[int, int, int]:
+        """(type number, size, position after the header) of the entry at ``pos``."""
+        data = self.pack
+        if pos < 12 or pos >= len(data) - 20:
+            raise Unreadable("pack offset out of range")
+        c = data[pos]
+        kind, size, shift = (c >> 4) & 7, c & 15, 4
+        pos += 1
+        while c & 0x80:
+            if pos >= len(data):
+                raise Unreadable("truncated pack entry header")
+            c = data[pos]
+            pos += 1
+            size |= (c & 0x7F) << shift
+            shift += 7
+        return kind, size, pos
+
+    def base_offset(self, entry: int, pos: int) -> tuple[int, int]:
+        """An ``OFS_DELTA``'s base: its offset, and the position after the encoding."""
+        data = self.pack
+        c = data[pos]
+        pos += 1
+        back = c & 0x7F
+        while c & 0x80:
+            c = data[pos]
+            pos += 1
+            back = ((back + 1) << 7) | (c & 0x7F)
+        if back <= 0 or back > entry:
+            raise Unreadable("delta base outside the pack")
+        return entry - back, pos
+
+
+def _map(path: str) -> mmap.mmap:
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+class ObjectReader:
+    """Objects of one object directory (``objects/``), read without dulwich.
+
+    ``read`` answers ``(type, content)`` — proven by the id — or ``None`` ("ask dulwich").
+    """
+
+    def __init__(self, objects: str) -> None:
+        self.objects = objects
+        self._packs: dict[str, Pack | None] | None = None  # by .idx name; None: unusable
+        self._cache: dict[tuple[int, int], tuple[int, bytes]] = {}
+        self._cached = 0
+
+    def close(self) -> None:
+        for pack in (self._packs or {}).values():
+            if pack is not None:
+                pack.close()
+        self._packs = None
+        self._cache.clear()
+
+    def read(self, sha: str) -> tuple[bytes, bytes] | None:
+        """The type (``b"blob"``, …) and content of object ``sha``, or None."""
+        if len(sha) != 40 or not set(sha.encode("ascii", "replace")) <= _HEX:
+            return None
+        found = self._loose(sha)
+        if found is None:
+            found = self._packed(sha)
+        if found is None:
+            return None
+        kind, data = found
+        if sha1_hex(b"%s %d\0%s" % (kind, len(data), data)) != sha:
+            return None  # not the object asked for: dulwich says what is wrong with it
+        return found
+
+    def contains(self, sha: str) -> bool:
+        """Whether the object is here, loose or packed (False: not known here)."""
+        if os.path.exists(os.path.join(self.objects, sha[:2], sha[2:])):
+            return True
+        raw = bytes.fromhex(sha)
+        return any(p is not None and _safe_offset(p, raw) is not None
+                   for p in self._all_packs(rescan=False))
+
+    def _loose(self, sha: str) -> tuple[bytes, bytes] | None:
+        try:
+            with open(os.path.join(self.objects, sha[:2], sha[2:]), "rb") as f:
+                raw = f.read()
+        except OSError:
+            return None
+        try:
+            data = zlib.decompress(raw)
+        except zlib.error:
+            return None
+        head, sep, body = data.partition(b"\0")
+        kind, _, size = head.partition(b" ")
+        if not sep or kind not in _TYPES.values() or not size or not set(size) <= _DIGITS \
+                or int(size) != len(body):
+            return None
+        return kind, body
+
+    def _all_packs(self, rescan: bool) -> Iterator[Pack | None]:
+        if self._packs is None or rescan:
+            self._scan()
+        assert self._packs is not None
+        return iter(list(self._packs.values()))
+
+    def _scan(self) -> None:
+        """Open the packs not opened yet (a pack that went away stays mapped: still valid)."""
+        packs = self._packs if self._packs is not None else {}
+        directory = os.path.join(self.objects, "pack")
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            names = []
+        for name in names:
+            if not name.endswith(".idx") or name in packs:
+                continue
+            base = os.path.join(directory, name[:-4])
+            try:
+                packs[name] = Pack(base + ".idx", base + ".pack")
+            except (OSError, ValueError, Unreadable):
+                packs[name] = None  # not readable here: its objects are dulwich's to find
+        self._packs = packs
+
+    def _packed(self, sha: str) -> tuple[bytes, bytes] | None:
+        raw = bytes.fromhex(sha)
+        for rescan in (False, True):  # a pack written since the last look (git gc, fetch)
+            for pack in self._all_packs(rescan):
+                if pack is None:
+                    continue
+                offset = _safe_offset(pack, raw)
+                if offset is not None:
+                    return self._entry(pack, offset)
+        return None
+
+    def _entry(self, pack: Pack, offset: int) -> tuple[bytes, bytes] | None:
+        try:
+            kind, data = self._resolve(pack, offset, 0)
+        except (Unreadable, zlib.error, IndexError, ValueError, OverflowError, RecursionError):
+            return None
+        return _TYPES[kind], data
+
+    def _resolve(self, pack: Pack, offset: int, depth: int) -> tuple[int, bytes]:
+        key = (id(pack), offset)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        if depth > _MAX_DEPTH:
+            raise Unreadable("delta chain too deep")
+        kind, size, pos = pack.header(offset)
+        if kind in _TYPES:
+            found = kind, _inflate(pack.pack, pos, size)
+        elif kind == _OFS_DELTA:
+            base_at, pos = pack.base_offset(offset, pos)
+            base_kind, base = self._resolve(pack, base_at, depth + 1)
+            found = base_kind, apply_delta(base, _inflate(pack.pack, pos, size))
+        elif kind == _REF_DELTA:
+            base_id = pack.pack[pos:pos + 20].hex()
+            base_found = self.read(base_id)
+            if base_found is None:
+                raise Unreadable("delta base not readable here")
+            kinds = {v: k for k, v in _TYPES.items()}
+            found = kinds[base_found[0]], apply_delta(base_found[1],
+                                                      _inflate(pack.pack, pos + 20, size))
+        else:
+            raise Unreadable(f"pack entry type {kind}")
+        if depth and self._cached + len(found[1]) <= _CACHE_BYTES:  # a base: may be reused
+            self._cache[key] = found
+            self._cached += len(found[1])
+        return found
+
+
+def _safe_offset(pack: Pack, raw: bytes) -> int | None:
+    try:
+        return pack.offset_of(raw)
+    except (Unreadable, IndexError, ValueError):
+        return None
+
+
+# -- parsing: the plain shapes, read as dulwich reads them ------------------------------------
+
+def is_object_id(value: bytes) -> bool:
+    return len(value) == 40 and set(value) <= _HEX
+
+
+def parse_commit(data: bytes) -> tuple[str, tuple[str, ...], bytes, int, bytes | None] | None:
+    """(tree, parents, message, commit time, encoding) of a plain commit: ``tree``, ``parent``
+    lines, ``author``, ``committer`` and an optional ``encoding``, in git's order, then a blank
+    line and the message. None for any other shape (a signature, extra headers, no message
+    separator, an unusual date): dulwich parses those."""
+    end = data.find(b"\n\n")
+    if end <= 0:
+        return None
+    tree: bytes | None = None
+    parents: list[str] = []
+    author = committer = encoding = None
+    for line in data[:end].split(b"\n"):
+        key, sep, value = line.partition(b" ")
+        if not sep:
+            return None
+        if key == b"tree" and tree is None and is_object_id(value):
+            tree = value
+        elif key == b"parent" and tree is not None and author is None and is_object_id(value):
+            parents.append(value.decode("ascii"))
+        elif key == b"author" and tree is not None and author is None:
+            author = value
+        elif key == b"committer" and author is not None and committer is None:
+            committer = value
+        elif key == b"encoding" and committer is not None and encoding is None:
+            encoding = value
+        else:
+            return None
+    if tree is None or author is None or committer is None:
+        return None
+    when = _commit_time(committer)
+    if when is None or _commit_time(author) is None:  # dulwich parses both dates
+        return None
+    return tree.decode("ascii"), tuple(parents), data[end + 2:], when, encoding
+
+
+def _commit_time(committer: bytes) -> int | None:
+    """The time of a ``Name <email> 1700000000 +0000`` line; None unless exactly that shape."""
+    sep = committer.rfind(b"> ")
+    if sep < 0:
+        return None
+    stamp, space, zone = committer[sep + 2:].partition(b" ")
+    if not space or not stamp or not set(stamp) <= _DIGITS or len(zone) != 5 \
+            or zone[:1] not in (b"+", b"-") or not set(zone[1:]) <= _DIGITS:
+        return None
+    return int(stamp)
+
+
+def parse_tree(data: bytes) -> dict[bytes, tuple[int, str]] | None:
+    """A tree's entries, name -> (mode, id), the last of two equal names winning (as in
+    dulwich); None unless every entry is ``<octal mode> <non-empty name>\\0<20 bytes>``."""
+    entries: dict[bytes, tuple[int, str]] = {}
+    pos, n = 0, len(data)
+    while pos < n:
+        space = data.find(b" ", pos)
+        if space <= pos:
+            return None
+        nul = data.find(b"\0", space)
+        if nul <= space + 1 or nul + 21 > n:
+            return None
+        mode = data[pos:space]
+        if not set(mode) <= _OCTAL:
+            return None
+        entries[data[space + 1:nul]] = (int(mode, 8), data[nul + 1:nul + 21].hex())
+        pos = nul + 21
+    return entries
