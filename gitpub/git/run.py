@@ -91,6 +91,8 @@ def spawn_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
     """Start ``git ARGS`` as ``run_git`` would run it, without waiting: for a walk that runs
     while the caller does other work. No stdin, no stdout (the command writes its output to a
     file it is given), stderr piped: ``communicate()`` collects it and waits."""
+    import subprocess
+
     return subprocess.Popen(["git", *args], cwd=cwd, env=git_env(git_dir, work_tree),
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
