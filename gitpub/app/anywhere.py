@@ -17,7 +17,6 @@ from gitpub.core.errors import LostRace, TryLaterError, UsageError
 from gitpub.core.states import SETTLED, TERMINAL
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job
-from gitpub.store.shared import SharedView
 
 if TYPE_CHECKING:
     from gitpub.delivery.deliver import Deliverer
@@ -68,6 +67,8 @@ def find_here(ctx: Context, ref: str) -> Job:
 
 def _in_archive(ctx: Context, ref: str) -> Job | None:
     """The job ``ref`` names in the archive this clone last fetched (one match), or None."""
+    from gitpub.store.shared import SharedView  # not for a job found here (``status``)
+
     view = SharedView(ctx.store, ctx.remote().store_prefix)
     ids = view.archived_matching(ref)
     if len(ids) > 1:
