@@ -8,7 +8,6 @@ error is part of the result, and the exit code aggregates.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,6 @@ from gitpub.core.errors import (
     EXIT_OK,
     EXIT_UNCONFIRMED,
     CorruptStateError,
-    UsageError,
 )
 from gitpub.core.states import LOCAL, TERMINAL, State, exit_code_for
 from gitpub.pipeline.context import Context
@@ -40,7 +38,6 @@ if TYPE_CHECKING:
     from gitpub.delivery.resolve import Action
     from gitpub.delivery.sync import Pending
     from gitpub.hooks.install import HookState
-    from gitpub.verify.confirm import ConfirmReport
 
 Progress = Callable[[str], None]
 
@@ -447,27 +444,6 @@ def sync(where: Path, progress: Progress) -> Jobs:
 
 
 # -- CI and hooks --------------------------------------------------------------------------
-
-def confirm(where: Path, progress: Progress, rev_range: str | None,
-            push_notes: bool, accept: str | None = None,
-            reason: str | None = None) -> ConfirmReport:
-    """Verify the remote branch (CI); with ``accept``, record a person's acceptance of the BAD
-    verdict on that commit instead."""
-    from gitpub.verify.confirm import KEY_ENV, confirm_key
-    from gitpub.verify.confirm import accept as accept_bad
-    from gitpub.verify.confirm import confirm as run_confirm
-
-    if (accept is None) != (reason is None):
-        raise UsageError("--accept SHA and --reason TEXT go together")
-    key = confirm_key(os.environ.get(KEY_ENV))
-    with open_session(where, progress) as ctx:
-        if accept is not None and reason is not None:
-            who = ctx.repo.user_identity()
-            return accept_bad(ctx.repo, ctx.remote(), accept, reason,
-                              f"{who.name} <{who.email}>", push_notes=push_notes, key=key)
-        return run_confirm(ctx.repo, ctx.config, ctx.remote(), rev_range=rev_range,
-                           push_notes=push_notes, progress=progress, key=key)
-
 
 def hooks_install(where: Path, hooks_path_ok: bool) -> list[HookState]:
     from gitpub.hooks.install import install
