@@ -26,6 +26,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -237,3 +238,16 @@ class LiveSite:
                  tb: TracebackType | None) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@contextlib.contextmanager
+def serving(handler: type[BaseHTTPRequestHandler], path: str) -> Iterator[str]:
+    """A threaded HTTP server on 127.0.0.1 answering with ``handler``; yields its URL + ``path``."""
+    server = _Quiet(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}{path}"
+    finally:
+        server.shutdown()
+        server.server_close()

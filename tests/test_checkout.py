@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from conftest import Site, git
-from test_delivery import article
+from test_delivery import article, commit_file, other_writer
 from test_sync import hand_commit
 
 
@@ -81,13 +81,7 @@ def test_sync_from_another_checkout_updates_the_worktree(site: Site, tmp_path: P
 def test_sync_stops_when_the_worktree_could_not_follow(site: Site, tmp_path: Path) -> None:
     """The remote changed a file the worktree has local changes to: the local branch could
     not follow, so sync delivers nothing and says which worktree is in the way."""
-    other = tmp_path / "other"
-    git(tmp_path, "clone", "-q", str(site.remote), str(other))
-    site.repos.append(other)
-    (other / "README.md").write_text("theirs\n")
-    git(other, "add", "README.md")
-    git(other, "commit", "-q", "-m", "their readme")
-    git(other, "push", "-q", "origin", "HEAD:main")
+    commit_file(other_writer(tmp_path, site), "README.md", "theirs\n", "their readme")
     wt = linked_main(site, tmp_path)
     (wt / "README.md").write_text("mine, uncommitted\n")
     hand_commit_in(wt, "posts/x.md", article("x"))

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from test_delivery import commit_file, other_writer, remote_job_ids
 from test_fonts import build_font
 from test_fontsync import FONT_CONFIG
+from test_store import replace_job_json
 
 
 def prepare(site: Site, key: str, path: str, text: str | None = None) -> str:
@@ -129,16 +130,6 @@ def test_a_font_job_retried_after_a_conflict(site: Site, tmp_path: Path) -> None
 
 
 # -- corrupt records among healthy jobs -------------------------------------------------------
-
-def replace_job_json(site: Site, ref: str, data: bytes) -> None:
-    blob = site.git("hash-object", "-w", "--stdin", input=data).strip()
-    entries = [line for line in site.git("ls-tree", ref).splitlines()
-               if not line.endswith("\tjob.json")]
-    entries.append(f"100644 blob {blob}\tjob.json")
-    tree = site.git("mktree", input=("\n".join(entries) + "\n").encode()).strip()
-    commit = site.git("commit-tree", tree, "-p", ref, "-m", "corrupted").strip()
-    site.git("update-ref", ref, commit)
-
 
 @pytest.mark.parametrize("mutation", ["missing-node", "lease-expires-soon", "bogus-state"])
 def test_a_malformed_record_is_named_and_the_others_go_on(site: Site, mutation: str) -> None:

@@ -42,11 +42,15 @@ def other_writer(tmp_path: Path, site: Site, name: str = "other") -> Path:
     return path
 
 
-def commit_file(repo: Path, path: str, text: str, message: str = "hand edit") -> str:
+def commit_file(repo: Path, path: str, text: str, message: str = "hand edit", *,
+                rebase: bool = False) -> str:
+    """Commit ``text`` at ``path`` by hand and push it (after a ``pull --rebase`` if asked)."""
     (repo / path).parent.mkdir(parents=True, exist_ok=True)
     (repo / path).write_text(text)
     git(repo, "add", path)
     git(repo, "commit", "-q", "-m", message)
+    if rebase:
+        git(repo, "pull", "-q", "--rebase", "origin", "main")
     git(repo, "push", "-q", "origin", "HEAD:main")
     return git(repo, "rev-parse", "HEAD").strip()
 

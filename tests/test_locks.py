@@ -277,7 +277,7 @@ def test_the_delivery_lock_dies_with_its_holder_not_with_its_children(site: Site
     """An flock whose descriptor is not inherited: a child left running keeps nothing."""
     code = ("import subprocess, sys, time; from pathlib import Path; "
             "from gitpub.git.repo import Repository; "
-            "from gitpub.delivery.deliver import delivery_lock; "
+            "from gitpub.delivery.lock import delivery_lock; "
             f"repo = Repository.discover(Path({str(site.path)!r})); "
             "cm = delivery_lock(repo); cm.__enter__(); "
             "child = subprocess.Popen(['sleep', '60']); "
@@ -287,7 +287,7 @@ def test_the_delivery_lock_dies_with_its_holder_not_with_its_children(site: Site
     assert proc.stdout is not None
     child = int(proc.stdout.readline())
     try:
-        from gitpub.delivery.deliver import delivery_lock
+        from gitpub.delivery.lock import delivery_lock
 
         with Repository.discover(site.path) as repo:
             with (pytest.raises(locks.LockedError, match=f"pid {proc.pid}"),

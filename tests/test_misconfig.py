@@ -5,11 +5,11 @@ the job unchanged. And an attempt is used only by a delivery that was due."""
 from __future__ import annotations
 
 import http.server
-import threading
 from collections.abc import Iterator
 
 import pytest
 from conftest import Site, git
+from httpfaults import serving
 from netfaults import free_port
 
 
@@ -74,14 +74,8 @@ class _Refuse401(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def refusing_server() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refuse401)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/site.git"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Refuse401, "/site.git") as url:
+        yield url
 
 
 def test_authentication_refused(site: Site, refusing_server: str) -> None:

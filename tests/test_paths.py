@@ -21,6 +21,7 @@ import pytest
 from conftest import Result, Site, git
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_delivery import commit_file, other_writer
 
 from gitpub.config.model import Config, FontSpec
 from gitpub.core import paths
@@ -272,13 +273,7 @@ def test_a_case_twin_pushed_after_the_snapshot_is_a_conflict_at_rebase(site: Sit
     another clone publishes posts/hello.md. The rebase finds it: CONFLICT, nothing pushed."""
     ours = prepare(site, "--key", "ka", "--to", "posts/Hello.md", "-", input="# A\n")
     assert ours.code == 0 and ours.json()["state"] == "LOCAL_COMMITTED", ours.err
-    other = tmp_path / "other"
-    git(tmp_path, "clone", "-q", str(site.remote), str(other))
-    site.repos.append(other)
-    (other / "posts/hello.md").write_text("# B\n")
-    git(other, "add", "posts/hello.md")
-    git(other, "commit", "-q", "-m", "B")
-    git(other, "push", "-q", "origin", "HEAD:main")
+    commit_file(other_writer(tmp_path, site), "posts/hello.md", "# B\n", "B")
     r = site.call("push", "--json")
     assert r.code == 4, r.out + r.err
     job = r.json()["jobs"][0]

@@ -3,13 +3,13 @@ retrying would fail the same way, so no delivery attempt is used (exit 2)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 from conftest import Site
+from httpfaults import serving
 
 from gitpub.git.remote import misconfiguration
 
@@ -28,15 +28,8 @@ class _NotFound(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def not_found() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/blog.git"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_NotFound, "/blog.git") as url:
+        yield url
 
 
 def test_http_404_uses_no_delivery_attempt(site: Site, not_found: str) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import Site, git
 from netfaults import DropReplyProxy, GitDaemon
+from test_delivery import commit_file as delivery_commit_file
+from test_delivery import other_writer
 
 from gitpub.app.sources import MAX_MERGED_BYTES
 from gitpub.core.states import State
@@ -24,21 +26,8 @@ OURS = "# Issue 2\n\nWriter A's rewrite.\n"
 THEIRS = "# Issue 2\n\nWriter B's edit.\n"
 
 
-def other_writer(tmp_path: Path, site: Site, name: str = "other") -> Path:
-    path = tmp_path / name
-    git(tmp_path, "clone", "-q", str(site.remote), str(path))
-    site.repos.append(path)
-    return path
-
-
 def commit_file(repo: Path, path: str, text: str, message: str = "hand edit") -> str:
-    (repo / path).parent.mkdir(parents=True, exist_ok=True)
-    (repo / path).write_text(text)
-    git(repo, "add", path)
-    git(repo, "commit", "-q", "-m", message)
-    git(repo, "pull", "-q", "--rebase", "origin", "main")
-    git(repo, "push", "-q", "origin", "HEAD:main")
-    return git(repo, "rev-parse", "HEAD").strip()
+    return delivery_commit_file(repo, path, text, message, rebase=True)
 
 
 def remote_file(site: Site, path: str = ISSUE) -> str:

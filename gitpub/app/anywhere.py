@@ -91,7 +91,7 @@ def take_over(ctx: Context, deliverer: Deliverer,
     to be delivered like this clone's own: probed first. A remote that does not answer is a
     transient (returned: not confirmed, exit 5); one that is not configured leaves only this
     clone's jobs to recover; a damaged remote job is reported."""
-    from gitpub.delivery.deliver import delivery_lock
+    from gitpub.delivery.lock import delivery_lock
     from gitpub.git.locks import LockedError
     from gitpub.git.remote import RemoteConfigError, RemoteError
 

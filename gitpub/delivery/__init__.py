@@ -3,6 +3,7 @@ remote.
 
 - ``deliver``   the rounds: fetch, probe, dedup re-check, compare-and-swap, in-memory rebase,
                 push, confirm, bounded retries
+- ``lock``      the per-repository lock of the network segment (an ``flock``)
 - ``checkout``  moving a branch together with the worktree that has it checked out, or not
 - ``resolve``   a person's way out of REVIEW, CONFLICT and FAILED, or abandoning a job;
                 never destroys anything

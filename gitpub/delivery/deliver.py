@@ -37,16 +37,11 @@ rebuilt. Steps 3 to 7 run under the job's lease; a worker that lost it stops at 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
-import os
 import random
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import LostRace, UsageError
@@ -54,11 +49,11 @@ from gitpub.core.manifest import Manifest, ManifestEntry, ManifestError, content
 from gitpub.core.record import JobRecord
 from gitpub.core.states import LOCAL, SETTLED, Answer, FailureCode, Kind, Phase, Stage, State
 from gitpub.delivery.checkout import fast_forward_local
+from gitpub.delivery.lock import delivery_lock
 from gitpub.delivery.shared import Shared
 from gitpub.fonts.step import font_outputs
-from gitpub.git.locks import LockedError, ensure_pub_dir
 from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError, default_branch
-from gitpub.git.repo import MODE_FILE, Entry, Repository
+from gitpub.git.repo import MODE_FILE, Entry
 from gitpub.pipeline.commit import (
     Artifacts,
     build_commit,
@@ -67,14 +62,8 @@ from gitpub.pipeline.commit import (
     target_problems,
 )
 from gitpub.pipeline.context import Context
-from gitpub.pipeline.prepare import (
-    derive_fonts,
-    drive,
-    first_history_check,
-    reload,
-    run_judge,
-    to_review,
-)
+from gitpub.pipeline.history import first_history_check
+from gitpub.pipeline.prepare import derive_fonts, drive, reload, run_judge, to_review
 from gitpub.store.jobs import Job
 from gitpub.verify.commit import DEFAULT_PREFIX, Verdict, verify_commit
 from gitpub.verify.probe import ProbeResult, probe
@@ -84,8 +73,6 @@ S = State
 MAX_REBASE_ROUNDS = 8
 #: How often a FAILED job is probed when nobody asks for it by name.
 FAILED_PROBE_INTERVAL = 3600.0
-#: How long a delivery waits for another process's network segment (fetch and push timeouts).
-DELIVERY_LOCK_WAIT = 600.0
 DELIVERABLE = frozenset({S.LOCAL_COMMITTED, S.RECHECK_CANDIDATES, S.PUSHING, S.RETRY_WAIT,
                          S.FAILED})
 
@@ -103,53 +90,6 @@ def branch_missing(remote: Remote) -> BranchMissingError:
     return BranchMissingError(
         f"the remote {remote.remote!r} has no branch {remote.branch!r}: nothing was pushed",
         hint=f"{fix}; to create the branch, run `git pub push --create-branch`")
-
-
-@contextlib.contextmanager
-def delivery_lock(repo: Repository, wait: float = DELIVERY_LOCK_WAIT,
-                  progress: Callable[[str], None] | None = None) -> Iterator[None]:
-    """The per-repository lock of the network segment.
-
-    An ``flock``: the kernel releases it when its holder dies, however it dies, and its file
-    descriptor is not inherited by the commands it runs (a ``git push`` left running by a
-    killed gitpub does not keep it), so it never outlives its holder. A live holder is waited
-    for at most ``wait`` seconds (its fetch and push have timeouts of their own); then
-    ``LockedError``: the job is left for the next run. The holder's pid is written in the file,
-    for the message.
-    """
-    path = ensure_pub_dir(repo.pub_dir) / "delivery.lock"
-    with open(path, "a+b") as f:
-        deadline = time.monotonic() + wait
-        delay = 0.01
-        while True:
-            try:
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LockedError(
-                        f"the delivery lock is held by another gitpub process "
-                        f"({_holder(path)}) for more than {wait:.0f}s",
-                        hint="it is still delivering; run the command again later") from None
-                if progress is not None and delay == 0.01:
-                    progress(f"waiting for the delivery lock ({_holder(path)})")
-                time.sleep(delay)
-                delay = min(delay * 2, 0.5)
-        try:
-            f.truncate(0)
-            f.write(f"{os.getpid()}\n".encode())
-            f.flush()
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-
-
-def _holder(path: Path) -> str:
-    try:
-        pid = path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        pid = ""
-    return f"pid {pid}" if pid.isdigit() else "pid unknown"
 
 
 def backoff(attempt: int, base: float, cap: float, jitter: float) -> float:
@@ -340,7 +280,8 @@ class Deliverer:
                 job, record.evolve(state=S.CONFLICT, failure_code=FailureCode.TARGET_BLOCKED,
                                    failure_detail=detail),
                 phase=Stage.REBASE, reason=f"cannot rebase onto {tip}: {detail}"), False
-        problem = self._not_its_publication(job, record, commit)
+        verdict = verify_commit(repo, commit, self._prefixes())
+        problem = self._not_its_publication(job, record, commit, verdict)
         if problem is not None:
             return self._transient(job, problem), False
         job = store.transition(
@@ -373,10 +314,16 @@ class Deliverer:
         kind = "rejected" if outcome.result == PushResult.REJECTED else "outcome unknown"
         return self._transient(job, f"push {kind}: {outcome.detail}"), False
 
-    def _not_its_publication(self, job: Job, record: JobRecord, commit: str) -> str | None:
+    def _prefixes(self) -> list[str]:
+        """The prefixes a built commit is verified under: the configured one and, as pre-push
+        always checks it, the default (a commit claiming under both is not a proof)."""
+        return list(dict.fromkeys([self.ctx.config.trailer_prefix, DEFAULT_PREFIX]))
+
+    @staticmethod
+    def _not_its_publication(job: Job, record: JobRecord, commit: str,
+                             verdict: Verdict | None) -> str | None:
         """Why the commit just built would not be the job's publication (checked before it is
         pushed, since its PUBLISHED state goes with it); None when it is."""
-        verdict = verify_commit(self.ctx.repo, commit, [self.ctx.config.trailer_prefix])
         if verdict is not None and verdict.ok and verdict.job_id == job.job_id and \
                 verdict.manifest_sha256 == record.manifest_sha256:
             return None
@@ -390,15 +337,14 @@ class Deliverer:
 
     def _verified_onto(self, commit: str, tip: str | None) -> str | None:
         """``tip``, when pushing ``commit`` onto it sends that one commit (``tip`` is its only
-        parent) and the commit is the publication it claims: what gitpub's pre-push hook
-        would check, checked here, where everything is loaded, so that the hook need not
-        start an interpreter to check it again (``core.pushmark``). None otherwise: the hook
-        then checks the push in full, as any other."""
-        repo = self.ctx.repo
-        if tip is None or repo.commit(commit).parents != (tip,):
+        parent). The commit was verified as the job's publication just before, under the
+        prefixes pre-push checks (``_prefixes``): what gitpub's pre-push hook would check,
+        checked where everything is loaded, so that the hook need not start an interpreter
+        to check it again (``core.pushmark``). None otherwise: the hook then checks the push
+        in full, as any other."""
+        if tip is None or self.ctx.repo.commit(commit).parents != (tip,):
             return None
-        verdict = verify_commit(repo, commit, [self.ctx.config.trailer_prefix, DEFAULT_PREFIX])
-        return tip if verdict is None or verdict.ok else None
+        return tip
 
     def _regenerate_fonts(self, job: Job, tip: str | None, artifacts: Artifacts,
                           fonts: frozenset[str]

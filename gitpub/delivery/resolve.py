@@ -37,7 +37,8 @@ from gitpub.core.manifest import content_sha256
 from gitpub.core.record import JobRecord, Target
 from gitpub.core.sanitize import find_secrets, sanitize
 from gitpub.core.states import LOCAL, MAYBE_REMOTE, TERMINAL, FailureCode, Phase, Stage, State
-from gitpub.delivery.deliver import Deliverer, delivery_lock
+from gitpub.delivery.deliver import Deliverer
+from gitpub.delivery.lock import delivery_lock
 from gitpub.fonts.step import font_outputs
 from gitpub.git.remote import RemoteError
 from gitpub.git.repo import MODE_FILE, MODE_TREE, Entry

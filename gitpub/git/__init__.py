@@ -9,6 +9,7 @@
 - ``remote``    the network segment with C git: fetch, push and their three outcomes
 - ``push``      what a push did, ref by ref (sent, race, rejected, unknown); atomic and leases
 - ``storefetch`` one fetch of the branch and the remote's ``refs/pub/*``
+- ``fetchdir``  the private fetch repository (``.git/pub/fetch.git``) those fetches run in
 - ``refstore``  one ref read or moved without parsing all of ``packed-refs``
 - ``notes``     append-only notes under ``refs/notes/pub``, merged by line union
 - ``trailers``  writing and reading the proof-of-publication trailers

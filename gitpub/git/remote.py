@@ -28,21 +28,23 @@ output is persisted unsanitized (remote URLs may carry credentials).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import re
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
 from gitpub.core import pushmark
 from gitpub.core.errors import GitpubError, UsageError
-from gitpub.core.files import write_atomic
 from gitpub.core.sanitize import sanitize
-from gitpub.git.locks import ensure_pub_dir
+from gitpub.git.fetchdir import (
+    ISOLATED_CONFIG,
+    current_value,
+    isolated_fetch_dir,
+    mirror_ref,
+    read_loose,
+)
 from gitpub.git.push import (
     Pushed,
     PushOutcome,
@@ -292,16 +294,16 @@ class Remote:
 
     def _fetch_isolated(self, src: str, dst: str) -> str | None:
         net = isolated_fetch_dir(self.repo)
-        _mirror_ref(self.repo, net, dst)
-        _mirror_ref(self.repo, net, f"refs/heads/{self.branch}")
+        mirror_ref(self.repo, net, dst)
+        mirror_ref(self.repo, net, f"refs/heads/{self.branch}")
         env = {"GIT_OBJECT_DIRECTORY": str(self.repo.common_dir / "objects")}
-        if self._fetch(list(_ISOLATED_CONFIG), src, dst, net, env) is None:
+        if self._fetch(list(ISOLATED_CONFIG), src, dst, net, env) is None:
             return None
-        tip = _read_loose(net, dst)
+        tip = read_loose(net, dst)
         if tip is None or not self.repo.has_object(tip):
             raise RemoteError(f"fetch from {sanitize(self.remote)} left no {dst}")
         for _ in range(5):  # mirror it here; a concurrent fetch may move it too
-            old = _current(self.repo, dst)
+            old = current_value(self.repo, dst)
             if old == tip or self.repo.cas_ref(dst, old, tip, f"gitpub: fetch {src}"):
                 return tip
         raise RemoteError(f"could not update {dst}: it kept moving")
@@ -427,72 +429,6 @@ def _is_repository(path: Path) -> bool:
     if path.is_file():
         return True
     return (path / ".git").exists() or ((path / "HEAD").is_file() and (path / "objects").is_dir())
-
-
-#: In the private fetch repository never run gc or maintenance (its refs are not this
-#: repository's: a prune there would lose this one's objects) and never write a commit-graph;
-#: its configuration says so too, and runs no hooks.
-_ISOLATED_CONFIG = ("--no-auto-maintenance", "--no-write-commit-graph")
-
-
-def isolated_fetch_dir(repo: Repository) -> Path:
-    """``.git/pub/fetch.git``: a bare repository with this one's configuration (included: the
-    remote, credential helpers, URL rewrites) and its own refs only (one tracking ref per fetched
-    ref). Its objects are never used: fetches there write into this repository's object store
-    (``GIT_OBJECT_DIRECTORY``). Created when missing; it holds nothing that is not derived."""
-    net = ensure_pub_dir(repo.pub_dir) / "fetch.git"
-    config = net / "config"
-    if config.is_file() and (net / "HEAD").is_file() and (net / "refs").is_dir():
-        return net
-    for sub in ("refs/heads", "refs/remotes", "objects", "hooks"):
-        (net / sub).mkdir(parents=True, exist_ok=True)
-    (net / "HEAD").write_bytes(b"ref: refs/heads/main\n")
-    text = (f"[include]\n\tpath = {_quoted(repo.common_dir / 'config')}\n"
-            "[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
-            f"\thooksPath = {_quoted(net / 'hooks')}\n\tlogAllRefUpdates = false\n"
-            "[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n"
-            "[fetch]\n\twriteCommitGraph = false\n")
-    write_atomic(config, text.encode())
-    return net
-
-
-def _quoted(path: Path) -> str:
-    """``path`` as a git config value."""
-    return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _read_loose(git_dir: Path, ref: str) -> str | None:
-    try:
-        value = (git_dir / ref).read_bytes().strip().decode("ascii")
-    except (OSError, UnicodeDecodeError):
-        return None
-    return value if len(value) == 40 else None
-
-
-def _current(repo: Repository, ref: str) -> str | None:
-    """``ref``'s value here, or None (absent or damaged: the fetch will replace it)."""
-    try:
-        return repo.read_ref(ref)
-    except GitpubError:
-        return None
-
-
-def _mirror_ref(repo: Repository, net: Path, ref: str) -> None:
-    """Give the private fetch repository this repository's value of ``ref`` (the fetch
-    negotiates with it), or none if it has no usable one."""
-    sha = _current(repo, ref)
-    path = net / ref
-    if sha is None or not repo.has_object(sha):
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-        return
-    if _read_loose(net, ref) == sha:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=net, prefix=".ref-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(f"{sha}\n".encode())
-    os.replace(tmp, path)
 
 
 # -- what a repository's remotes are (for ``init`` and for hints) ------------------------------

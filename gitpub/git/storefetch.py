@@ -25,15 +25,14 @@ from pathlib import Path
 from gitpub.core.errors import GitpubError
 from gitpub.core.sanitize import sanitize
 from gitpub.git import refstore
-from gitpub.git.remote import (
-    _ISOLATED_CONFIG,
-    Remote,
-    RemoteError,
-    _current,
-    _mirror_ref,
-    _read_loose,
+from gitpub.git.fetchdir import (
+    ISOLATED_CONFIG,
+    current_value,
     isolated_fetch_dir,
+    mirror_ref,
+    read_loose,
 )
+from gitpub.git.remote import Remote, RemoteError
 
 #: The remote's job store: everything gitpub keeps on a remote under this prefix.
 REMOTE_PREFIX = "refs/pub/"
@@ -64,17 +63,17 @@ def fetch_with_store(remote: Remote) -> Fetched:
             tip = repo.read_ref(remote.tracking_ref)
         return Fetched(tip, repo.list_refs(remote.store_prefix))
     net = isolated_fetch_dir(repo)
-    _mirror_ref(repo, net, remote.tracking_ref)
-    _mirror_ref(repo, net, f"refs/heads/{remote.branch}")
+    mirror_ref(repo, net, remote.tracking_ref)
+    mirror_ref(repo, net, f"refs/heads/{remote.branch}")
     _mirror_store(remote, net)
     env = {"GIT_OBJECT_DIRECTORY": str(repo.common_dir / "objects")}
-    extra = [*_ISOLATED_CONFIG, "--prune"]
+    extra = [*ISOLATED_CONFIG, "--prune"]
     found_branch = remote.fetch_refspecs(extra, [branch_spec, store_spec], net, env) is not None
     if not found_branch:
         remote.fetch_refspecs(extra, [store_spec], net, env)
     tip = None
     if found_branch:
-        tip = _read_loose(net, remote.tracking_ref)
+        tip = read_loose(net, remote.tracking_ref)
         if tip is None or not repo.has_object(tip):
             raise RemoteError(f"fetch from {sanitize(remote.remote)} left no "
                               f"{remote.tracking_ref}")
@@ -125,7 +124,7 @@ def _bring_back(remote: Remote, net: Path) -> dict[str, str]:
 
 def _move(remote: Remote, ref: str, sha: str) -> None:
     for _ in range(5):  # a concurrent fetch may move it too
-        old = _current(remote.repo, ref)
+        old = current_value(remote.repo, ref)
         if old == sha or remote.repo.cas_ref(ref, old, sha, "gitpub: fetch"):
             return
     raise GitpubError(f"could not update {ref}: it kept moving")
@@ -136,7 +135,7 @@ def note_pushed(remote: Remote, name: str, old: str | None, new: str | None) -> 
     tracking ref says so too (a compare-and-swap from ``old``; a concurrent fetch that moved
     it already is just as good)."""
     ref = remote.store_prefix + name
-    current = _current(remote.repo, ref)
+    current = current_value(remote.repo, ref)
     if current == new:
         return
     if current != old:

@@ -4,6 +4,7 @@
 - ``request``   what a user asks for, and finding or creating the one job a key names
 - ``prepare``   the phases (snapshot, draft, judge, gates, fonts) and the driver that resumes a
                 job at its first unrecorded phase
+- ``history``   the once-per-job search of the base's whole history for the job id
 - ``steps``     running pipeline commands in private scratch space, with the temp-file guard
 - ``gates``     the built-in content gates (secrets, UTF-8, front matter, titles)
 - ``frontmatter`` YAML ``---``, TOML ``+++`` and JSON ``{`` front matter; an article's title
