@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gitpub.core.crashpoints import crash_point
-from gitpub.core.errors import CorruptStateError, GitpubError, LostRace
+from gitpub.core.errors import CorruptStateError, GitpubError, LostRace, UsageError
 from gitpub.core.record import Lease
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import NEEDS_PERSON, SETTLED, TERMINAL, FailureCode, Stage, State
@@ -421,13 +421,15 @@ class Shared:
     def locate(self, ref: str) -> Job | None:
         """A job this clone does not have, by id or unique id prefix, from a fresh fetch of
         the remote's job store (its job refs, else the archive for a full id); None when the
-        remote has no such job either. Raises ``RemoteError`` / ``RemoteConfigError``."""
+        remote has no such job either. Raises ``RemoteError`` / ``RemoteConfigError``, and
+        ``UsageError`` for a prefix that names several of the remote's jobs."""
         self.fetch()
         ids = [i for i in self.view.remote_ids() if i == ref or i.startswith(ref)]
-        if len(ids) == 1:
-            return self.view.remote_job(ids[0])
+        if ref in ids or len(ids) == 1:
+            return self.view.remote_job(ref if ref in ids else ids[0])
         if len(ids) > 1:
-            return None
+            raise UsageError(f"job id prefix {sanitize(ref)!r} is ambiguous on the remote "
+                             f"({len(ids)} jobs)", hint="give more of the job id")
         found = self.view.find(ref) if len(ref) == 36 else None
         return None if found is None else found.job
 
