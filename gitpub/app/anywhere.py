@@ -9,13 +9,12 @@ of nodes that are gone.
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING
 
 from gitpub.app.contain import Failures
 from gitpub.app.session import find_job
-from gitpub.core.errors import UsageError
-from gitpub.core.states import TERMINAL
+from gitpub.core.errors import LostRace, TryLaterError, UsageError
+from gitpub.core.states import SETTLED, TERMINAL
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job
 from gitpub.store.shared import SharedView
@@ -89,21 +88,39 @@ def find_job_or_adopt(ctx: Context, ref: str) -> Job:
 
 def share(ctx: Context, job: Job) -> None:
     """A job a person settled here (abandoned, say) goes to the remote's job store too when
-    the remote has it (by compare-and-swap; best effort: a later delivery run retries)."""
+    the remote has it (by compare-and-swap; a remote that does not answer now gets it on a
+    later delivery run). When another node moved the job on the remote meanwhile (it took it
+    over between this clone's probe and its record), the person's decision did not stand:
+    the remote's state is adopted here (ours kept under ``refs/pub/superseded/``) and
+    ``TryLaterError`` says so (exit 5) — never "abandoned" for a job another node publishes."""
     from gitpub.delivery.shared import Shared
     from gitpub.git.remote import RemoteConfigError, RemoteError
 
     shared = Shared(ctx, ctx.remote())
-    with contextlib.suppress(RemoteError, RemoteConfigError):
-        if shared.view.remote_value(job.job_id) is not None:
-            shared.fetch()
-            shared.publish_states([job])
+    try:
+        if shared.view.remote_value(job.job_id) is None:
+            return
+        shared.fetch()
+        shared.publish_states([job])
+        theirs = shared.view.remote_value(job.job_id)
+        if job.state not in SETTLED or theirs is None or shared.view.descends(job.commit, theirs):
+            return
+        there = shared.view.load(job.job_id, theirs).state
+        shared.sync(job)
+    except (RemoteError, RemoteConfigError, LostRace):
+        return
+    raise TryLaterError(
+        f"job {job.job_id}: another node moved it on the remote meanwhile ({there.value} "
+        f"there now): this clone's {job.state.value} does not stand",
+        hint=f"`git pub status {job.job_id[:13]}` shows where it stands; decide again there")
 
 
-def take_over(ctx: Context, deliverer: Deliverer, failures: Failures) -> list[Job]:
+def take_over(ctx: Context, deliverer: Deliverer,
+              failures: Failures) -> tuple[list[Job], str | None]:
     """The remote's unfinished jobs whose holder is gone (``Shared.orphans``), adopted here
-    to be delivered like this clone's own: probed first. A remote that does not answer is
-    reported; one that is not configured leaves only this clone's jobs to recover."""
+    to be delivered like this clone's own: probed first. A remote that does not answer is a
+    transient (returned: not confirmed, exit 5); one that is not configured leaves only this
+    clone's jobs to recover; a damaged remote job is reported."""
     from gitpub.delivery.lock import delivery_lock
     from gitpub.git.locks import LockedError
     from gitpub.git.remote import RemoteConfigError, RemoteError
@@ -111,12 +128,15 @@ def take_over(ctx: Context, deliverer: Deliverer, failures: Failures) -> list[Jo
     try:
         with delivery_lock(ctx.repo, progress=ctx.progress):  # the network segment's lock
             deliverer.shared.fetch()
-            return deliverer.shared.orphans()
+            taken = deliverer.shared.orphans()
+            for damaged in deliverer.shared.damaged:
+                failures.add(None, damaged)
+            return taken, None
     except LockedError:
         ctx.progress("no take-over of other nodes' jobs in this run: another gitpub here holds "
                      "the delivery lock")
     except RemoteConfigError:
         pass  # said once, by the delivery of this clone's jobs (exit 2) if it has any
     except RemoteError as e:
-        failures.add(None, e)
-    return []
+        return [], f"no take-over of other nodes' jobs: {e.message}"
+    return [], None

@@ -61,13 +61,15 @@ class Prepared:
     note: str | None = None  # what happened to the local checkout (with --push)
     hint: str | None = None  # what to do next
     channels: Report | None = None  # with --push: the published job's channels
+    held: bool = False  # with --push: left unfinished to another worker (exit 5)
 
     @property
     def exit_code(self) -> int:
         if self.channels is not None and self.channels.errors:
             return EXIT_ERROR
-        return aggregate_exit([self.job],
+        code = aggregate_exit([self.job],
                               [] if self.channels is None else [self.channels.exit_code])
+        return EXIT_UNCONFIRMED if self.held and code == EXIT_OK else code
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,8 @@ class Jobs:
     unconfirmed: tuple[str, ...] = ()
     channels: Mapping[str, Report] = field(default_factory=dict)  # job id -> its channels
     tracebacks: tuple[str, ...] = ()  # of the unexpected errors among ``errors`` (--debug)
+    #: Jobs left unfinished to another worker (fenced, or held): not confirmed (exit 5).
+    held: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -107,7 +111,7 @@ class Jobs:
             return code
         if any(c.status.needs_person for c in self.commits):
             return EXIT_NEEDS_PERSON  # sync: a commit a person must act on
-        if code == EXIT_UNCONFIRMED or self.unconfirmed or any(
+        if code == EXIT_UNCONFIRMED or self.unconfirmed or self.held or any(
                 c.status == "pending" for c in self.commits):
             return EXIT_UNCONFIRMED
         return code
@@ -159,7 +163,7 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
 
             report = Report(job.job_id, None, errors=tuple(failed))
         return Prepared(job, created, deliverer.notes.get(job.job_id), next_step(ctx, job),
-                        report)
+                        report, deliverer.left_to_others(job))
 
 
 def _no_base_note(ctx: Context, job: Job) -> str | None:
@@ -313,7 +317,8 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
         done, channels = _distribute(ctx, driver, done, errors, only_named=bool(job_refs))
         _maintain(ctx, failures)
         return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), hints=_hints(ctx, done),
-                    channels=channels, tracebacks=tuple(failures.tracebacks))
+                    channels=channels, tracebacks=tuple(failures.tracebacks),
+                    held=tuple(j.job_id for j in done if deliverer.left_to_others(j)))
 
 
 def reconcile(where: Path, progress: Progress) -> Jobs:
@@ -333,7 +338,8 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
         errors = failures.errors
         everything = frozenset(State) - TERMINAL
         jobs = _unfinished(ctx, failures, everything, scan=True)
-        jobs += take_over(ctx, deliverer, failures)
+        taken, not_taken = take_over(ctx, deliverer, failures)
+        jobs += taken
         driver = _driver(ctx)
         driver.expect(jobs)
         driver.rediscover(errors)
@@ -354,7 +360,9 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
         _maintain(ctx, failures, sweep=True)
         return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), pending=pending,
                     hints=_hints(ctx, done), channels=channels,
-                    tracebacks=tuple(failures.tracebacks))
+                    tracebacks=tuple(failures.tracebacks), unconfirmed=tuple(
+                        [] if not_taken is None else [not_taken]),
+                    held=tuple(j.job_id for j in done if deliverer.left_to_others(j)))
 
 
 def resolve(where: Path, progress: Progress, job_ref: str, action: Action,

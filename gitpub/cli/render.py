@@ -131,7 +131,7 @@ def jobs_text(result: Jobs, empty: str) -> str:
         human = [empty]
     human += [f"error: {e}" for e in result.errors]
     human += [ERRORS_HINT] if result.errors else []
-    human += [f"not confirmed: {u}\nhint: the next `git pub sync` tries again"
+    human += [f"not confirmed: {u}\nhint: run the same command again later"
               for u in result.unconfirmed]
     return "\n".join(human)
 

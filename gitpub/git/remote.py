@@ -302,8 +302,10 @@ class Remote:
             wrong = misconfiguration(self.remote, err)
             if wrong is not None:
                 raise wrong
+            said = "\n".join(ln for ln in err.strip().splitlines()
+                             if not ln.startswith("warning: ignoring --negotiation-tip"))
             raise RemoteError(f"fetch from {sanitize(self.remote)} failed: "
-                              f"{sanitize(err.strip())[-500:]}")
+                              f"{sanitize(said)[-500:]}")
         return proc
 
     @property

@@ -23,7 +23,7 @@ from enum import StrEnum
 
 from gitpub.core.errors import CorruptStateError, GitpubError
 from gitpub.store.archive import ARCHIVE, Archive, Archived
-from gitpub.store.jobs import Job, JobStore
+from gitpub.store.jobs import JOBS_PREFIX, Job, JobStore
 
 JOBS = "jobs/"
 #: How far back a first-parent walk looks for the other value before asking C git.
@@ -54,10 +54,26 @@ class Found:
 class SharedView:
     """The tracking refs of one remote's job store, read through ``store``."""
 
-    def __init__(self, store: JobStore, prefix: str) -> None:
+    def __init__(self, store: JobStore, prefix: str, remote: str = "origin") -> None:
         self.store = store
         self.repo = store.repo
         self.prefix = prefix  # refs/pub/remote/<remote>/
+        self.remote = remote  # the remote's name, for messages
+
+    def load(self, job_id: str, sha: str) -> Job:
+        """The job as the remote's ref records it (``sha``: its value as fetched). An
+        unreadable one — another clone's damage, or a forgery — raises, naming the remote's
+        ref and how to repair it: this clone's own state is not the damaged one."""
+        try:
+            return self.store.load_at(job_id, sha)
+        except CorruptStateError as e:
+            ref, tracking = f"{JOBS_PREFIX}{job_id}", self.remote_ref(job_id)
+            raise CorruptStateError(
+                f"job {job_id}: the remote's job ref {ref} is unreadable: "
+                f"{e.message.split(' is unreadable: ', 1)[-1]}",
+                hint=f"nothing was changed; inspect it with `git log -p {tracking}`, then "
+                     f"repair it or delete it on the remote (`git push {self.remote} :{ref}`)"
+            ) from None
 
     def remote_ref(self, job_id: str) -> str:
         return f"{self.prefix}{JOBS}{job_id}"
@@ -71,14 +87,15 @@ class SharedView:
 
     def remote_job(self, job_id: str) -> Job | None:
         sha = self.remote_value(job_id)
-        return None if sha is None else self.store.load_at(job_id, sha)
+        return None if sha is None else self.load(job_id, sha)
 
-    def remote_jobs(self) -> Iterator[Job | CorruptStateError]:
+    def remote_jobs(self) -> Iterator[tuple[str, Job | CorruptStateError]]:
+        """Every job of the remote's store (id, job), an unreadable one as its error."""
         for job_id, sha in sorted(self.repo.list_refs(self.prefix + JOBS).items()):
             try:
-                yield self.store.load_at(job_id, sha)
+                yield job_id, self.load(job_id, sha)
             except CorruptStateError as e:
-                yield e
+                yield job_id, e
 
     @property
     def archive_value(self) -> str | None:
