@@ -26,6 +26,7 @@ from test_confirm import (
     job_commit_message,
     message_of,
     publish,
+    report_unrecorded,
 )
 from test_confirm_gate import forged_notes_commit
 
@@ -68,6 +69,7 @@ def both_ways(site: Site, tmp_path: Path, name: str,
 
 def test_fast_and_slow_paths_agree_on_a_hostile_history(
         site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report_unrecorded(site)  # the forged claims have no store record: BAD by that rule alone
     good, second = publish(site, 2)
     evil = attacker_clone(site, tmp_path)
     # a tampered copy of a publication on a side branch, merged

@@ -114,26 +114,3 @@ def test_a_corrupt_packed_refs_is_named_by_every_command(site: Site, damage: byt
         assert "no remote named" not in r.err and "Traceback" not in r.err
     packed_refs.write_bytes(good)  # repaired as the hint says: git works again
     assert site.call("status").code == 0
-
-
-def test_reading_one_ref_touches_only_its_neighbourhood(tmp_path: Path) -> None:
-    """A ref is read by binary search, never by parsing all of ``packed-refs``: with a line
-    far away made garbage, the job store still reads the ref (and CAS-moves it), while a
-    listing — which must see the whole file, as git does — reports the damage."""
-    from gitpub.core.errors import CorruptStateError
-    from gitpub.git.repo import Repository
-
-    names = [f"refs/pub/jobs/{i:05d}" for i in range(4000)]
-    repo = packed_repo(tmp_path, names)
-    path = repo / ".git" / "packed-refs"
-    head = git(repo, "rev-parse", "HEAD").strip()
-    lines = path.read_bytes().split(b"\n")
-    at = next(i for i, line in enumerate(lines) if line.endswith(b"refs/pub/jobs/00100"))
-    lines[at] = b"garbage that is no ref line"
-    path.write_bytes(b"\n".join(lines))
-    with Repository.discover(repo) as r:
-        assert r.read_ref("refs/pub/jobs/03999") == head
-        assert r.read_ref("refs/pub/jobs/04000") is None
-        assert r.cas_ref("refs/pub/jobs/03998", head, head)
-        with pytest.raises(CorruptStateError, match="packed-refs"):
-            r.list_refs("refs/pub/jobs/")

@@ -601,6 +601,11 @@ def test_a_clone_that_never_saw_the_job(site: Site, daemon: GitDaemon, tmp_path:
     r = c.run("status", "0" * 8 + job_id[8:])
     no_traceback(r.out, r.err)
     assert r.code == 2 and "neither here nor on the remote" in r.err, r.out + r.err
+    git(site.remote, "update-ref", f"{JOBS}{job_id[:4]}-squat", f"{JOBS}{job_id}")
+    r = c.run("status", job_id[:4])  # a hostile ref sharing the prefix
+    no_traceback(r.out, r.err)
+    assert r.code == 2 and "ambiguous" in r.err and "hint:" in r.err, r.out + r.err
+    git(site.remote, "update-ref", "-d", f"{JOBS}{job_id[:4]}-squat")
     daemon.stop()
     r = c.run("log", job_id)
     no_traceback(r.out, r.err)

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gitpub.core.crashpoints import crash_point
-from gitpub.core.errors import CorruptStateError, GitpubError, LostRace
+from gitpub.core.errors import CorruptStateError, GitpubError, LostRace, UsageError
 from gitpub.core.record import Lease
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import NEEDS_PERSON, SETTLED, TERMINAL, FailureCode, Stage, State
@@ -421,15 +421,20 @@ class Shared:
     def locate(self, ref: str) -> Job | None:
         """A job this clone does not have, by id or unique id prefix, from a fresh fetch of
         the remote's job store (its job refs, else the archive); None when the remote has no
-        such job, or the prefix names several. Raises ``RemoteError`` / ``RemoteConfigError``."""
+        such job either. Raises ``RemoteError`` / ``RemoteConfigError``, and ``UsageError`` for
+        a prefix that names several of the remote's jobs."""
         self.fetch()
         ids = [i for i in self.view.remote_ids() if i == ref or i.startswith(ref)]
-        if len(ids) == 1:
-            return self.view.remote_job(ids[0])
-        if ids:
-            return None
+        if ref in ids or len(ids) == 1:
+            return self.view.remote_job(ref if ref in ids else ids[0])
+        if len(ids) > 1:
+            raise UsageError(f"job id prefix {sanitize(ref)!r} is ambiguous on the remote "
+                             f"({len(ids)} jobs)", hint="give more of the job id")
         archived = self.view.archived_matching(ref)
-        return self.view.archived_job(archived[0]) if len(archived) == 1 else None
+        if len(archived) > 1:
+            raise UsageError(f"job id prefix {sanitize(ref)!r} is ambiguous in the remote's "
+                             f"archive ({len(archived)} jobs)", hint="give more of the job id")
+        return self.view.archived_job(archived[0]) if archived else None
 
 
 def _reachable(state: State) -> frozenset[State]:
