@@ -255,9 +255,9 @@ class Remote:
         specs = [f"+{branch}:{self.tracking_ref}", f"+{src}*:{dst}*"]
         if self.fetch_refspecs(list(ISOLATED_CONFIG), specs, net, env) is None:
             return None, self.fetch_ref(src, dst)  # no such branch: the other ref alone
-        return self._bring(net, self.tracking_ref, branch), self._bring(net, dst, src)
+        return self.bring(net, self.tracking_ref, branch), self.bring(net, dst, src)
 
-    def _bring(self, net: Path, dst: str, src: str) -> str | None:
+    def bring(self, net: Path, dst: str, src: str) -> str | None:
         """Mirror ``dst`` from the private fetch repository here (CAS); its value, or None
         when the fetch left none: the remote has no ``src`` (``dst`` here is left as it is, as
         ``fetch_ref`` leaves it)."""
@@ -336,7 +336,7 @@ class Remote:
         env = {"GIT_OBJECT_DIRECTORY": str(self.repo.common_dir / "objects")}
         if self._fetch(list(ISOLATED_CONFIG), src, dst, net, env) is None:
             return None
-        tip = self._bring(net, dst, src)
+        tip = self.bring(net, dst, src)
         if tip is None:
             raise RemoteError(f"fetch from {sanitize(self.remote)} left no {dst}")
         return tip

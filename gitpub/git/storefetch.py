@@ -46,32 +46,38 @@ class Fetched:
 
     tip: str | None
     store: dict[str, str] = field(default_factory=dict)
+    also: str | None = None  # the value of ``also``'s local ref (None: not on the remote)
 
 
-def fetch_with_store(remote: Remote) -> Fetched:
+def fetch_with_store(remote: Remote, also: tuple[str, str] | None = None) -> Fetched:
     """Fetch the branch and the job store in one ``git fetch`` (a second one for the store
-    alone when the branch does not exist). Raises ``RemoteError`` / ``RemoteConfigError``."""
+    alone when the branch does not exist). ``also`` (remote ref, local ref): one more ref in
+    the same fetch, as ``Remote.fetch_with`` fetches it (a pattern only it matches exactly, so
+    that a remote without it is no error; only it is mirrored here) — ``confirm`` fetches the
+    branch, the notes and the job store in one round. Raises ``RemoteError`` /
+    ``RemoteConfigError``."""
     repo = remote.repo
     branch_spec = f"+refs/heads/{remote.branch}:{remote.tracking_ref}"
     store_spec = f"+{REMOTE_PREFIX}*:{remote.store_prefix}*"
     if not remote.can_isolate():
-        env = {"GIT_REF_PARANOIA": "0"}
-        tip: str | None = None
-        if remote.fetch_refspecs(["--prune"], [branch_spec, store_spec], repo.git_dir,
-                                 env) is None:
-            remote.fetch_refspecs(["--prune"], [store_spec], repo.git_dir, env)
-        else:
-            tip = repo.read_ref(remote.tracking_ref)
-        return Fetched(tip, repo.list_refs(remote.store_prefix))
+        fetched = _fetch_here(remote, branch_spec, store_spec)
+        if also is None:
+            return fetched
+        return Fetched(fetched.tip, fetched.store, remote.fetch_ref(*also))
     net = isolated_fetch_dir(repo)
     mirror_ref(repo, net, remote.tracking_ref)
     mirror_ref(repo, net, f"refs/heads/{remote.branch}")
     _mirror_store(remote, net)
     env = {"GIT_OBJECT_DIRECTORY": str(repo.common_dir / "objects")}
     extra = [*ISOLATED_CONFIG, "--prune"]
-    found_branch = remote.fetch_refspecs(extra, [branch_spec, store_spec], net, env) is not None
+    specs = [store_spec]
+    if also is not None:
+        (net / also[1]).unlink(missing_ok=True)  # after the fetch, absent means: not there
+        remote.repo.heal_lock(net / f"{also[1]}.lock")
+        specs.append(f"+{also[0]}*:{also[1]}*")
+    found_branch = remote.fetch_refspecs(extra, [branch_spec, *specs], net, env) is not None
     if not found_branch:
-        remote.fetch_refspecs(extra, [store_spec], net, env)
+        remote.fetch_refspecs(extra, specs, net, env)
     tip = None
     if found_branch:
         tip = read_loose(net, remote.tracking_ref)
@@ -79,7 +85,22 @@ def fetch_with_store(remote: Remote) -> Fetched:
             raise RemoteError(f"fetch from {sanitize(remote.remote)} left no "
                               f"{remote.tracking_ref}")
         _move(remote, remote.tracking_ref, tip)
-    return Fetched(tip, _bring_back(remote, net))
+    value = None if also is None else remote.bring(net, also[1], also[0])
+    return Fetched(tip, _bring_back(remote, net), value)
+
+
+def _fetch_here(remote: Remote, branch_spec: str, store_spec: str) -> Fetched:
+    """``fetch_with_store`` in this repository itself (one the private fetch repository
+    cannot serve: shallow, partial, another object format or ref storage)."""
+    repo = remote.repo
+    env = {"GIT_REF_PARANOIA": "0"}
+    tip: str | None = None
+    if remote.fetch_refspecs(["--prune"], [branch_spec, store_spec], repo.git_dir,
+                             env) is None:
+        remote.fetch_refspecs(["--prune"], [store_spec], repo.git_dir, env)
+    else:
+        tip = repo.read_ref(remote.tracking_ref)
+    return Fetched(tip, repo.list_refs(remote.store_prefix))
 
 
 def _mirror_store(remote: Remote, net: Path) -> None:

@@ -51,7 +51,7 @@ from gitpub.verify import ledger as L
 from gitpub.verify import rules
 from gitpub.verify.commit import Verdict, verdict, verify_commit
 from gitpub.verify.history import commits_mentioning
-from gitpub.verify.store_check import check_store, unrecorded_rule
+from gitpub.verify.store_check import check_store, fetch_store, unrecorded_rule
 
 CHECKED = "gitpub-confirm: checked-through"
 REMOTE_NOTES = "refs/pub/remote-notes"
@@ -106,7 +106,11 @@ def confirm_key(value: str | None) -> L.Key | None:
 
 def confirm(repo: Repository, config: Config, remote: Remote, *, rev_range: str | None,
             push_notes: bool, progress: Progress, key: L.Key | None = None) -> ConfirmReport:
-    tip, notes_tip = remote.fetch_with(NOTES_REF, REMOTE_NOTES)
+    fetched = fetch_store(remote, (NOTES_REF, REMOTE_NOTES))  # one network round
+    if fetched is None:  # a shallow clone: the store comes by depth, in the store check
+        tip, notes_tip = remote.fetch_with(NOTES_REF, REMOTE_NOTES)
+    else:
+        tip, notes_tip = fetched.tip, fetched.also
     if tip is None:
         raise GitpubError(f"the remote has no branch {config.branch}")
     memory = L.read_memory(repo, notes_tip, key)
@@ -136,7 +140,7 @@ def confirm(repo: Repository, config: Config, remote: Remote, *, rev_range: str 
             report.verdicts.append(_duplicate(found, index, lookup))
     store = check_store(repo, remote, tip=tip, verdicts=report.verdicts, prefixes=prefixes,
                         unrecorded=unrecorded_rule(repo, config, report.start), key=key,
-                        memory=memory)
+                        memory=memory, fetched_with=None if fetched is None else fetched.tip)
     report.verdicts, report.remarks = store.verdicts, report.remarks + store.remarks
     if key is not None and rev_range is None:
         _rewritten(repo, memory, gone, notes_tip, key, report)

@@ -43,7 +43,7 @@ from gitpub.core.record import JobRecord
 from gitpub.core.states import State
 from gitpub.git.remote import Remote
 from gitpub.git.repo import Repository
-from gitpub.git.storefetch import fetch_records, fetch_with_store
+from gitpub.git.storefetch import Fetched, fetch_records, fetch_with_store
 from gitpub.git.walk import shallow_commits
 from gitpub.store.archive import Archive
 from gitpub.store.jobs import JobStore
@@ -70,6 +70,15 @@ class StoreCheck:
     remarks: list[str] = field(default_factory=list)
 
 
+def fetch_store(remote: Remote, also: tuple[str, str]) -> Fetched | None:
+    """The branch, the job store and ``also`` (remote ref, local ref) in one ``git fetch``,
+    where the store check reads them so (a full clone: everything); None in a shallow clone,
+    whose store is fetched apart, by depth (``check_store``)."""
+    if shallow_commits(remote.repo):
+        return None
+    return fetch_with_store(remote, also)
+
+
 def unrecorded_rule(repo: Repository, config: Config, start: str | None) -> str:
     """``confirm_unrecorded`` as the configuration at the range's start says (the tip's when
     there is no trusted start); ``bad`` when that file cannot be read."""
@@ -87,10 +96,16 @@ def unrecorded_rule(repo: Repository, config: Config, start: str | None) -> str:
 
 def check_store(repo: Repository, remote: Remote, *, tip: str, verdicts: Sequence[Verdict],
                 prefixes: Sequence[str], unrecorded: str, key: L.Key | None,
-                memory: L.Memory) -> StoreCheck:
-    """The three rules of the module docstring over a fresh fetch of the remote's store."""
+                memory: L.Memory, fetched_with: str | None = None) -> StoreCheck:
+    """The three rules of the module docstring over a fresh fetch of the remote's store.
+    ``fetched_with``: the store was fetched already, in the same ``git fetch`` as the branch,
+    whose tip it was (``fetch_store``: ``confirm``'s one network round); else it is fetched
+    here."""
     checker = _Checker(repo, remote, tip, prefixes, key, memory)
-    checker.fetch()
+    if fetched_with is None:
+        checker.fetch()
+    else:
+        checker.store_tip = fetched_with
     out = [checker.in_range(v, unrecorded) for v in verdicts]
     checker.published = {(v.job_id, v.commit) for v in out if v.ok}
     extra = checker.job_refs() + checker.archive()
