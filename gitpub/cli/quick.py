@@ -1,14 +1,16 @@
-"""``status`` and ``log`` without click: the commands people and agents run most, started fast.
+"""``status``, ``log`` and ``confirm`` without click: the commands people, agents and CI run
+most, started fast.
 
 click costs ~20 ms to import and the option definitions of every command more; ``status`` must
-start in a small multiple of a bare interpreter (``bench/startup.py``). So the plain forms of
-these two commands — ``[-C PATH]… [--json] [--debug] status [--all] [JOB]`` and ``… log JOB``,
-options in any order — are recognised here (``parse``) and run without click (``run``); every
-other form (``-h``, ``--``, an unknown option, a second JOB, a value that starts with ``-``)
-goes to the option parser, which gives its usage, or its usage error, as always. Both ways run
-the same functions (``status``, ``log``: the click commands call them too), report errors
-through the same ``cli.guard``, and a test runs each plain form both ways and compares the
-bytes.
+start in a small multiple of a bare interpreter (``bench/startup.py``), and CI starts
+``confirm`` on every push. So the plain forms of these commands — ``[-C PATH]… [--json]
+[--debug] status [--all] [JOB]``, ``… log JOB`` and ``… confirm [--no-push-notes] [--range
+A..B]``, options in any order — are recognised here (``parse``) and run without click
+(``run``); every other form (``-h``, ``--``, an unknown option, a second JOB, ``--range=R``,
+a value that starts with ``-``, ``confirm --accept``) goes to the option parser, which gives
+its usage, or its usage error, as always. Both ways run the same functions (``status``,
+``log``, ``confirm``: the click commands call them too), report errors through the same
+``cli.guard``, and a test runs each plain form both ways and compares the bytes.
 """
 
 from __future__ import annotations
@@ -30,20 +32,23 @@ if TYPE_CHECKING:
 COMMANDS = ("init", "prepare", "status", "log", "push", "sync", "doctor", "reconcile",
             "resolve", "metrics", "confirm", "demo")
 _COMMON = frozenset({"--json", "--debug"})
-_FLAGS = {"status": _COMMON | {"--all"}, "log": _COMMON}
+_FLAGS = {"status": _COMMON | {"--all"}, "log": _COMMON, "confirm": _COMMON | {"--no-push-notes"}}
 
 
 class Request:
-    """A plain ``status`` or ``log`` command line, parsed."""
+    """A plain ``status``, ``log`` or ``confirm`` command line, parsed."""
 
     def __init__(self, command: str, paths: list[str], job: str | None, show_all: bool,
-                 as_json: bool, debug: bool) -> None:
+                 as_json: bool, debug: bool, rev_range: str | None = None,
+                 push_notes: bool = True) -> None:
         self.command, self.paths, self.job = command, paths, job
         self.show_all, self.json, self.debug = show_all, as_json, debug
+        self.rev_range, self.push_notes = rev_range, push_notes
 
 
 def parse(args: Sequence[str]) -> Request | None:
-    """The plain ``status``/``log`` command line ``args`` describes, or None (click's)."""
+    """The plain ``status``/``log``/``confirm`` command line ``args`` describes, or None
+    (click's)."""
     paths: list[str] = []
     i = 0
     while i < len(args) and args[i] in _COMMON | {"-C"}:
@@ -55,7 +60,19 @@ def parse(args: Sequence[str]) -> Request | None:
         i += 1
     if i == len(args) or args[i] not in _FLAGS:
         return None
-    command, rest = args[i], args[i + 1:]
+    command, rest = args[i], list(args[i + 1:])
+    rev_range = None
+    if command == "confirm":
+        if rest.count("--range") > 1:
+            return None
+        if "--range" in rest:
+            at = rest.index("--range")
+            if at + 1 == len(rest) or not _plain(rest[at + 1]):
+                return None
+            rev_range = rest[at + 1]
+            del rest[at:at + 2]
+        if any(not a.startswith("-") for a in rest):
+            return None  # confirm takes no argument: the option parser says so
     if any(a.startswith("-") and a not in _FLAGS[command] for a in rest):
         return None
     jobs = [a for a in rest if not a.startswith("-")]
@@ -63,7 +80,7 @@ def parse(args: Sequence[str]) -> Request | None:
         return None
     debug = "--debug" in args or os.environ.get("GITPUB_DEBUG") == "1"
     return Request(command, paths, jobs[0] if jobs else None, "--all" in rest,
-                   "--json" in args, debug)
+                   "--json" in args, debug, rev_range, "--no-push-notes" not in rest)
 
 
 def _plain(value: str) -> bool:
@@ -86,6 +103,8 @@ def _run(request: Request) -> int:
         except OSError as e:
             raise UsageError(f"cannot change to {p!r}: {e.strerror}") from None
     out = Output(json=request.json)
+    if request.command == "confirm":
+        return confirm(out, request.rev_range, request.push_notes)
     if request.command == "log":
         assert request.job is not None
         return log(out, request.job)
@@ -121,3 +140,16 @@ def log(out: Output, job: str) -> int:
     history = commands.log(Path.cwd(), out.progress, job)
     out.emit(render.history_json(history), render.history_text(history))
     return EXIT_OK
+
+
+def confirm(out: Output, rev_range: str | None, push_notes: bool, accept: str | None = None,
+            reason: str | None = None) -> int:
+    """``git pub confirm``: shows the report, and returns the exit code (1 while a BAD verdict
+    is open)."""
+    from gitpub.app import ci
+    from gitpub.cli import confirm_view
+
+    report = ci.confirm(Path.cwd(), out.progress, rev_range, push_notes, accept, reason)
+    out.emit(confirm_view.confirm_json(report),
+             confirm_view.confirm_text(report, accepting=accept))
+    return EXIT_ERROR if report.failed else EXIT_OK

@@ -326,6 +326,8 @@ class Remote:
         common = self.repo.common_dir
         if (common / "shallow").exists():
             return False
+        if self.repo.plain:  # its own configuration has no [extensions]: nothing to ask
+            return True
         return all(self.repo.config_value("extensions", key) is None
                    for key in ("partialclone", "objectformat", "refstorage"))
 

@@ -101,6 +101,12 @@ class Repository(ObjectReading, ObjectWriter):
         else:
             self._refuse_reftable()  # opens it with dulwich: what dulwich refuses, it refuses
 
+    @property
+    def plain(self) -> bool:
+        """Whether the repository's own configuration is plain (``git.gitconfig``): no
+        extensions, includes or ``core.worktree``; its objects are read by ``git.odb``."""
+        return self._reader is not None
+
     # -- opening ---------------------------------------------------------------------------
 
     @classmethod
