@@ -5,8 +5,9 @@ dulwich's ``set_if_equals``, ``remove_if_equals`` and ``as_dict`` parse the whol
 job, creating a job cost more with every job ever published (150 ms of a 430 ms ``prepare`` at
 7,000 jobs). Here a ref is its loose file, else one binary search of ``packed-refs``
 (``git.packed``); a listing is a range scan of ``packed-refs`` plus the loose files below the
-prefix. Writes keep git's protocol: the ``<ref>.lock`` taken with ``O_EXCL`` (dulwich's
-``GitFile``: a holder raises ``FileLocked``), the value re-read under the lock, the new value
+prefix. Writes keep git's protocol: the ``<ref>.lock`` taken with ``O_EXCL``
+(``git.lockfile``, the protocol of dulwich's ``GitFile`` without its imports: a holder raises
+``FileLocked``), the value re-read under the lock, the new value
 written, fsynced and renamed over the ref. A ref that lives only in ``packed-refs`` is deleted
 by C git (``update-ref -d``), which rewrites that file under its own lock.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -136,14 +138,14 @@ def compare_and_swap(common: Path, name: str, old: str | None, new: str) -> bool
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[Any]:
-    """``path``'s lock (``GitFile``), its directory created first; a directory removed by a
+    """``path``'s lock (``LockFile``), its directory created first; a directory removed by a
     concurrent delete of its last ref (``_prune_empty_dirs``) is created again."""
-    from dulwich.file import GitFile  # only to write: reading refs needs no dulwich
+    from gitpub.git.lockfile import LockFile  # git's (and dulwich's) lock-file protocol
 
     for attempt in range(3):
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            f = GitFile(path, "wb")
+            f = LockFile(path)
         except FileNotFoundError:
             if attempt == 2:
                 raise
@@ -156,13 +158,13 @@ def _locked(path: Path) -> Iterator[Any]:
 def delete_loose(common: Path, name: str, old: str) -> bool | None:
     """Delete ``name`` if it is ``old`` and lives in a loose file only; False if it holds
     another value, None if ``packed-refs`` has it too (then C git must delete it)."""
-    from dulwich.file import GitFile
+    from gitpub.git.lockfile import LockFile
 
     _check_name(name)
     path = common / name
     if not path.parent.is_dir():  # no loose file: packed or absent
         return None if packed_value(common, name) == old else False
-    with GitFile(path, "wb") as f:
+    with LockFile(path) as f:
         try:
             found = current(common, name)
             if found != old:
@@ -175,6 +177,22 @@ def delete_loose(common: Path, name: str, old: str) -> bool | None:
             f.abort()
     _prune_empty_dirs(common, path.parent)
     return True
+
+
+def append_reflog(common: Path, name: str, old: str | None, new: str, message: str) -> None:
+    """One line of ``logs/<name>`` for a move of ``name``, as git writes it: the old and new
+    ids, who (gitpub: its store identity, the author of its state commits) and when (UTC),
+    a tab and the message on one line. (In a repository that is not plain, dulwich writes it,
+    naming the configured user.)"""
+    from gitpub.git.values import STORE_IDENTITY
+
+    path = common / "logs" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = " ".join(message.split())
+    line = (f"{old or '0' * 40} {new} {STORE_IDENTITY.as_bytes().decode()} {int(time.time())} "
+            f"+0000\t{text}\n")
+    with open(path, "ab") as f:
+        f.write(line.encode("utf-8", "surrogateescape"))
 
 
 def delete_reflog(common: Path, name: str) -> None:

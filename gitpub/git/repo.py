@@ -195,9 +195,8 @@ class Repository(ObjectReading, ObjectWriter):
         raises ``FileLocked``), with a short exponential backoff; a stale lock is removed
         (``git.locks``). ``done`` may say that the other process did our work meanwhile (then
         ``None`` is returned). After ``lock_wait`` seconds: ``LockedError``."""
-        from dulwich.file import FileLocked  # a write: dulwich takes the lock
-
         from gitpub.git import locks
+        from gitpub.git.lockfile import FileLocked  # dulwich's, for objects, is translated
 
         if self._presence is None:
             self._presence = locks.Presence(locks.ensure_pub_dir(self.pub_dir))
@@ -308,8 +307,11 @@ class Repository(ObjectReading, ObjectWriter):
         if ok:
             fsync_dir(str((self.common_dir / name).parent))
             with contextlib.suppress(OSError):  # the ref moved; a reflog is never state
-                self._repo.refs._log(_r(name), _b(ZERO_ID if old is None else old), _b(new),
-                                     message=message.encode())
+                if self.plain:
+                    refstore.append_reflog(self.common_dir, name, old, new, message)
+                else:
+                    self._repo.refs._log(_r(name), _b(ZERO_ID if old is None else old),
+                                         _b(new), message=message.encode())
         return bool(ok)
 
     def delete_ref(self, name: str, old: str) -> bool:

@@ -18,11 +18,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.files import fsync_dir
+from gitpub.git import loose
 from gitpub.git.values import MODE_TREE, STORE_IDENTITY, Entry, Identity, _b, _s
 
 if TYPE_CHECKING:  # imported where objects are written: reading needs no dulwich (~40 ms)
     from dulwich.objects import ShaFile, Tree
     from dulwich.repo import Repo
+
+    from gitpub.git.odb import ObjectReader
 
 T = TypeVar("T")
 
@@ -31,9 +34,13 @@ class ObjectWriter:
     """Durable object writes, for ``Repository`` (which provides the attributes below)."""
 
     _batch_dirs: set[str] | None
+    _reader: ObjectReader | None  # set in a plain repository: objects written by ``git.loose``
 
     @property
     def _repo(self) -> Repo:
+        raise NotImplementedError
+
+    def _typed(self, sha: str, kind: bytes) -> bytes | None:
         raise NotImplementedError
 
     def _get(self, sha: str) -> ShaFile:
@@ -80,11 +87,40 @@ class ObjectWriter:
     def _add_object(self, obj: ShaFile) -> None:
         """Add one loose object; another process writing the same object holds its lock file
         (``FileLocked``) — wait for it to finish instead of failing."""
+        from dulwich.file import FileLocked
+
+        from gitpub.git.lockfile import FileLocked as Locked
+
         store = self._repo.object_store
-        self._while_locked(lambda: store.add_object(obj), f"object {_s(obj.id)}",
-                           done=lambda: obj.id in store)
+
+        def add() -> None:
+            try:
+                store.add_object(obj)
+            except FileLocked as e:
+                raise Locked(os.fsdecode(e.filename), os.fsdecode(e.lockfilename)) from None
+
+        self._while_locked(add, f"object {_s(obj.id)}", done=lambda: obj.id in store)
+
+    def _write_plain(self, kind: bytes, body: bytes) -> str:
+        """One object written by ``git.loose`` (a plain repository), durably as ``store``."""
+        reader = self._reader
+        assert reader is not None
+        sha = loose.object_id(kind, body)
+        if reader.contains(sha):
+            return sha
+        self._while_locked(lambda: loose.write_loose(reader.objects, kind, body),
+                           f"object {sha}", done=lambda: reader.contains(sha))
+        dirs = {os.path.join(reader.objects, sha[:2]), reader.objects}
+        if self._batch_dirs is not None:
+            self._batch_dirs |= dirs
+        else:
+            for d in sorted(dirs):
+                fsync_dir(d)
+        return sha
 
     def write_blob(self, data: bytes) -> str:
+        if self._reader is not None:
+            return self._write_plain(b"blob", data)
         from dulwich.objects import Blob
 
         blob = Blob.from_string(data)
@@ -97,6 +133,10 @@ class ObjectWriter:
         Only the trees on the changed paths are rebuilt, so the cost follows the size of the
         change, not of the repository. Directories left empty disappear, as in git.
         """
+        if self._reader is not None:
+            written = self._write_tree_plain(base, changes)
+            if written is not None:
+                return written
         from dulwich.objects import Tree
 
         split = {tuple(p.encode("utf-8").split(b"/")): e for p, e in changes.items()}
@@ -110,6 +150,73 @@ class ObjectWriter:
             new_objects.append(root)
         self.store(new_objects)
         return _s(root.id)
+
+    def _write_tree_plain(self, base: str | None,
+                          changes: Mapping[str, Entry | None]) -> str | None:
+        """``write_tree`` by ``git.loose`` (a plain repository): the same trees, or None when
+        a tree on the way is not one ``git.odb`` reads (then dulwich writes them, as ever)."""
+        split = {tuple(p.encode("utf-8").split(b"/")): e for p, e in changes.items()}
+        for parts in split:
+            if any(part in (b"", b".", b"..", b".git") for part in parts):
+                raise ValueError(f"unsafe path: {b'/'.join(parts)!r}")
+        out: list[tuple[bytes, bytes]] = []
+        try:
+            root = self._apply_plain(base, split, out)
+        except _AskDulwich:
+            return None
+        if root is None:
+            out.append((b"", loose.tree_body({})))
+        sha = ""
+        with contextlib.ExitStack() as stack:
+            if self._batch_dirs is None:
+                stack.enter_context(self.batch())
+            for _kind, body in out:
+                sha = self._write_plain(b"tree", body)
+        return sha  # the root: written last
+
+    def _entries(self, sha: str) -> dict[bytes, tuple[int, str]]:
+        from gitpub.git.odb import parse_tree
+
+        data = self._typed(sha, b"tree")
+        entries = None if data is None else parse_tree(data)
+        if entries is None:
+            raise _AskDulwich
+        return entries
+
+    def _apply_plain(self, tree: str | None, changes: Mapping[tuple[bytes, ...], Entry | None],
+                     out: list[tuple[bytes, bytes]]) -> str | None:
+        """``_apply`` on tree entries (name -> (mode, id)); each new tree's content appended
+        to ``out``, the subtrees before the trees holding them. Its id, or None if empty."""
+        result = {} if tree is None else dict(self._entries(tree))
+        nested: dict[bytes, dict[tuple[bytes, ...], Entry | None]] = {}
+        direct: dict[bytes, Entry | None] = {}
+        for parts, entry in changes.items():
+            if len(parts) > 1:
+                nested.setdefault(parts[0], {})[parts[1:]] = entry
+            else:
+                direct[parts[0]] = entry
+        for name, entry in direct.items():
+            if entry is None:
+                result.pop(name, None)
+            elif any(e is not None for e in nested.get(name, {}).values()):
+                raise ValueError(f"{name!r} is set both as a file and as a directory")
+            else:
+                result[name] = (entry.mode, entry.sha)
+        for name, sub in nested.items():
+            if direct.get(name) is not None:
+                continue  # a file replaces the directory (its files are all deleted)
+            old = result.get(name)
+            old_tree = old[1] if old and old[0] == MODE_TREE else None
+            subtree = self._apply_plain(old_tree, sub, out)
+            if subtree is not None:
+                result[name] = (MODE_TREE, subtree)
+            elif old_tree is not None:
+                del result[name]  # the directory's last file is gone (a file there stays)
+        if not result:
+            return None
+        body = loose.tree_body(result)
+        out.append((b"tree", body))
+        return loose.object_id(b"tree", body)
 
     def _get_tree(self, sha: str) -> Tree:
         from dulwich.objects import Tree
@@ -172,6 +279,11 @@ class ObjectWriter:
         when: int | None = None,
     ) -> str:
         """Write a commit object (durably) and return its id. Nothing points at it yet."""
+        stamp = int(time.time()) if when is None else when
+        if self._reader is not None:
+            return self._write_plain(b"commit", loose.commit_body(
+                tree, parents, author.as_bytes(), (committer or author).as_bytes(), stamp,
+                message))
         from dulwich.objects import Commit
 
         c = Commit()
@@ -179,7 +291,6 @@ class ObjectWriter:
         c.parents = [_b(p) for p in parents]
         c.author = author.as_bytes()
         c.committer = (committer or author).as_bytes()
-        stamp = int(time.time()) if when is None else when
         c.author_time = c.commit_time = stamp
         c.author_timezone = c.commit_timezone = 0
         c.encoding = None
@@ -213,3 +324,7 @@ class ObjectWriter:
         self.store([c])
         return _s(c.id)
 
+
+
+class _AskDulwich(Exception):
+    """A tree ``git.odb`` does not read: dulwich writes the change instead."""
