@@ -3,6 +3,15 @@
 Its own module, apart from ``commands``, because CI pays for every import on every run: this
 one opens the repository, reads its configuration and hands over to ``verify.confirm``,
 without the job store, the pipeline or the delivery machinery the other commands load.
+
+In a fresh clone the configuration has no validated cache, and parsing it costs PyYAML and the
+validator (~60-100 ms). So with CI's key, in a working tree, the run starts from a *guess* of
+the remote and branch (``config.source.guess_remote_branch``: plain ``key: value`` lines, no
+PyYAML), and ``verify.confirm`` settles the configuration once the authentic ledger is read:
+the facts it vouches for this very file (by blob id, for this validator: ``verify.facts``),
+else the file parsed and validated as before (``settle``) — refetching if the guess was wrong.
+Without the key, for ``--accept``, in a bare repository, or when no guess can be made, the
+configuration is read the full way first, as always.
 """
 
 from __future__ import annotations
@@ -15,7 +24,8 @@ from gitpub.app.repoconfig import load_repo_config
 from gitpub.core.errors import UsageError
 from gitpub.git.remote import Remote
 from gitpub.git.repo import Repository
-from gitpub.verify.confirm import KEY_ENV, ConfirmReport, confirm_key
+from gitpub.verify import facts as F
+from gitpub.verify.confirm import KEY_ENV, ConfirmReport, Settle, confirm_key
 from gitpub.verify.confirm import accept as accept_bad
 from gitpub.verify.confirm import confirm as run_confirm
 
@@ -30,11 +40,55 @@ def confirm(where: Path, progress: Callable[[str], None], rev_range: str | None,
     key = confirm_key(os.environ.get(KEY_ENV))
     with Repository.discover(where) as repo:
         repo.notice = progress
-        config = load_repo_config(repo)
-        remote = Remote(repo, config.remote, config.branch)
         if accept is not None and reason is not None:
+            config = load_repo_config(repo)
+            remote = Remote(repo, config.remote, config.branch)
             who = repo.user_identity()
             return accept_bad(repo, remote, accept, reason, f"{who.name} <{who.email}>",
                               push_notes=push_notes, key=key)
-        return run_confirm(repo, config, remote, rev_range=rev_range, push_notes=push_notes,
-                           progress=progress, key=key)
+        guess = _guess(repo) if key is not None else None
+        if guess is None:
+            facts = F.facts_of(load_repo_config(repo))
+            return run_confirm(repo, facts, Remote(repo, facts.remote, facts.branch),
+                               rev_range=rev_range, push_notes=push_notes, progress=progress,
+                               key=key)
+        guessed, settle = guess
+        return run_confirm(repo, guessed, Remote(repo, guessed.remote, guessed.branch),
+                           rev_range=rev_range, push_notes=push_notes, progress=progress,
+                           key=key, settle=settle)
+
+
+def _guess(repo: Repository) -> tuple[F.ConfigFacts, Settle] | None:
+    """A guess of the working tree's configuration and how to settle it (None: read it the
+    full way now: no working tree, a validated cache to use, or no guess possible)."""
+    from gitpub.config.source import CONFIG_FILE, guess_remote_branch, validated_data
+
+    if repo.work_tree is None:
+        return None
+    try:
+        with open(repo.work_tree / CONFIG_FILE, "rb") as f:
+            data: bytes | None = f.read()
+    except FileNotFoundError:
+        data = None
+    except OSError:
+        return None
+    if data is None:  # no file: the defaults (``Config()``'s), certain
+        return F.DEFAULTS, lambda _facts: F.DEFAULTS
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None  # load_config says what is wrong, at once
+    if validated_data(text, repo.pub_dir)[0]:
+        return None  # the cache holds it: the full way costs no PyYAML
+    guessed = guess_remote_branch(text)
+    if guessed is None:
+        return None
+    blob = F.blob_id(data)
+
+    def settle(facts: F.Resolver) -> F.ConfigFacts:
+        vouched = facts.vouched.get(blob)
+        if vouched is not None:
+            return vouched
+        return F.facts_of(load_repo_config(repo))
+
+    return F.DEFAULTS._replace(remote=guessed[0], branch=guessed[1]), settle

@@ -46,6 +46,46 @@ def validator_stamp() -> str | None:
     return ";".join(parts)
 
 
+def validator_digest() -> str | None:
+    """What identifies this validator wherever it is installed: the SHA-256 of its source
+    files' contents (``verify.facts``: facts vouched for by a run with another validator are
+    not believed); None when one cannot be read."""
+    from gitpub.core.digest import sha256_hex
+
+    parts = []
+    for name in VALIDATOR:
+        try:
+            with open(os.path.join(_PACKAGE, name), "rb") as file:
+                parts.append(b"%s\0%s" % (name.encode(), sha256_hex(file.read()).encode()))
+        except OSError:
+            return None
+    return sha256_hex(b"\n".join(parts))
+
+
+def guess_remote_branch(text: str) -> tuple[str, str] | None:
+    """A *guess* of the ``remote`` and ``branch`` a ``.gitpub.yaml`` names, without PyYAML:
+    plain top-level ``key: value`` lines only, anything else None. Never believed: ``confirm``
+    fetches with it, then checks it against the file's facts (vouched for, or validated) and
+    fetches again if it was wrong."""
+    found = {"remote": "origin", "branch": "main"}
+    seen: set[str] = set()
+    for line in text.splitlines():
+        if not line or line[0] in " #":
+            continue
+        if not (line[0].isascii() and (line[0].isalpha() or line[0] == "_")):
+            return None  # a document marker, a flow mapping, an alias, a tab, a directive
+        key, sep, value = line.partition(":")
+        if key not in found:
+            continue
+        value = value.split(" #", 1)[0].strip()
+        if not sep or key in seen or not value or \
+                not all(c.isascii() and (c.isalnum() or c in "._/-") for c in value):
+            return None
+        seen.add(key)
+        found[key] = value
+    return found["remote"], found["branch"]
+
+
 def cache_key(text: str) -> str:
     """The cache key of a file's text: its SHA-256."""
     from gitpub.core.digest import sha256_hex

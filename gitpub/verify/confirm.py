@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gitpub.config.model import Config
+from gitpub.config.source import validator_digest
 from gitpub.core.errors import GitpubError, UsageError
 from gitpub.core.sanitize import sanitize
 from gitpub.git import trailers
@@ -47,6 +47,7 @@ from gitpub.git.notes import NOTES_REF, add_notes, build_notes_commit, read_note
 from gitpub.git.remote import PushResult, Remote
 from gitpub.git.repo import Repository
 from gitpub.git.walk import LogScan, log_scan, shallow_commits
+from gitpub.verify import facts as F
 from gitpub.verify import ledger as L
 from gitpub.verify import rules
 from gitpub.verify.commit import Verdict, verdict, verify_commit
@@ -104,16 +105,39 @@ def confirm_key(value: str | None) -> L.Key | None:
     return L.Key(secret)
 
 
-def confirm(repo: Repository, config: Config, remote: Remote, *, rev_range: str | None,
-            push_notes: bool, progress: Progress, key: L.Key | None = None) -> ConfirmReport:
-    fetched = fetch_store(remote, (NOTES_REF, REMOTE_NOTES))  # one network round
-    if fetched is None:  # a shallow clone: the store comes by depth, in the store check
-        tip, notes_tip = remote.fetch_with(NOTES_REF, REMOTE_NOTES)
-    else:
-        tip, notes_tip = fetched.tip, fetched.also
+Settle = Callable[[F.Resolver], F.ConfigFacts]
+
+
+def confirm(repo: Repository, config: F.ConfigFacts, remote: Remote, *, rev_range: str | None,
+            push_notes: bool, progress: Progress, key: L.Key | None = None,
+            settle: Settle | None = None) -> ConfirmReport:
+    """One run (the module's docstring). ``settle``: ``config`` is only a guess of the working
+    tree's configuration (``config.source.guess_remote_branch``), made without PyYAML; once
+    the authentic ledger is read, ``settle`` gives the real facts (vouched for by it, else
+    parsed and validated: ``verify.facts``) — and if they name another remote or branch, the
+    fetch is made again with those."""
+    while True:
+        try:
+            fetched = fetch_store(remote, (NOTES_REF, REMOTE_NOTES))  # one network round
+            if fetched is None:  # a shallow clone: the store comes by depth, in the check
+                tip, notes_tip = remote.fetch_with(NOTES_REF, REMOTE_NOTES)
+            else:
+                tip, notes_tip = fetched.tip, fetched.also
+        except GitpubError:
+            if settle is not None:  # a bad configuration says so first, as it always did
+                settle(F.Resolver(repo, {}))
+            raise
+        memory = L.read_memory(repo, notes_tip, key)
+        facts = F.Resolver(repo, F.vouched(memory.ledger.facts, validator_digest())
+                           if key is not None else {})
+        if settle is None:
+            break
+        config, settle = settle(facts), None
+        if (config.remote, config.branch) == (remote.remote, remote.branch):
+            break
+        remote = Remote(repo, config.remote, config.branch)  # the guess was wrong: again
     if tip is None:
         raise GitpubError(f"the remote has no branch {config.branch}")
-    memory = L.read_memory(repo, notes_tip, key)
     report = ConfirmReport(tip, authenticated=key is not None)
     _remark_memory(report, memory, key)
     points = _points(repo, memory.ledger, rev_range)
@@ -124,7 +148,7 @@ def confirm(repo: Repository, config: Config, remote: Remote, *, rev_range: str 
     report.checked = scan.count
     report.start = next((p for p in points if p not in gone), None)
     checked = rules.checked_prefixes(repo, config, memory, scan.candidates, report.start,
-                                     report.tip)
+                                     report.tip, facts)
     report.prefixes, report.config_changes = checked.prefixes, checked.config_changes
     report.remarks += checked.remarks
     prefixes = checked.prefixes
@@ -139,18 +163,32 @@ def confirm(repo: Repository, config: Config, remote: Remote, *, rev_range: str 
         if found is not None:
             report.verdicts.append(_duplicate(found, index, lookup))
     store = check_store(repo, remote, tip=tip, verdicts=report.verdicts, prefixes=prefixes,
-                        unrecorded=unrecorded_rule(repo, config, report.start), key=key,
+                        unrecorded=unrecorded_rule(config, report.start, facts), key=key,
                         memory=memory, fetched_with=None if fetched is None else fetched.tip)
     report.verdicts, report.remarks = store.verdicts, report.remarks + store.remarks
     if key is not None and rev_range is None:
         _rewritten(repo, memory, gone, notes_tip, key, report)
     ledger = _next_ledger(memory.ledger, report, gone, checked=rev_range is None)
+    if key is not None and rev_range is None:
+        ledger = _with_facts(ledger, facts, report.tip)
     additions = _union(_additions(report, index, key, checked=rev_range is None), store.notes)
     subject = f"gitpub confirm: {len(report.verdicts)} job commit(s) up to {tip}"
     final = _write(repo, remote, additions, ledger, subject, notes_tip, push_notes, report,
                    key, memory)
     _settle(repo, final, report, key, memory, _settled_ledger(repo, final, key, ledger))
     return report
+
+
+def _with_facts(ledger: L.Ledger, facts: F.Resolver, tip: str) -> L.Ledger:
+    """The ledger with the facts of ``.gitpub.yaml`` at ``tip`` — the next run's start — for
+    this validator (``verify.facts``); as it was when the file is absent or does not
+    validate."""
+    validator = validator_digest()
+    blob = facts.blob_at(tip)
+    found = facts.of_blob(blob, f"{F.CONFIG_FILE} at {tip[:12]}")
+    if validator is None or blob is None or isinstance(found, F.Bad):
+        return ledger
+    return ledger.with_facts(F.facts_line(blob, validator, found))
 
 
 def _settled_ledger(repo: Repository, final: str | None, key: L.Key | None,

@@ -57,6 +57,11 @@ from gitpub.git.notes import read_note
 from gitpub.git.repo import Repository
 
 VERSION_LINE = "Gitpub-Confirm-Ledger: v2"
+#: A ledger with facts lines (``verify.facts``): older readers see no ledger in it at all.
+VERSION_3 = "Gitpub-Confirm-Ledger: v3"
+FACTS = "Gitpub-Config-Facts: "
+#: How many ``.gitpub.yaml`` files' facts a ledger keeps (the newest first).
+MAX_FACTS = 4
 POINT = "Gitpub-Checked-Through: "
 OPEN = "Gitpub-Open-Bad: "
 ACCEPTED = "Gitpub-Accepted: "
@@ -75,6 +80,7 @@ MIN_KEY_BYTES = 16
 _SHA = re.compile(r"[0-9a-f]{40}")
 _PREFIX_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
 _TAG = re.compile(r" \[mac ([0-9a-f]{64})\]$")
+_FACTS_LINE = re.compile(r"\{[ -~]*\}")  # one line of ASCII JSON (``verify.facts``)
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,7 @@ class Ledger:
     open_bad: tuple[str, ...] = ()  # commits with a BAD verdict no person has accepted
     accepted: tuple[str, ...] = ()  # BAD commits a person accepted (the newest first)
     prefixes: tuple[str, ...] = ()  # every trailer prefix a run has checked
+    facts: tuple[str, ...] = ()  # .gitpub.yaml facts lines (``verify.facts``), newest first
 
     def merged(self, other: Ledger) -> Ledger:
         """Both ledgers' facts: two runs that raced keep each other's."""
@@ -104,7 +111,11 @@ class Ledger:
         return Ledger(_unique((*self.points, *other.points))[:MAX_POINTS],
                       tuple(c for c in _unique((*self.open_bad, *other.open_bad))
                             if c not in accepted), accepted,
-                      _unique((*self.prefixes, *other.prefixes)))
+                      _unique((*self.prefixes, *other.prefixes)),
+                      _unique((*self.facts, *other.facts))[:MAX_FACTS])
+
+    def with_facts(self, line: str) -> Ledger:
+        return replace(self, facts=_unique((line, *self.facts))[:MAX_FACTS])
 
     def checked_through(self, tip: str, dropped: Iterable[str] = ()) -> Ledger:
         gone = set(dropped)
@@ -124,12 +135,13 @@ class Ledger:
     def accept(self, commit: str) -> Ledger:
         return Ledger(tuple(p for p in self.points if p != commit),
                       tuple(c for c in self.open_bad if c != commit),
-                      _unique((commit, *self.accepted))[:MAX_ACCEPTED], self.prefixes)
+                      _unique((commit, *self.accepted))[:MAX_ACCEPTED], self.prefixes,
+                      self.facts)
 
     def lines(self) -> list[str]:
-        return [VERSION_LINE, *(POINT + p for p in self.points),
+        return [VERSION_3 if self.facts else VERSION_LINE, *(POINT + p for p in self.points),
                 *(OPEN + c for c in self.open_bad), *(ACCEPTED + c for c in self.accepted),
-                *(PREFIX + p for p in self.prefixes)]
+                *(PREFIX + p for p in self.prefixes), *(FACTS + f for f in self.facts)]
 
     def message(self, subject: str, key: Key | None, tree: str) -> str:
         """The notes commit's message: the subject, then (with a key) the ledger and its MAC
@@ -148,7 +160,7 @@ def _unique(items: Iterable[str]) -> tuple[str, ...]:
 def parse_ledger(message: bytes) -> tuple[Ledger, str | None] | None:
     """The ledger in a notes commit's message and its MAC tag, or None if it has none."""
     lines = message.decode("utf-8", "replace").splitlines()
-    if VERSION_LINE not in lines:
+    if VERSION_LINE not in lines and VERSION_3 not in lines:
         return None
 
     def values(prefix: str, pattern: re.Pattern[str]) -> tuple[str, ...]:
@@ -156,8 +168,9 @@ def parse_ledger(message: bytes) -> tuple[Ledger, str | None] | None:
                        and pattern.fullmatch(v := ln[len(prefix):].strip()))
 
     tag = next((ln[len(MAC):].strip() for ln in lines if ln.startswith(MAC)), None)
+    facts = values(FACTS, _FACTS_LINE) if VERSION_3 in lines else ()
     return Ledger(values(POINT, _SHA), values(OPEN, _SHA), values(ACCEPTED, _SHA),
-                  values(PREFIX, _PREFIX_TOKEN)), tag
+                  values(PREFIX, _PREFIX_TOKEN), facts), tag
 
 
 def authentic(key: Key, message: bytes, tree: str) -> Ledger | None:

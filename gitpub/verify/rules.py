@@ -14,11 +14,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gitpub.config.load import config_from_text
-from gitpub.config.model import CONFIG_FILE, Config, ConfigError
 from gitpub.git.repo import Repository
 from gitpub.verify import ledger as L
 from gitpub.verify.commit import DEFAULT_PREFIX
+from gitpub.verify.facts import Bad, ConfigFacts, Resolver
 
 _CLAIM_KEY = re.compile(rb"^([A-Za-z][A-Za-z0-9-]*)-job-id[ \t]*:", re.I | re.M)
 
@@ -30,37 +29,23 @@ class Rules:
     remarks: list[str] = field(default_factory=list)
 
 
-def config_at(repo: Repository, commit: str) -> Config:
-    """The configuration committed at ``commit`` (defaults when it has no ``.gitpub.yaml``).
-    Parsed through the configuration cache (keyed by the file's exact text, validated every
-    time): the start's file is most often the one just read from the working tree."""
-    entry = repo.lookup(repo.commit(commit).tree, CONFIG_FILE)
-    if entry is None:
-        return Config()
-    text = repo.blob(entry.sha).decode("utf-8-sig", "replace")
-    return config_from_text(text, f"{CONFIG_FILE} at {commit[:12]}", repo.pub_dir)
-
-
-def _prefix_at(repo: Repository, commit: str, cache: dict[str, str | None]) -> str | None:
-    """The trailer prefix the configuration at ``commit`` names (None: unreadable)."""
-    if not repo.has_object(commit):
+def _prefix_at(facts: Resolver, commit: str) -> str | None:
+    """The trailer prefix the configuration at ``commit`` names (None: unreadable). Its facts
+    come from the authentic ledger when it vouches for that very file (``verify.facts``),
+    else from parsing and validating it."""
+    if not facts.repo.has_object(commit):
         return None
-    entry = repo.lookup(repo.commit(commit).tree, CONFIG_FILE)
-    blob = "" if entry is None else entry.sha
-    if blob not in cache:
-        try:
-            cache[blob] = config_at(repo, commit).trailer_prefix
-        except ConfigError:
-            cache[blob] = None
-    return cache[blob]
+    found = facts.at(commit)
+    return None if isinstance(found, Bad) else found.trailer_prefix
 
 
-def checked_prefixes(repo: Repository, config: Config, memory: L.Memory,
+def checked_prefixes(repo: Repository, config: ConfigFacts, memory: L.Memory,
                      candidates: Sequence[tuple[str, bytes]], start: str | None,
-                     tip: str) -> Rules:
+                     tip: str, facts: Resolver) -> Rules:
     """The prefixes whose claims are checked in ``start..tip`` (``candidates``: the commits
-    of the walk that mention a job id, with their messages); only ever more."""
-    out, cache = Rules(), dict[str, str | None]()
+    of the walk that mention a job id, with their messages); only ever more. ``config``: the
+    working tree's (the tip's), used only without a trusted start."""
+    out = Rules()
     if start is None:
         first = config.trailer_prefix
         if not memory.found:
@@ -68,11 +53,11 @@ def checked_prefixes(repo: Repository, config: Config, memory: L.Memory,
                                "prefix and every prefix the configuration at a claiming "
                                "commit names apply")
     else:
-        first = _prefix_at(repo, start, cache) or DEFAULT_PREFIX
-        out.config_changes = _config_changes(repo, start, tip)
+        first = _prefix_at(facts, start) or DEFAULT_PREFIX
+        out.config_changes = _config_changes(repo, facts, start, tip)
     found = [first, DEFAULT_PREFIX, *memory.ledger.prefixes]
     for commit in out.config_changes:
-        changed = _prefix_at(repo, commit, cache)
+        changed = _prefix_at(facts, commit)
         if changed is not None and changed.lower() not in {p.lower() for p in found}:
             out.remarks.append(f"trailer_prefix changes to {changed} in {commit}: claims "
                                f"under it are checked from now on, and so are claims under "
@@ -83,18 +68,16 @@ def checked_prefixes(repo: Repository, config: Config, memory: L.Memory,
         claimed = {m.group(1).decode("ascii") for m in _CLAIM_KEY.finditer(message)}
         for prefix in sorted(p for p in claimed if p.lower() not in known):
             parents = repo.commit(sha).parents if repo.has_object(sha) else ()
-            if any(_prefix_at(repo, c, cache) == prefix for c in (sha, *parents[:1])):
+            if any(_prefix_at(facts, c) == prefix for c in (sha, *parents[:1])):
                 found.append(prefix)
     out.prefixes = tuple(dict.fromkeys(found))
     return out
 
 
-def _config_changes(repo: Repository, start: str, tip: str) -> list[str]:
-    def blob(commit: str) -> str | None:
-        entry = repo.lookup(repo.commit(commit).tree, CONFIG_FILE)
-        return None if entry is None else entry.sha
+def _config_changes(repo: Repository, facts: Resolver, start: str, tip: str) -> list[str]:
+    from gitpub.verify.facts import CONFIG_FILE
 
-    if blob(start) == blob(tip):
+    if facts.blob_at(start) == facts.blob_at(tip):
         return []
     proc = repo.git("log", "--format=%H", "--full-history", tip, f"^{start}", "--",
                     CONFIG_FILE)

@@ -36,8 +36,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gitpub.config.load import parse_config
-from gitpub.config.model import CONFIG_FILE, Config, ConfigError
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.record import JobRecord
 from gitpub.core.states import State
@@ -50,6 +48,7 @@ from gitpub.store.jobs import JobStore
 from gitpub.store.shared import SharedView
 from gitpub.verify import ledger as L
 from gitpub.verify.commit import Verdict, verdict, verify_commit
+from gitpub.verify.facts import Bad, ConfigFacts, Resolver
 
 ARCHIVE_CHECKED = "gitpub-confirm: archive-checked"
 #: States of a record whose delivery is under way: the outcome is not recorded yet.
@@ -79,19 +78,13 @@ def fetch_store(remote: Remote, also: tuple[str, str]) -> Fetched | None:
     return fetch_with_store(remote, also)
 
 
-def unrecorded_rule(repo: Repository, config: Config, start: str | None) -> str:
-    """``confirm_unrecorded`` as the configuration at the range's start says (the tip's when
-    there is no trusted start); ``bad`` when that file cannot be read."""
-    if start is None or not repo.has_object(start):
+def unrecorded_rule(config: ConfigFacts, start: str | None, facts: Resolver) -> str:
+    """``confirm_unrecorded`` as the configuration at the range's start says (the tip's,
+    ``config``, when there is no trusted start); ``bad`` when that file cannot be read."""
+    if start is None or not facts.repo.has_object(start):
         return config.confirm_unrecorded
-    entry = repo.lookup(repo.commit(start).tree, CONFIG_FILE)
-    if entry is None:
-        return Config().confirm_unrecorded
-    try:
-        text = repo.blob(entry.sha).decode("utf-8-sig", "replace")
-        return parse_config(text, f"{CONFIG_FILE} at {start[:12]}").confirm_unrecorded
-    except ConfigError:
-        return "bad"
+    found = facts.at(start)
+    return "bad" if isinstance(found, Bad) else found.confirm_unrecorded
 
 
 def check_store(repo: Repository, remote: Remote, *, tip: str, verdicts: Sequence[Verdict],
