@@ -4,7 +4,7 @@ Every plain form of ``confirm`` (errors included) is run both ways — the quick
 (``cli.entry``/``cli.quick``, what the ``git-pub`` executable takes) and the option parser
 (``run_click``) — and must give the same exit code, stdout and stderr. A real process of the
 plain form is checked to import neither click, nor dulwich (in a plain repository), nor
-PyYAML when the configuration at the range's start is the default one.
+PyYAML nor the configuration's validator once the authentic ledger vouches for the file.
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ from gitpub.cli.main import run_click
 CONFIRM_HEAVY = ("click", "gitpub.cli.main", "dulwich", "httpx", "fontTools", "jsonschema",
                  "brotli", "merge3", "gitpub.pipeline", "gitpub.delivery", "gitpub.fonts",
                  "gitpub.channels", "gitpub.hooks", "gitpub.app.commands", "gitpub.app.doctor")
+
+#: Not needed either by a run whose configuration the authentic ledger vouches for
+#: (``verify.facts``): PyYAML, the configuration's definitions and validator.
+VOUCHED_HEAVY = ("yaml", "gitpub.config.model", "gitpub.config.schema", "gitpub.config.load",
+                 "gitpub.config.channel_rules")
 
 
 def full_clone(site: Site, tmp_path: Path, name: str, remote: Path | None = None) -> Path:
@@ -119,3 +124,7 @@ def test_a_plain_confirm_loads_neither_click_nor_dulwich(site: Site, tmp_path: P
         assert '"notes_pushed": true' in proc.stdout
         names = imported(proc.stderr)
         assert not loaded(names, CONFIRM_HEAVY), loaded(names, CONFIRM_HEAVY)
+        if n:  # the configuration's facts vouched for by the first run's ledger
+            assert not loaded(names, VOUCHED_HEAVY), loaded(names, VOUCHED_HEAVY)
+        else:  # a first run parses and validates the working tree's file
+            assert "yaml" in names

@@ -124,9 +124,14 @@ def confirm(repo: Repository, config: F.ConfigFacts, remote: Remote, *, rev_rang
             else:
                 tip, notes_tip = fetched.tip, fetched.also
         except GitpubError:
-            if settle is not None:  # a bad configuration says so first, as it always did
-                settle(F.Resolver(repo, {}))
-            raise
+            if settle is None:
+                raise
+            # a bad configuration says so first, as it always did; a wrong guess, again
+            config, settle = settle(F.Resolver(repo, {})), None
+            if (config.remote, config.branch) == (remote.remote, remote.branch):
+                raise
+            remote = Remote(repo, config.remote, config.branch)
+            continue
         memory = L.read_memory(repo, notes_tip, key)
         facts = F.Resolver(repo, F.vouched(memory.ledger.facts, validator_digest())
                            if key is not None else {})
