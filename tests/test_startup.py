@@ -113,7 +113,7 @@ def full_path(site: Site, printed: list[tuple[list[str], str]],
     """The same commands through click with dulwich alone reading (the repository opened as
     one whose configuration is not plain) print the same bytes."""
     with monkeypatch.context() as m:
-        m.setattr(repo_module, "is_plain", lambda path: False)
+        m.setattr(repo_module, "is_plain", lambda path, **_: False)
         m.chdir(where or site.path)
         for args, out in printed:
             clicked = io.StringIO()
