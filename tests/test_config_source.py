@@ -1,4 +1,4 @@
-"""``config.source`` and the configuration built on first use (``app.session.config_source``).
+"""``config.source`` and the configuration built on first use (``app.repoconfig.config_source``).
 
 A command builds its configuration only when it first uses it, when the cache holds the data of
 this very file as validated by this same validator; everything else is read and validated at
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Site
 
-from gitpub.app import session
-from gitpub.app.session import config_source, load_repo_config
+from gitpub.app import repoconfig
+from gitpub.app.repoconfig import config_source, load_repo_config
 from gitpub.config import source
 from gitpub.config.model import ConfigError
 from gitpub.git.repo import Repository
@@ -62,7 +62,7 @@ def test_the_configuration_built_later_is_the_configuration(
         def full_way(repo: Repository) -> None:
             raise AssertionError("the trusted cache was not used")
 
-        monkeypatch.setattr(session, "load_repo_config", full_way)
+        monkeypatch.setattr(repoconfig, "load_repo_config", full_way)
         later = config_source(repo)
         assert later() == first and later() is later()  # built once
 

@@ -13,6 +13,7 @@ from gitpub.core.states import LOCAL, FailureCode, State
 from gitpub.git.values import MODE_TREE
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job
+from gitpub.store.lease import shown_owner
 
 S = State
 F = FailureCode
@@ -38,7 +39,7 @@ def next_step(ctx: Context, job: Job, now: float | None = None) -> str | None:
     if state in (S.PUBLISHED, S.SKIPPED):
         return None
     if ctx.store.held_by_other(job):
-        owner = record.lease.owner if record.lease else "another process"
+        owner = shown_owner(record.lease.owner) if record.lease else "another process"
         return f"{owner} is working on it; `git pub status {jid}` shows how far it got"
     if state == S.LOCAL_COMMITTED:
         return f"`git pub push {jid}` publishes it"

@@ -6,9 +6,9 @@ repository, the file committed on the configured branch), and a job store writte
 behalf of this process. ``find_job`` turns what a person typed (an id or a prefix) into a job.
 
 The configuration is built when the command first uses it if the cache holds this very file's
-data, validated by this same validator (``config.source``); a command that never needs it —
-``status`` of jobs in most states — then starts without its definitions (a fast start). Any
-other file is read, validated and reported on the full way, at once, as always.
+data, validated by this same validator (``repoconfig.config_source``); a command that never
+needs it — ``status`` of jobs in most states — then starts without its definitions (a fast
+start). Any other file is read, validated and reported on the full way, at once, as always.
 """
 
 from __future__ import annotations
@@ -17,17 +17,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gitpub.config import source
+from gitpub.app.repoconfig import config_source
 from gitpub.core.errors import UsageError
 from gitpub.core.states import State
 from gitpub.git.repo import Repository
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job, JobStore
 from gitpub.store.lease import Worker
-
-TYPE_CHECKING = False  # mypy treats this name as True
-if TYPE_CHECKING:
-    from gitpub.config.model import Config
 
 
 @contextmanager
@@ -40,78 +36,6 @@ def open_session(where: Path, progress: Callable[[str], None], *,
         store = JobStore(repo, Worker.current(lambda: config().lease_seconds),
                          keep_lease_in=keep_lease_in)
         yield Context(repo, store, config, progress=progress)
-
-
-def config_source(repo: Repository) -> Callable[[], Config]:
-    """The repository's configuration (``load_repo_config``) as a function that gives it: built
-    on first use when the cache holds this very file's data, validated by this same validator;
-    else loaded (and any error in it raised) now."""
-    if repo.work_tree is not None:
-        text = source.read_text(repo.work_tree)
-        found, data = (False, None) if text is None else source.validated_data(text,
-                                                                               repo.pub_dir)
-        if found:
-            return _built_later(data)
-    config = load_repo_config(repo)
-    return lambda: config
-
-
-def _built_later(data: object) -> Callable[[], Config]:
-    built: list[Config] = []
-
-    def config() -> Config:
-        if not built:
-            from gitpub.config.load import from_validated
-
-            built.append(from_validated(data))
-        return built[0]
-
-    return config
-
-
-def load_repo_config(repo: Repository) -> Config:
-    """The repository's configuration: ``.gitpub.yaml`` in the working tree (where a person
-    edits it before committing it); in a repository without one (bare), the file committed on
-    the configured branch (``bare_config``)."""
-    from gitpub.config.load import load_config
-
-    if repo.work_tree is not None:
-        return load_config(repo.work_tree, repo.pub_dir)
-    return bare_config(repo)
-
-
-def _config_at(repo: Repository, ref: str) -> Config:
-    from gitpub.config.load import config_from_text, decode_config
-    from gitpub.config.model import CONFIG_FILE, Config
-
-    tip = repo.read_ref(ref)
-    data = None if tip is None else repo.file_at(tip, CONFIG_FILE)
-    if data is None:
-        return Config()
-    source = f"{CONFIG_FILE} (at {ref})"
-    return config_from_text(decode_config(data, source), source, repo.pub_dir)
-
-
-def bare_config(repo: Repository) -> Config:
-    """A bare repository's configuration: the ``.gitpub.yaml`` committed at the tip of the
-    branch HEAD names (``main`` if none); and if that file configures another ``branch``, the
-    one at that branch's tip — which must name the same branch (else the configuration would
-    depend on where it was read). A file in the git directory is never read."""
-    from gitpub.config.model import CONFIG_FILE, DEFAULT_BRANCH, ConfigError
-
-    head = repo.symbolic_head() or f"refs/heads/{DEFAULT_BRANCH}"
-    config = _config_at(repo, head)
-    configured = f"refs/heads/{config.branch}"
-    if configured == head:
-        return config
-    again = _config_at(repo, configured)
-    if again.branch != config.branch:
-        raise ConfigError(
-            f"{CONFIG_FILE}: the file on {head} says branch {config.branch!r}, the file on "
-            f"{configured} says {again.branch!r}",
-            hint="commit the same `branch:` on both, or point HEAD at the configured branch "
-                 "(`git symbolic-ref HEAD refs/heads/<branch>`)", source=CONFIG_FILE)
-    return again
 
 
 def find_job(store: JobStore, ref: str) -> Job:

@@ -134,6 +134,15 @@ class Deliverer:
         except LostRace:
             return reload(self.ctx.store, job)
 
+    def left_to_others(self, job: Job) -> bool:
+        """Whether ``job`` is unfinished because another worker has it: this node lost it
+        (fenced), or another live worker holds it (here or on the remote). Not confirmed:
+        the command exits 5 (run again later), never 0 for a job it did not deliver."""
+        if job.state in SETTLED:
+            return False
+        return job.job_id in self.shared.lost or job.job_id in self.shared.held or \
+            self.ctx.store.held_by_other(job)
+
     def waits(self, job: Job) -> bool:
         """A sync job waits while the job of the hand commit before it may still land: the
         commits reach the remote in the order they were made."""

@@ -46,6 +46,7 @@ from gitpub.pipeline.commit import target_problems
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import drive, reload
 from gitpub.store.jobs import Job
+from gitpub.store.lease import shown_owner
 
 S = State
 #: ``phases[draft]`` of a job whose article a person merged by hand (``--from``): a rerun keeps
@@ -125,7 +126,7 @@ def resolve(ctx: Context, job: Job, resolution: Resolution) -> Resolved:
     if ctx.store.held_by_other(job):
         lease = job.record.lease
         raise TryLaterError(f"job {job.job_id} is being worked on by "
-                        f"{lease.owner if lease else 'another process'}",
+                        f"{shown_owner(lease.owner) if lease else 'another process'}",
                         hint="run the same command again when that process is done")
     deliverer = Deliverer(ctx, ctx.remote(), now_please=True)
     if resolution.action == Action.ABANDON:

@@ -35,17 +35,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gitpub.core.crashpoints import crash_point
-from gitpub.core.errors import CorruptStateError, LostRace
+from gitpub.core.errors import CorruptStateError, GitpubError, LostRace, UsageError
 from gitpub.core.record import Lease
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import NEEDS_PERSON, SETTLED, TERMINAL, FailureCode, Stage, State
+from gitpub.delivery.checkout import is_ancestor
 from gitpub.git.push import PushOutcome, PushResult, Update
 from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
 from gitpub.git.storefetch import fetch_with_store, note_pushed
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import JOBS_PREFIX, Job
-from gitpub.store.lease import held_by_other
+from gitpub.store.lease import held_by_other, shown_owner
 from gitpub.store.shared import Relation, SharedView
+from gitpub.verify.commit import verify_commit
+from gitpub.verify.probe import job_prefixes
 
 #: A claim is renewed before a push when less than this share of its lease is left.
 RENEW_BELOW = 0.5
@@ -77,11 +80,14 @@ class Shared:
     adopted: set[str] = field(default_factory=set)
     #: The value this node last put on the remote for a job, in this run.
     pushed: dict[str, str] = field(default_factory=dict)
+    #: Remote jobs that cannot be read (another clone's damage, a forgery): reported.
+    damaged: list[CorruptStateError] = field(default_factory=list)
     atomic: bool = True  # until the server says it does not support it
     fetched: bool = False
 
     def __post_init__(self) -> None:
-        self.view = SharedView(self.ctx.store, self.remote.store_prefix)
+        self.view = SharedView(self.ctx.store, self.remote.store_prefix,
+                               sanitize(self.remote.remote))
 
     # -- reading the remote ------------------------------------------------------------------
 
@@ -99,7 +105,7 @@ class Shared:
         sha = self.view.remote_value(job.job_id)
         if sha is None:
             return False
-        theirs = job if sha == job.commit else self.ctx.store.load_at(job.job_id, sha)
+        theirs = job if sha == job.commit else self.view.load(job.job_id, sha)
         lease = theirs.record.lease
         if lease is not None and self._held_by_other(lease):
             self.held[job.job_id] = lease.owner
@@ -132,7 +138,9 @@ class Shared:
         if relation in (Relation.SAME, Relation.LOCAL_AHEAD, Relation.LOCAL_ONLY):
             return job
         assert theirs is not None
-        other = self.ctx.store.load_at(job_id, theirs)
+        other = self.view.load(job_id, theirs)
+        if other.state == State.PUBLISHED and not self._proven(other):
+            return job  # a record is no proof: the claim replaces it by compare-and-swap
         if self._our_publication(job, other):
             return self.ctx.store.adopt(job_id, job.commit, theirs)
         if relation == Relation.REMOTE_AHEAD:
@@ -164,6 +172,28 @@ class Shared:
         if pushing != job.commit and not self.view.descends(job.commit, pushing):
             return False
         return self.ctx.store.load_at(job.job_id, pushing).state == State.PUSHING
+
+    def _proven(self, other: Job) -> bool:
+        """Whether the remote's PUBLISHED state of a job is true: its ``remote_commit`` is on
+        the fetched branch and is the job's publication (trailers and content,
+        ``verify.commit``). A record alone proves nothing (BRIEF §3: anyone who may push
+        ``refs/pub/*`` can write one); an unproven one is not adopted, and the job goes on."""
+        repo, record = self.ctx.repo, other.record
+        commit, tip = record.remote_commit, repo.read_ref(self.remote.tracking_ref)
+        try:
+            if commit is not None and tip is not None and repo.has_object(commit) and \
+                    is_ancestor(repo, commit, tip):
+                prefixes = job_prefixes(repo, record, self.ctx.config.trailer_prefix)
+                verdict = verify_commit(repo, commit, prefixes)
+                if verdict is not None and verdict.ok and verdict.job_id == other.job_id \
+                        and verdict.manifest_sha256 == record.manifest_sha256:
+                    return True
+        except GitpubError:
+            pass  # not a commit, unreadable: no proof either
+        self.ctx.progress(f"{other.job_id[:13]}: the remote's record says PUBLISHED as "
+                          f"{sanitize(str(commit))[:40]}, which is not the job's publication "
+                          f"on {self.remote.remote}/{self.remote.branch}: ignored")
+        return False
 
     def repo_commit_parents(self, sha: str) -> tuple[str, ...]:
         return self.ctx.repo.commit(sha).parents
@@ -203,11 +233,22 @@ class Shared:
             return job
         if outcome.result == PushResult.UNKNOWN:
             raise RemoteError(f"claim of job {job.job_id} on the remote: {outcome.detail}")
+        if not self._moved(job.job_id, theirs):
+            raise RemoteError(f"the remote refused the claim of job {job.job_id}, and no other "
+                              f"node has it there: {outcome.detail}")
         self._lose(job, f"its claim on the remote lost to another node ({outcome.detail})")
         return None
 
+    def _moved(self, job_id: str, seen: str | None) -> bool:
+        """Whether the job's remote ref is no longer ``seen`` (fetched now): a claim refused
+        as a race was lost to another node only then. Otherwise the server refuses the ref
+        for another reason (a ref named ``refs/pub/jobs`` blocks every job ref, a lock it
+        keeps): a transient with the server's words, not a lost job."""
+        self.fetch()
+        return self.view.remote_value(job_id) != seen
+
     def _claimed_by_us(self, theirs: str, job: Job) -> bool:
-        other = job if theirs == job.commit else self.ctx.store.load_at(job.job_id, theirs)
+        other = job if theirs == job.commit else self.view.load(job.job_id, theirs)
         lease = other.record.lease
         worker = self.ctx.store.worker
         left = 0.0 if lease is None else lease.expires_at - time.time()
@@ -266,11 +307,12 @@ class Shared:
                 if pushed.result == PushResult.SENT:
                     self._note(pushing.job_id, claimed, published.commit)
                     return PushOutcome(PushResult.SENT, pushed.of(branch).detail)
-                if pushed.result == PushResult.REJECTED and \
-                        pushed.of(ref).result == PushResult.REJECTED:
-                    raise self._refused(pushed.of(ref))
-                worst = pushed.of(branch) if pushed.of(branch).result != PushResult.SENT \
-                    else pushed.of(ref)
+                mine, content = pushed.of(ref), pushed.of(branch)
+                if pushed.result == PushResult.REJECTED and not mine.collateral and \
+                        content.collateral:
+                    raise self._refused(mine)  # the job's ref itself, not the content
+                refused = [o for o in (content, mine) if o.result != PushResult.SENT]
+                worst = next((o for o in refused if not o.collateral), refused[0])
                 return PushOutcome(pushed.result, worst.detail)
             self.atomic = False
             self.ctx.progress(f"warning: the remote {self.remote.remote} does not support "
@@ -334,16 +376,22 @@ class Shared:
 
     def orphans(self) -> list[Job]:
         """The remote's unfinished jobs that no live worker holds (their lease expired, or
-        their holder's process on this host is gone) and that this clone does not have yet:
+        their holder's process on this host is gone), that this clone does not have yet and
+        that wait for no person (REVIEW and CONFLICT are nobody's dead work):
         adopted here and marked taken over (a local record only, ``JobStore.acquire``: the
-        take-over reaches the remote with the claim, after the probe). Needs ``fetch``."""
+        take-over reaches the remote with the claim, after the probe). Needs ``fetch``. A
+        damaged remote job this clone does not have is not taken over: it goes to
+        ``damaged``, to be reported (this clone's own is reported by its delivery)."""
         taken: list[Job] = []
         store = self.ctx.store
-        for item in self.view.remote_jobs():
+        for job_id, item in self.view.remote_jobs():
+            if self._here(job_id):
+                continue  # this clone's own: reconciled (or reported) by ``sync``
             if isinstance(item, CorruptStateError):
-                continue  # damaged remote state is not taken over blindly
-            if item.state in TERMINAL or store.load(item.job_id) is not None:
-                continue  # finished, or this clone's own (reconciled by ``sync``)
+                self.damaged.append(item)  # not taken over blindly
+                continue
+            if item.state in TERMINAL or item.state in NEEDS_PERSON:
+                continue  # finished, or resting for a person (who resolves it anywhere)
             lease = item.record.lease
             if lease is not None and self._held_by_other(lease):
                 self.held[item.job_id] = lease.owner
@@ -355,24 +403,39 @@ class Shared:
                 continue  # someone here got there first
             if acquired is None:
                 continue
-            holder = "nobody" if lease is None else lease.owner
+            holder = "nobody" if lease is None else shown_owner(lease.owner)
             self.ctx.progress(f"{item.job_id[:13]}: taken over from {holder} "
                               f"({item.state.value} on the remote); probing first")
             taken.append(acquired)
         return taken
 
+    def _here(self, job_id: str) -> bool:
+        """Whether this clone has a ref for the job (a damaged one included: the scan of
+        this clone's jobs reports it)."""
+        store = self.ctx.store
+        try:
+            return store.repo.read_ref(store.ref_name(job_id)) is not None
+        except CorruptStateError:
+            return True
+
     def locate(self, ref: str) -> Job | None:
         """A job this clone does not have, by id or unique id prefix, from a fresh fetch of
-        the remote's job store (its job refs, else the archive for a full id); None when the
-        remote has no such job either. Raises ``RemoteError`` / ``RemoteConfigError``."""
+        the remote's job store (its job refs, else the archive); None when the remote has no
+        such job either. Raises ``RemoteError`` / ``RemoteConfigError``, and ``UsageError`` for
+        a prefix that names several of the remote's jobs."""
         self.fetch()
         ids = [i for i in self.view.remote_ids() if i == ref or i.startswith(ref)]
-        if len(ids) == 1:
-            return self.view.remote_job(ids[0])
+        if ref in ids or len(ids) == 1:
+            return self.view.remote_job(ref if ref in ids else ids[0])
         if len(ids) > 1:
-            return None
-        found = self.view.find(ref) if len(ref) == 36 else None
-        return None if found is None else found.job
+            raise UsageError(f"job id prefix {sanitize(ref)!r} is ambiguous on the remote "
+                             f"({len(ids)} jobs)", hint="give more of the job id")
+        archived = self.view.archived_matching(ref)
+        if len(archived) > 1:
+            raise UsageError(f"job id prefix {sanitize(ref)!r} is ambiguous in the remote's "
+                             f"archive ({len(archived)} jobs)", hint="give more of the job id")
+        return self.view.archived_job(archived[0]) if archived else None
+
 
 def _reachable(state: State) -> frozenset[State]:
     from gitpub.core.states import ALLOWED

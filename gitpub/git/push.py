@@ -44,6 +44,11 @@ RACE_REASONS = ("non-fast-forward", "fetch first", "stale info", "cannot lock re
                 "failed to update ref", "failed to lock", "atomic push failed",
                 "atomic transaction failed")
 
+#: Why a ref of an ``--atomic`` push was refused when the ref itself was fine: another ref of the
+#: push was refused (the server's ``atomic push failure``, git's own ``atomic push failed``) or
+#: the server's transaction failed as a whole.
+COLLATERAL = ("atomic push failure", "atomic push failed", "atomic transaction failed")
+
 #: git's words when the server does not support ``--atomic``: it sent nothing.
 NO_ATOMIC = "does not support --atomic"
 
@@ -54,6 +59,11 @@ _SENT_FLAGS = (" ", "*", "+", "=", "-")
 class PushOutcome:
     result: PushResult
     detail: str  # sanitized
+
+    @property
+    def collateral(self) -> bool:
+        """Refused only because another ref of the same atomic push was (see COLLATERAL)."""
+        return self.result != PushResult.SENT and any(c in self.detail for c in COLLATERAL)
 
 
 @dataclass(frozen=True)
@@ -118,20 +128,29 @@ def parse_push(code: int, out: str, err: str, updates: Sequence[Update]) -> Push
             continue
         dst = parts[1].rpartition(":")[2]
         if dst in wanted:
-            refs[dst] = _outcome(parts[0], parts[2])
+            refs[dst] = _outcome(parts[0], parts[2], _remote_said(err))
     detail = _detail(code, err)
     for u in updates:
         refs.setdefault(u.dst, PushOutcome(PushResult.UNKNOWN, detail))
     return Pushed(refs, detail=detail)
 
 
-def _outcome(flag: str, summary: str) -> PushOutcome:
+def _outcome(flag: str, summary: str, remote_said: str = "") -> PushOutcome:
     if flag in _SENT_FLAGS:
         return PushOutcome(PushResult.SENT, sanitize(summary))
     if flag == "!":
         race = any(reason in summary for reason in RACE_REASONS)
-        return PushOutcome(PushResult.RACE if race else PushResult.REJECTED, sanitize(summary))
+        said = f" (the remote said: {remote_said})" if remote_said else ""
+        return PushOutcome(PushResult.RACE if race else PushResult.REJECTED,
+                           sanitize(summary + said))
     return PushOutcome(PushResult.UNKNOWN, sanitize(summary))
+
+
+def _remote_said(err: str) -> str:
+    """The server's own words (its ``remote:`` lines: a hook's, a protection rule's), which
+    say why a ref was refused; the last 300 characters, on one line."""
+    lines = [ln[len("remote:"):].strip() for ln in err.splitlines() if ln.startswith("remote:")]
+    return " / ".join(ln for ln in lines if ln)[-300:]
 
 
 def _detail(code: int, err: str) -> str:

@@ -177,8 +177,17 @@ def delete_loose(common: Path, name: str, old: str) -> bool | None:
     return True
 
 
-def _prune_empty_dirs(common: Path, directory: Path) -> None:
-    stop = common / "refs"
+def delete_reflog(common: Path, name: str) -> None:
+    """Remove the reflog of a deleted ref, as git does: a reflog left behind would block a
+    later ref below its name (``logs/refs/x`` a file where ``refs/x/y`` needs a directory)."""
+    path = common / "logs" / name
+    with contextlib.suppress(FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        path.unlink()
+        _prune_empty_dirs(common, path.parent, common / "logs" / "refs")
+
+
+def _prune_empty_dirs(common: Path, directory: Path, stop: Path | None = None) -> None:
+    stop = stop or common / "refs"
     while directory != stop and stop in directory.parents:
         try:
             directory.rmdir()

@@ -15,6 +15,7 @@ and the job store know dulwich. The rules it enforces, learnt the hard way (see 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -300,14 +301,17 @@ class Repository(ObjectReading, ObjectWriter):
             lambda: refstore.compare_and_swap(self.common_dir, name, old, new), f"ref {name}")
         if ok:
             fsync_dir(str((self.common_dir / name).parent))
-            self._repo.refs._log(_r(name), _b(ZERO_ID if old is None else old), _b(new),
-                                 message=message.encode())
+            with contextlib.suppress(OSError):  # the ref moved; a reflog is never state
+                self._repo.refs._log(_r(name), _b(ZERO_ID if old is None else old), _b(new),
+                                     message=message.encode())
         return bool(ok)
 
     def delete_ref(self, name: str, old: str) -> bool:
         """Delete ``name`` if it is ``old``; False if it holds another value (or none)."""
         done = self._while_locked(lambda: refstore.delete_loose(self.common_dir, name, old),
                                   f"ref {name}")
+        if done:
+            refstore.delete_reflog(self.common_dir, name)  # as git does
         if done is not None:
             return done
         # packed: C git rewrites packed-refs under its own lock, checking the old value

@@ -31,7 +31,7 @@ from gitpub.core.errors import CorruptStateError, GitpubError, LostRace
 from gitpub.core.record import JobRecord, Lease, RecordError, parse_record
 from gitpub.core.states import RESTING, TERMINAL, Stage, State, check_transition
 from gitpub.git.repo import MODE_FILE, CommitInfo, Entry, Repository
-from gitpub.store.lease import Worker, held_by_other
+from gitpub.store.lease import Worker, held_by_other, shown_owner
 
 JOBS_PREFIX = "refs/pub/jobs/"
 #: An index of the jobs not yet finished, so that status, push and reconcile cost what is
@@ -88,7 +88,7 @@ def taken_over(old: Lease) -> str:
     """The event of a take-over: whose lease, and why it no longer held."""
     why = ("its lease expired" if old.expires_at <= time.time()
            else "its process is gone")
-    return f"taken over from {old.owner}: {why}"
+    return f"taken over from {shown_owner(old.owner)}: {why}"
 
 
 class JobStore:

@@ -9,11 +9,21 @@ losing a lease race is normal concurrency, not an error.
 A lease whose owner is a process on this host that no longer exists (killed, crashed) is dead
 at once, without waiting for the expiry: the owner string carries host, pid and the process
 start time, so a recycled pid is not mistaken for the old owner.
+
+A lease that claims to run for more than ``CREDIBLE`` lease durations from now (the longer of
+``lease_seconds`` and the default: 30 minutes at least) is not believed
+(it counts as expired) unless this host can see its owner running: no worker renews a lease that
+far ahead, so it was written by a clock far ahead or by a clone squatting the job. Taking such a
+job is safe — leases are for efficiency, the compare-and-swap of every write is the fence.
+
+A lease's owner may come from another clone (the remote's record): messages quote it through
+``shown_owner`` — sanitized, control characters escaped, cut short.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from typing import NamedTuple
@@ -21,6 +31,11 @@ from typing import NamedTuple
 from gitpub.core.record import Lease
 
 DEFAULT_TTL = 900.0
+#: How many lease durations ahead an expiry may lie and still be believed (see above).
+CREDIBLE = 2.0
+#: How much of a lease's owner string messages quote.
+MAX_SHOWN = 120
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _start_time(pid: int) -> str | None:
@@ -69,12 +84,21 @@ class Worker(NamedTuple):
         return lease is not None and lease.token == self.token
 
 
-def owner_alive(owner: str) -> bool:
-    """False only when we can tell the owner process is gone (same host, pid dead or reused)."""
+def shown_owner(owner: str) -> str:
+    """A lease's owner as a message quotes it: another clone may have written it."""
+    from gitpub.core.sanitize import sanitize  # only to show one: reading leases needs none
+
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", sanitize(owner[:1000]))
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN - 3] + "..."
+
+
+def owner_alive(owner: str, *, here_only: bool = False) -> bool:
+    """False only when we can tell the owner process is gone (same host, pid dead or reused);
+    ``here_only``: True only when we can tell it runs (on this host)."""
     host, _, rest = owner.partition(":")
     pid_s, _, start = rest.partition(":")
     if host != _this_host() or not pid_s.isdigit():
-        return True
+        return not here_only
     current = _start_time(int(pid_s))
     if current is None:
         try:
@@ -91,6 +115,9 @@ def held_by_other(lease: Lease | None, worker: Worker, now: float | None = None)
     """Whether someone else holds a live lease (so we must leave the job alone)."""
     if lease is None or worker.holds(lease):
         return False
-    if lease.expires_at <= (time.time() if now is None else now):
+    now = time.time() if now is None else now
+    if lease.expires_at <= now:
         return False
+    if lease.expires_at > now + CREDIBLE * max(worker.seconds(), DEFAULT_TTL):
+        return owner_alive(lease.owner, here_only=True)  # not believed (see above)
     return owner_alive(lease.owner)

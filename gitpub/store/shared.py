@@ -23,7 +23,7 @@ from enum import StrEnum
 
 from gitpub.core.errors import CorruptStateError, GitpubError
 from gitpub.store.archive import ARCHIVE, Archive, Archived
-from gitpub.store.jobs import Job, JobStore
+from gitpub.store.jobs import JOBS_PREFIX, Job, JobStore
 
 JOBS = "jobs/"
 #: How far back a first-parent walk looks for the other value before asking C git.
@@ -54,10 +54,26 @@ class Found:
 class SharedView:
     """The tracking refs of one remote's job store, read through ``store``."""
 
-    def __init__(self, store: JobStore, prefix: str) -> None:
+    def __init__(self, store: JobStore, prefix: str, remote: str = "origin") -> None:
         self.store = store
         self.repo = store.repo
         self.prefix = prefix  # refs/pub/remote/<remote>/
+        self.remote = remote  # the remote's name, for messages
+
+    def load(self, job_id: str, sha: str) -> Job:
+        """The job as the remote's ref records it (``sha``: its value as fetched). An
+        unreadable one — another clone's damage, or a forgery — raises, naming the remote's
+        ref and how to repair it: this clone's own state is not the damaged one."""
+        try:
+            return self.store.load_at(job_id, sha)
+        except CorruptStateError as e:
+            ref, tracking = f"{JOBS_PREFIX}{job_id}", self.remote_ref(job_id)
+            raise CorruptStateError(
+                f"job {job_id}: the remote's job ref {ref} is unreadable: "
+                f"{e.message.split(' is unreadable: ', 1)[-1]}",
+                hint=f"nothing was changed; inspect it with `git log -p {tracking}`, then "
+                     f"repair it or delete it on the remote (`git push {self.remote} :{ref}`)"
+            ) from None
 
     def remote_ref(self, job_id: str) -> str:
         return f"{self.prefix}{JOBS}{job_id}"
@@ -71,14 +87,15 @@ class SharedView:
 
     def remote_job(self, job_id: str) -> Job | None:
         sha = self.remote_value(job_id)
-        return None if sha is None else self.store.load_at(job_id, sha)
+        return None if sha is None else self.load(job_id, sha)
 
-    def remote_jobs(self) -> Iterator[Job | CorruptStateError]:
+    def remote_jobs(self) -> Iterator[tuple[str, Job | CorruptStateError]]:
+        """Every job of the remote's store (id, job), an unreadable one as its error."""
         for job_id, sha in sorted(self.repo.list_refs(self.prefix + JOBS).items()):
             try:
-                yield self.store.load_at(job_id, sha)
+                yield job_id, self.load(job_id, sha)
             except CorruptStateError as e:
-                yield e
+                yield job_id, e
 
     @property
     def archive_value(self) -> str | None:
@@ -90,17 +107,28 @@ class SharedView:
     def archived(self, job_id: str) -> Archived | None:
         return self.archive().lookup(job_id)
 
+    def archived_job(self, job_id: str) -> Job | None:
+        """The job as the archive holds it (its final state, with its history), or None."""
+        entry = self.archived(job_id)
+        return None if entry is None else self.store.load_at(job_id, entry.state_commit)
+
+    def archived_matching(self, prefix: str) -> list[str]:
+        """The archived job ids that start with ``prefix`` (at least 4 characters)."""
+        return self.archive().matching(prefix)
+
     def find(self, job_id: str) -> Found | None:
-        """The job as this clone knows it: its own ref, else the remote's, else the archive."""
+        """The job as this clone knows it: its own ref, else the remote's, else the archive
+        (a crash during a fold may leave a job in a ref and in the archive: the ref is read
+        first, so it is found once)."""
         local = self.store.load(job_id)
         if local is not None:
             return Found(local, Where.LOCAL)
         remote = self.remote_job(job_id)
         if remote is not None:
             return Found(remote, Where.REMOTE)
-        entry = self.archived(job_id)
-        if entry is not None:
-            return Found(self.store.load_at(job_id, entry.state_commit), Where.ARCHIVE)
+        archived = self.archived_job(job_id)
+        if archived is not None:
+            return Found(archived, Where.ARCHIVE)
         return None
 
     def relation(self, local: str | None, remote: str | None) -> Relation:
