@@ -48,9 +48,11 @@ def title_of(tag: str, i: int) -> str:
 
 # -- fast-import ---------------------------------------------------------------------------
 
-def fast_import(h: Harness, git_dir: Path, stream: Iterator[bytes]) -> None:
-    """Feed ``stream`` to ``git fast-import`` in ``git_dir``."""
-    proc = subprocess.Popen(["git", "fast-import", "--quiet", "--done"], cwd=git_dir,
+def fast_import(h: Harness, git_dir: Path, stream: Iterator[bytes],
+                extra: list[str] | None = None) -> None:
+    """Feed ``stream`` to ``git fast-import`` in ``git_dir`` (``extra``: more options)."""
+    proc = subprocess.Popen(["git", "fast-import", "--quiet", "--done", *(extra or [])],
+                            cwd=git_dir,
                             env=h.env, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdin is not None
     buf: list[bytes] = []

@@ -66,12 +66,14 @@ class Sizes:
     small_store_jobs: int
     sequence_jobs: int
     wide_disk_runs: int  # when the wide repo must live on disk (see ``settled_pairs``)
+    archived_jobs: int = 100_000  # the big archive (``bench/shared_store.py``)
+    node_jobs: int = 50  # jobs per node of the three-node scenario
 
     @classmethod
     def for_mode(cls, quick: bool) -> Sizes:
         if quick:
-            return cls(3, 3, 5_000, 10_000, 1_000, 1_000, 10, 20, 2)
-        return cls(7, 5, 50_000, 100_000, 1_000, 10_000, 10, 100, 3)
+            return cls(3, 3, 5_000, 10_000, 1_000, 1_000, 10, 20, 2, 2_000, 4)
+        return cls(7, 5, 50_000, 100_000, 1_000, 10_000, 10, 100, 3, 100_000, 50)
 
 
 # -- the baseline: the plain pipeline as a shell script -----------------------------------
@@ -625,3 +627,17 @@ def _discovery(h: Harness, s: Sizes) -> list[Row]:
 
 
 SCENARIOS["discovery"] = _discovery
+
+
+def _shared_store(name: str) -> Callable[[Harness, Sizes], list[Row]]:
+    def run(h: Harness, s: Sizes) -> list[Row]:
+        from bench import shared_store
+
+        return getattr(shared_store, name)(h, s)  # type: ignore[no-any-return]
+
+    return run
+
+
+SCENARIOS["archive"] = _shared_store("archive")
+SCENARIOS["three-nodes"] = _shared_store("three_nodes")
+SCENARIOS["atomic-push"] = _shared_store("atomic_push")

@@ -243,6 +243,18 @@ def test_lease_seconds() -> None:
             parse_config(f"lease_seconds: {bad}")
 
 
+def test_archive_after_and_confirm_unrecorded() -> None:
+    default = parse_config("")
+    assert (default.archive_after, default.confirm_unrecorded) == (64, "bad")
+    config = parse_config("archive_after: 0\nconfirm_unrecorded: report\n")
+    assert (config.archive_after, config.confirm_unrecorded) == (0, "report")
+    for key, bad in (("archive_after", "-1"), ("archive_after", "1.5"),
+                     ("archive_after", "true"), ("confirm_unrecorded", "ok"),
+                     ("confirm_unrecorded", "[bad]")):
+        with pytest.raises(UsageError, match=key):
+            parse_config(f"{key}: {bad}")
+
+
 def test_multiline_shell_command() -> None:
     config = parse_config("draft: |\n  set -e\n  make draft\n")
     assert config.draft == Command("draft", ("sh", "-c", "set -e\nmake draft\n"), 600.0)

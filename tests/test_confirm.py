@@ -114,6 +114,14 @@ def attacker_clone(site: Site, tmp_path: Path, name: str = "attacker") -> Path:
     return path
 
 
+def report_unrecorded(site: Site) -> None:
+    """Commit and push ``confirm_unrecorded: report``: the forged publications of a test about
+    another rule have no record in the job store, which is BAD by itself otherwise."""
+    site.write_config("confirm_unrecorded: report\n")
+    site.git("commit", "-qam", "confirm: report unrecorded job commits")
+    site.git("push", "-q", "origin", "main")
+
+
 def commit_as(repo: Path, message: bytes, files: dict[str, str | None], *,
               amend: bool = False) -> str:
     for path, text in files.items():
@@ -242,6 +250,7 @@ def test_two_commits_claiming_one_job_id_are_bad(site: Site, tmp_path: Path) -> 
 
 
 def test_two_claims_of_one_job_id_in_one_run_are_bad(site: Site, tmp_path: Path) -> None:
+    report_unrecorded(site)
     evil = attacker_clone(site, tmp_path)
     files = {"posts/new.md": "# New\n"}
     first = commit_as(evil, job_commit_message(files), files)

@@ -18,6 +18,7 @@ from test_confirm import (
     message_of,
     publish,
     remote_notes,
+    report_unrecorded,
 )
 
 
@@ -140,6 +141,7 @@ def test_a_claim_that_changes_nothing_is_bad(site: Site, tmp_path: Path) -> None
 def test_a_job_id_that_is_no_uuid_is_bad_and_never_shown(site: Site, tmp_path: Path) -> None:
     """t12: a valid-looking publication whose Blog-Job-Id is a secret-shaped value."""
     secret = "AKIAQWERTYUIOPASDFGH"
+    report_unrecorded(site)
     evil = attacker_clone(site, tmp_path)
     files = {"posts/n.md": "hello\n"}
     bad = commit_as(evil, job_commit_message(files, job_id=secret), files)

@@ -34,8 +34,15 @@ def git_refs(repo: Path) -> dict[str, str]:
     return {name: sha for sha, name in (line.split() for line in out.splitlines())}
 
 
+def _no_dir_file_clash(names: list[str]) -> list[str]:
+    """Without the names that are a directory of another (git cannot have both ``a`` and
+    ``a/b``: ``update-ref`` refuses the pair)."""
+    return [n for n in names if not any(m.startswith(n + "/") for m in names)]
+
+
 NAMES = st.lists(st.from_regex(r"refs/pub/(jobs|active|outbox)/[a-z0-9]{1,6}(/[a-z]{1,3})?",
-                               fullmatch=True), min_size=0, max_size=40, unique=True)
+                               fullmatch=True), min_size=0, max_size=40, unique=True
+                 ).map(_no_dir_file_clash)
 
 
 @settings(max_examples=15, deadline=None)

@@ -14,23 +14,28 @@ from typing import TYPE_CHECKING
 from gitpub.app.contain import Failures
 from gitpub.app.session import find_job
 from gitpub.core.errors import LostRace, TryLaterError, UsageError
-from gitpub.core.states import SETTLED
+from gitpub.core.states import SETTLED, TERMINAL
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job
+from gitpub.store.shared import SharedView
 
 if TYPE_CHECKING:
     from gitpub.delivery.deliver import Deliverer
 
 
 def find_anywhere(ctx: Context, ref: str) -> Job:
-    """A job by id or prefix: this clone's, else (the network is needed then) the remote's
-    job store's — fetched, only ``refs/pub/*`` and the branch — so that any clone shows any
-    job. Read only: nothing is adopted here."""
+    """A job by id or prefix: this clone's, else the archive as last fetched (a finished job
+    folded there: no network), else (the network is needed then) the remote's job store's —
+    fetched, only ``refs/pub/*`` and the branch — so that any clone shows any job. Read only:
+    nothing is adopted here."""
     try:
         return find_job(ctx.store, ref)
     except UsageError as missing:
         if not missing.message.startswith("no job"):
             raise
+        archived = _in_archive(ctx, ref)
+        if archived is not None:
+            return archived
         # only now: a job of this clone costs `status`/`log` no delivery code (a fast start)
         from gitpub.delivery.shared import Shared
         from gitpub.git.remote import RemoteConfigError, RemoteError
@@ -47,11 +52,36 @@ def find_anywhere(ctx: Context, ref: str) -> Job:
         return found
 
 
+def find_here(ctx: Context, ref: str) -> Job:
+    """A job by id or prefix from this clone alone: its own refs, else the archive as last
+    fetched (a job this clone folded is still named by its id). No network."""
+    try:
+        return find_job(ctx.store, ref)
+    except UsageError as missing:
+        if not missing.message.startswith("no job"):
+            raise
+        archived = _in_archive(ctx, ref)
+        if archived is None:
+            raise
+        return archived
+
+
+def _in_archive(ctx: Context, ref: str) -> Job | None:
+    """The job ``ref`` names in the archive this clone last fetched (one match), or None."""
+    view = SharedView(ctx.store, ctx.remote().store_prefix)
+    ids = view.archived_matching(ref)
+    if len(ids) > 1:
+        raise UsageError(f"job id prefix {ref!r} is ambiguous ({len(ids)} archived jobs)",
+                         hint="give more of the id")
+    return view.archived_job(ids[0]) if ids else None
+
+
 def find_job_or_adopt(ctx: Context, ref: str) -> Job:
     """``find_anywhere``, a job found only on the remote adopted here (its ref set to the
-    remote's value): a person resolves a job on any clone."""
+    remote's value): a person resolves a job on any clone. A finished job (archived, say) is
+    not adopted: there is nothing left to resolve, and ``resolve`` says so."""
     job = find_anywhere(ctx, ref)
-    if ctx.store.load(job.job_id) is None:
+    if job.state not in TERMINAL and ctx.store.load(job.job_id) is None:
         job = ctx.store.adopt(job.job_id, None, job.commit)
     return job
 

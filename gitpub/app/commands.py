@@ -8,15 +8,14 @@ error is part of the result, and the exit code aggregates.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitpub.app.advice import next_step
-from gitpub.app.anywhere import find_anywhere, find_job_or_adopt, share, take_over
+from gitpub.app.anywhere import find_anywhere, find_here, find_job_or_adopt, share, take_over
 from gitpub.app.contain import Failures
-from gitpub.app.session import find_job, open_session
+from gitpub.app.session import open_session
 from gitpub.core.errors import (
     EXIT_ERROR,
     EXIT_KEY_REUSED,
@@ -24,7 +23,6 @@ from gitpub.core.errors import (
     EXIT_OK,
     EXIT_UNCONFIRMED,
     CorruptStateError,
-    UsageError,
 )
 from gitpub.core.states import LOCAL, TERMINAL, State, exit_code_for
 from gitpub.pipeline.context import Context
@@ -40,7 +38,6 @@ if TYPE_CHECKING:
     from gitpub.delivery.resolve import Action
     from gitpub.delivery.sync import Pending
     from gitpub.hooks.install import HookState
-    from gitpub.verify.confirm import ConfirmReport
 
 Progress = Callable[[str], None]
 
@@ -311,7 +308,7 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
         failures = Failures()
         errors = failures.errors
         if job_refs:
-            jobs = [find_job(ctx.store, ref) for ref in job_refs]
+            jobs = [find_here(ctx, ref) for ref in job_refs]
         else:
             jobs = _unfinished(ctx, failures, DELIVERABLE | LOCAL)
         driver = _driver(ctx)
@@ -329,6 +326,7 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
     due retries, probes of FAILED jobs. Scans every job ref (the active index is derived data,
     rebuilt here, never trusted) and goes on past a bad job. With a misconfigured remote, the
     local phases are still recovered, then the configuration error is reported."""
+    from gitpub.app.archiving import fold_if_due
     from gitpub.delivery.deliver import Deliverer
     from gitpub.delivery.sync import settle_outbox
     from gitpub.git.remote import RemoteConfigError
@@ -358,6 +356,7 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
             pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         except Exception as e:
             failures.add(None, e)
+        fold_if_due(ctx, deliverer, failures)
         _maintain(ctx, failures, sweep=True)
         return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), pending=pending,
                     hints=_hints(ctx, done), channels=channels,
@@ -395,7 +394,7 @@ def resolve_channel(where: Path, progress: Progress, job_ref: str, channel: str,
     from gitpub.channels.resolve import resolve_channel as resolve_one
 
     with open_session(where, progress) as ctx:
-        job = resolve_one(ctx.store, find_job(ctx.store, job_ref), channel, decision, url)
+        job = resolve_one(ctx.store, find_here(ctx, job_ref), channel, decision, url)
         errors: list[str] = []
         done, channels = _distribute(ctx, _driver(ctx), [job], errors, only_named=True)
         return Jobs(tuple(done), tuple(errors), hints=_hints(ctx, done), channels=channels)
@@ -453,27 +452,6 @@ def sync(where: Path, progress: Progress) -> Jobs:
 
 
 # -- CI and hooks --------------------------------------------------------------------------
-
-def confirm(where: Path, progress: Progress, rev_range: str | None,
-            push_notes: bool, accept: str | None = None,
-            reason: str | None = None) -> ConfirmReport:
-    """Verify the remote branch (CI); with ``accept``, record a person's acceptance of the BAD
-    verdict on that commit instead."""
-    from gitpub.verify.confirm import KEY_ENV, confirm_key
-    from gitpub.verify.confirm import accept as accept_bad
-    from gitpub.verify.confirm import confirm as run_confirm
-
-    if (accept is None) != (reason is None):
-        raise UsageError("--accept SHA and --reason TEXT go together")
-    key = confirm_key(os.environ.get(KEY_ENV))
-    with open_session(where, progress) as ctx:
-        if accept is not None and reason is not None:
-            who = ctx.repo.user_identity()
-            return accept_bad(ctx.repo, ctx.remote(), accept, reason,
-                              f"{who.name} <{who.email}>", push_notes=push_notes, key=key)
-        return run_confirm(ctx.repo, ctx.config, ctx.remote(), rev_range=rev_range,
-                           push_notes=push_notes, progress=progress, key=key)
-
 
 def hooks_install(where: Path, hooks_path_ok: bool) -> list[HookState]:
     from gitpub.hooks.install import install

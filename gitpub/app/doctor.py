@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from gitpub.app.session import load_repo_config
+from gitpub.app.repoconfig import load_repo_config
 from gitpub.config.model import Config
 from gitpub.core.errors import EXIT_ERROR, EXIT_OK, CorruptStateError, GitpubError
 from gitpub.core.sanitize import sanitize

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitpub.app.session import load_repo_config
+from gitpub.app.repoconfig import load_repo_config
 from gitpub.config.load import default_config_text, parse_config
 from gitpub.config.model import CONFIG_FILE, DEFAULT_ARTICLES, DEFAULT_REMOTE, ConfigError
 from gitpub.core.errors import GitpubError, UsageError

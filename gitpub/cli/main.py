@@ -36,12 +36,14 @@ from gitpub.core.errors import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from gitpub.app import commands
-    from gitpub.cli import render
+    from gitpub.app import ci, commands
+    from gitpub.cli import confirm_view, render
     from gitpub.delivery.resolve import Action
 else:  # imported when a command runs, not for `-h` or a usage error (see ``cli.lazy``)
     commands = lazy("gitpub.app.commands")
     render = lazy("gitpub.cli.render")
+    ci = lazy("gitpub.app.ci")  # confirm: CI's command, without the others' imports
+    confirm_view = lazy("gitpub.cli.confirm_view")
 
 #: The exit status of a run interrupted by ^C, as shells report it.
 EXIT_INTERRUPTED = 130
@@ -364,9 +366,9 @@ def confirm(ctx: click.Context, rev_range: str | None, no_push_notes: bool,
             accept: str | None, reason: str | None) -> None:
     """For CI: verify the trailers and manifests of commits on the remote branch."""
     out = out_for(ctx)
-    report = commands.confirm(where(), out.progress, rev_range, not no_push_notes, accept,
-                              reason)
-    out.emit(render.confirm_json(report), render.confirm_text(report, accepting=accept))
+    report = ci.confirm(where(), out.progress, rev_range, not no_push_notes, accept, reason)
+    out.emit(confirm_view.confirm_json(report),
+             confirm_view.confirm_text(report, accepting=accept))
     ctx.exit(EXIT_ERROR if report.failed else EXIT_OK)
 
 

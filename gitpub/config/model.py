@@ -32,6 +32,12 @@ DEFAULT_ARTICLES: tuple[str, ...] = ("content/**/*.md", "posts/**/*.md", "_posts
 DEFAULT_TRAILER_PREFIX = "Blog"
 #: A lease outlives a delivery's network segment (fetch and push time out after 300 s each).
 DEFAULT_LEASE_SECONDS = 900.0
+#: Finished job refs (this clone's and the remote's) that make ``reconcile`` fold them into the
+#: archive (``delivery.fold``); 0 never folds.
+DEFAULT_ARCHIVE_AFTER = 64
+#: What ``confirm`` makes of a job commit on the branch that has neither a job ref on the
+#: remote nor an archive entry (``verify.store_check``): BAD, or only reported.
+UNRECORDED_CHOICES = ("bad", "report")
 DEFAULT_DRAFT_TIMEOUT = 600.0
 DEFAULT_JUDGE_TIMEOUT = 120.0
 DEFAULT_GATE_TIMEOUT = 120.0
@@ -222,6 +228,14 @@ class Config:
     #: How long a claim on a job (the lease a node pushes with the job's state) holds without
     #: a renewal: after it, another node may take the job over (``delivery.shared``).
     lease_seconds: float = field(default=DEFAULT_LEASE_SECONDS, metadata=check("seconds"))
+    #: Fold finished jobs into the archive ref once this many finished job refs piled up
+    #: (``reconcile``, ``delivery.fold``); 0: never.
+    archive_after: int = field(default=DEFAULT_ARCHIVE_AFTER,
+                               metadata=check("integer", minimum=0))
+    #: ``confirm``: a job commit without a job ref or archive entry on the remote (published
+    #: before the job store was shared, or its record deleted) is ``bad`` or only ``report``ed.
+    confirm_unrecorded: str = field(default="bad",
+                                    metadata=check("choice", choices=UNRECORDED_CHOICES))
     draft: Command | None = field(default=None,
                                   metadata=check("command", timeout=DEFAULT_DRAFT_TIMEOUT))
     judge: Command | None = field(default=None,

@@ -11,7 +11,7 @@ remote.
 - ``sync``      the plan carried out: a sync job per hand commit, the local branch rebuilt
 - ``shared``    the remote's job store: sync with it, claims and fencing, the atomic delivery
                 and its fallback order, take-over, finding a job on the remote
-- ``fold``      folding finished jobs into the archive ref (not yet wired into a command)
+- ``fold``      folding finished jobs into the archive ref (``reconcile``, ``app.archiving``)
 
 May import: ``pipeline`` and everything below it.
 """

@@ -1,94 +1,144 @@
 """Folding finished jobs into the archive, on the remote and here, so refs stay O(unfinished).
 
 When finished job refs pile up — ``archive_after`` of them (default 64), counting this clone's
-and the remote's — any node folds them (``store.archive``): one new archive commit adding their
-final records, then **one atomic push** that moves ``refs/pub/archive`` by compare-and-swap and
-deletes each folded job ref on the remote with ``--force-with-lease=<ref>:<its final value>``
-(a job that moved meanwhile is not deleted, and not folded). Then the same here in **one C git
-ref transaction** (``git update-ref --stdin``: all or nothing locally too; dulwich has none):
-the tracking archive moves, the folded tracking refs and this clone's own refs of those jobs go.
+and the remote's — ``reconcile`` folds them (``store.archive``), under the delivery lock, after
+a fresh fetch of the job store:
 
-What is folded: jobs whose state is PUBLISHED or SKIPPED and whose distribution is settled
-(``settled``: no channel still to send), where this clone has nothing newer than the remote.
-A finished job that only this clone has (SKIPPED by the judge at prepare, or published before
-the job store was shared) is folded into the archive too, so the archive is the record of
-every finished job; a job another node folded already is only pruned here. A crash between the
-push and the local transaction (``shared.archived``) leaves refs here that the archive holds:
-the next fold prunes them. Without atomic push the archive moves first, then the job refs are
-deleted (each its own compare-and-swap): a crash between leaves job refs the archive also
-holds — harmless, the next fold deletes them.
+1. **objects**: one new archive commit on top of the remote's archive, adding the final records
+   (``fold.written``: nothing points at it yet);
+2. **one atomic push** that moves ``refs/pub/archive`` by compare-and-swap
+   (``--force-with-lease=refs/pub/archive:<the archive we built on>``) and deletes each folded
+   job ref with ``--force-with-lease=refs/pub/jobs/<id>:<its final value>``: either the archive
+   holds the jobs and their refs are gone, or nothing changed (``fold.pushed``: the remote is
+   done, nothing here yet);
+3. **here, the archive first**: the tracking archive moves (``fold.noted``), then one C git ref
+   transaction deletes the folded tracking refs and this clone's own refs of those jobs.
+
+At every step each job is found: in its ref, in the archive, or (between the steps) in both —
+never in neither, because the archive always moves before a ref goes, locally and on the remote.
+What a crash leaves in both places is the next fold's to prune (a job the archive holds is only
+deleted, never added twice), and every reader (``store.shared.find``, ``ensure_job``) looks at
+the ref first, so a job is reported once.
+
+A fold that loses a compare-and-swap (another node folded first, or a job moved since the
+fetch) changed nothing: it fetches again and recomputes the whole fold, a few times, then stops
+for this run. Without atomic push the archive moves first, then the job refs are deleted, each
+its own compare-and-swap (``fold.archive-pushed`` between the two): a crash leaves refs the
+archive also holds, which the next fold deletes.
+
+What is folded: jobs whose state is PUBLISHED or SKIPPED and whose distribution is ``settled``,
+and where this clone has nothing newer than the remote. A finished job that only this clone has
+(SKIPPED by the judge at prepare, say) goes into the archive too: the archive is the record of
+every finished job, so its key is found by every clone. A newer final state of an archived job
+(its channels settled after another node folded it) replaces the entry.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 
 from gitpub.core.crashpoints import crash_point
-from gitpub.core.errors import CorruptStateError, GitpubError
+from gitpub.core.errors import CorruptStateError
 from gitpub.core.states import TERMINAL
 from gitpub.delivery.shared import Shared, remote_ref
-from gitpub.git.push import PushResult, Update
+from gitpub.git import reftx
+from gitpub.git.push import PushOutcome, PushResult, Update
+from gitpub.git.reftx import RefChange
 from gitpub.git.remote import RemoteError
-from gitpub.store.archive import ARCHIVE
+from gitpub.git.storefetch import note_pushed
+from gitpub.store.archive import ARCHIVE, Archive, Final
 from gitpub.store.jobs import ACTIVE_PREFIX, JOBS_PREFIX, Job
 
-#: Jobs folded by one fold at most (one push).
-FOLD_LIMIT = 1000
+#: Jobs one archive commit (one push) folds at most: its refspecs stay a short command line.
+FOLD_LIMIT = 500
+#: Whole folds re-tried after a lost compare-and-swap, before this run gives up.
+ROUNDS = 4
 ARCHIVE_REF = "refs/pub/" + ARCHIVE
+
+Settled = Callable[[Job], bool]
 
 
 @dataclass(frozen=True)
 class Candidate:
-    job: Job  # its final state: the value folded
+    """One finished job to fold: what the archive is to hold for it, and the refs to go."""
+
+    job_id: str
+    final: str  # the state commit the archive holds for the job after the fold
+    record_blob: str  # that state's job.json
     remote: str | None  # the remote's job ref to delete (its value), if it has one
     local: str | None  # this clone's job ref to delete (its value), if it has one
-    archived: bool  # the archive holds it already: only refs to delete
+    entry: str | None  # the state the archive holds before the fold (None: none)
+
+    @property
+    def adds(self) -> bool:
+        return self.entry != self.final
 
 
-@dataclass(frozen=True)
+@dataclass
 class Folded:
-    archived: int  # jobs added to the archive
-    pruned: int  # job refs deleted here
+    archived: int = 0  # entries added to (or replaced in) the archive
+    deleted: int = 0  # job refs deleted on the remote
+    pruned: int = 0  # this clone's job refs deleted
+    stopped: str | None = None  # why the fold stopped before the end (sanitized)
+    skipped: list[str] = field(default_factory=list)  # finished jobs left alone, and why
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.archived or self.deleted or self.pruned)
+
+
+def finished_refs(shared: Shared) -> int:
+    """About how many jobs have a finished job ref, this clone's or the remote's (as last
+    fetched), without reading a record: this clone's job refs not in its active index (which
+    lists the unfinished ones), and every remote job ref (whose state only its record says)."""
+    repo = shared.ctx.repo
+    active = repo.list_refs(ACTIVE_PREFIX)
+    local = {job_id for job_id in repo.list_refs(JOBS_PREFIX) if job_id not in active}
+    return len(local | set(shared.view.remote_ids()))
 
 
 def due(shared: Shared, threshold: int) -> bool:
-    """Whether enough finished job refs piled up (this clone's and the remote's) to fold."""
-    repo = shared.ctx.repo
-    local = len(repo.list_refs(JOBS_PREFIX)) - len(repo.list_refs(ACTIVE_PREFIX))
-    return local + len(repo.list_refs(shared.view.prefix + "jobs/")) >= threshold
+    return threshold > 0 and finished_refs(shared) >= threshold
 
 
-def fold(shared: Shared, settled: Callable[[Job], bool], threshold: int) -> Folded | None:
-    """Fold the finished jobs when ``due``; None when there was nothing to do. Needs a fresh
-    fetch of the job store (``Shared.fetch``); raises ``RemoteError`` when the remote does
-    not answer (nothing changed here then)."""
-    if not due(shared, threshold):
-        return None
-    candidates = _candidates(shared, settled)[:FOLD_LIMIT]
-    if not candidates:
-        return None
-    view, repo = shared.view, shared.ctx.repo
-    archive = view.archive()
-    old = archive.commit
-    new_entries = [c for c in candidates if not c.archived]
-    new = old
-    if new_entries:
-        finals = [(c.job.job_id, c.job.commit, _record_blob(shared, c.job)) for c in new_entries]
-        new = archive.fold(finals, f"gitpub archive: {len(finals)} finished job(s)\n")
-    deleted = _push(shared, old, new, [c for c in candidates if c.remote is not None])
-    if deleted is None:
-        return Folded(0, 0)
-    crash_point("shared.archived")
-    done = [c for c in candidates if c.remote is None or c.job.job_id in deleted]
-    _here(shared, old, new, done)
-    del repo  # (the transaction ran in C git)
-    return Folded(len(new_entries) if new != old else 0,
-                  sum(1 for c in done if c.local is not None))
+def fold(shared: Shared, settled: Settled) -> Folded:
+    """Fold every finished job into the archive (a fresh fetch first; see the module
+    docstring). Raises ``RemoteError`` when the remote does not answer or the outcome of a
+    push is unknown: the next fold's fetch finds out what happened."""
+    result = Folded()
+    for _ in range(ROUNDS):
+        shared.fetch()
+        candidates = _candidates(shared, settled, result)
+        if not candidates:
+            return result
+        try:
+            for batch in _batches(candidates):
+                if not _fold_batch(shared, batch, result):
+                    break  # lost a compare-and-swap: fetch again, fold again
+            else:
+                return result
+        except _Refused as e:
+            result.stopped = f"the remote refuses the fold's push ({e}): allow pushes to " \
+                             "refs/pub/* for this account"
+            return result
+    result.stopped = "the remote's job store kept moving (other nodes folding or delivering)"
+    return result
 
 
-def _candidates(shared: Shared, settled: Callable[[Job], bool]) -> list[Candidate]:
+class _Refused(Exception):
+    """The remote refused the fold's push for another reason than a lost race (a hook, a
+    protected ref): nothing changed, and trying again would not help."""
+
+
+def _batches(items: Sequence[Candidate]) -> Iterator[Sequence[Candidate]]:
+    for start in range(0, len(items), FOLD_LIMIT):
+        yield items[start:start + FOLD_LIMIT]
+
+
+# -- deciding ----------------------------------------------------------------------------------
+
+def _candidates(shared: Shared, settled: Settled, result: Folded) -> list[Candidate]:
     view, repo = shared.view, shared.ctx.repo
     local = repo.list_refs(JOBS_PREFIX)
     active = repo.list_refs(ACTIVE_PREFIX)
@@ -96,97 +146,147 @@ def _candidates(shared: Shared, settled: Callable[[Job], bool]) -> list[Candidat
     archive = view.archive()
     out: list[Candidate] = []
     for job_id, theirs in sorted(remote.items()):
-        job = _finished(shared, job_id, theirs, settled)
         mine = local.get(job_id)
-        if job is None or (mine not in (None, theirs) and not view.descends(theirs, mine)):
-            continue  # unfinished, or this clone has states the remote has not seen yet
-        out.append(Candidate(job, theirs, mine, archive.lookup(job_id) is not None))
+        if mine not in (None, theirs) and not view.descends(theirs, mine):
+            continue  # this clone has states the remote has not seen yet: shared first
+        job = _finished(shared, job_id, theirs, settled)
+        if job is not None:
+            out += _candidate(shared, archive, job, theirs, mine, result)
     for job_id, mine in sorted(local.items()):
         if job_id in remote or job_id in active:
             continue
         job = _finished(shared, job_id, mine, settled)
-        if job is None:
-            continue
-        entry = archive.lookup(job_id)
-        if entry is None:
-            out.append(Candidate(job, None, mine, False))
-        elif entry.state_commit == mine or view.descends(entry.state_commit, mine):
-            out.append(Candidate(job, None, mine, True))
+        if job is not None:
+            out += _candidate(shared, archive, job, None, mine, result)
     return out
 
 
-def _finished(shared: Shared, job_id: str, sha: str,
-              settled: Callable[[Job], bool]) -> Job | None:
+def _finished(shared: Shared, job_id: str, sha: str, settled: Settled) -> Job | None:
     try:
         job = shared.ctx.store.load_at(job_id, sha)
+        if job.state not in TERMINAL or not settled(job):
+            return None
     except CorruptStateError:
-        return None  # damaged state is reported elsewhere, never folded
-    if job.state not in TERMINAL or not settled(job):
-        return None
+        return None  # damaged state is reported by the commands that read it, never folded
     return job
 
 
-def _record_blob(shared: Shared, job: Job) -> str:
-    entry = shared.ctx.repo.lookup(job.tree, "job.json")
-    if entry is None:
-        raise CorruptStateError(f"job {job.job_id}: state commit {job.commit} has no job.json")
-    return entry.sha
+def _candidate(shared: Shared, archive: Archive, job: Job, remote: str | None,
+               local: str | None, result: Folded) -> list[Candidate]:
+    """The job's candidate, given what the archive holds for it already: nothing (add it), an
+    older state (replace it), the same or a newer state (only the refs go); none when the
+    archive holds a state of another history (two clones created the job independently)."""
+    try:
+        entry = archive.lookup(job.job_id)
+    except CorruptStateError as e:
+        result.skipped.append(e.message)
+        return []
+    record = shared.ctx.repo.lookup(job.tree, "job.json")
+    if record is None:
+        return []
+    view = shared.view
+    final, blob = job.commit, record.sha
+    if entry is not None and entry.state_commit != job.commit:
+        if view.descends(entry.state_commit, job.commit):
+            final, blob = entry.state_commit, entry.record_blob  # the archive's is newer
+        elif not view.descends(job.commit, entry.state_commit):
+            result.skipped.append(f"job {job.job_id}: the archive holds another history of "
+                                  f"it ({entry.state_commit}); its ref {job.commit} is kept")
+            return []
+    return [Candidate(job.job_id, final, blob, remote, local,
+                      None if entry is None else entry.state_commit)]
+
+
+# -- acting ------------------------------------------------------------------------------------
+
+def _fold_batch(shared: Shared, batch: Sequence[Candidate], result: Folded) -> bool:
+    """One archive commit and one push for ``batch``, then the same here; False when the
+    remote's archive or one of the job refs moved (nothing changed anywhere)."""
+    old = shared.view.archive_value
+    adds = [c for c in batch if c.adds]
+    new = old
+    if adds:
+        finals = [Final(c.job_id, c.final, c.record_blob) for c in adds]
+        new = Archive(shared.ctx.repo, old).fold(
+            finals, f"gitpub archive: {len(finals)} finished job(s)\n")
+    crash_point("fold.written")
+    deleted = _push(shared, old, new, [c for c in batch if c.remote is not None])
+    if deleted is None:
+        return False
+    crash_point("fold.pushed")
+    _here(shared, old, new, batch, deleted)
+    result.archived += len(adds) if new != old else 0
+    result.deleted += len(deleted)
+    result.pruned += sum(1 for c in batch if c.local is not None and _gone(c, deleted))
+    return True
+
+
+def _gone(candidate: Candidate, deleted: set[str]) -> bool:
+    """Whether the candidate's refs may go here: the remote has no ref of it any more."""
+    return candidate.remote is None or candidate.job_id in deleted
 
 
 def _push(shared: Shared, old: str | None, new: str | None,
-          remote_jobs: list[Candidate]) -> set[str] | None:
-    """Move the remote's archive and delete its folded job refs; the ids deleted there, or
-    None when the archive did not move (another node folded first: nothing changed)."""
+          remote_jobs: Sequence[Candidate]) -> set[str] | None:
+    """Move the remote's archive and delete its folded job refs: the ids deleted there, or
+    None when a compare-and-swap lost (nothing changed). ``RemoteError`` when unknown."""
     archive = [Update(ARCHIVE_REF, new, old or "")] if new != old else []
-    deletes = [Update(remote_ref(c.job.job_id), None, c.remote) for c in remote_jobs]
+    deletes = [Update(remote_ref(c.job_id), None, c.remote) for c in remote_jobs]
     if not archive and not deletes:
         return set()
     remote = shared.remote
     if shared.atomic:
         pushed = remote.push_updates(archive + deletes, atomic=True, verify=False)
         if not pushed.atomic_unsupported:
-            if pushed.result != PushResult.SENT:
-                return None
-            return {c.job.job_id for c in remote_jobs}
+            if pushed.result == PushResult.UNKNOWN:
+                raise RemoteError(f"the fold's push has no outcome: {pushed.detail}")
+            if pushed.result == PushResult.REJECTED:
+                raise _Refused(_refusal(pushed.refs.values()))
+            return {c.job_id for c in remote_jobs} if pushed.result == PushResult.SENT \
+                else None
         shared.atomic = False
-    if archive and remote.push_updates(archive, verify=False).of(ARCHIVE_REF).result != \
-            PushResult.SENT:
-        return None
+        shared.ctx.progress(f"warning: the remote {remote.remote} does not support atomic "
+                            "pushes: moving the archive first, then deleting the folded job "
+                            "refs")
+    if archive:
+        moved = remote.push_updates(archive, verify=False).of(ARCHIVE_REF)
+        if moved.result == PushResult.UNKNOWN:
+            raise RemoteError(f"the archive's push has no outcome: {moved.detail}")
+        if moved.result == PushResult.REJECTED:
+            raise _Refused(moved.detail)
+        if moved.result != PushResult.SENT:
+            return None
+        crash_point("fold.archive-pushed")
     if not deletes:
         return set()
     pushed = remote.push_updates(deletes, verify=False)
-    return {c.job.job_id for c in remote_jobs
-            if pushed.of(remote_ref(c.job.job_id)).result == PushResult.SENT}
+    return {c.job_id for c in remote_jobs
+            if pushed.of(remote_ref(c.job_id)).result == PushResult.SENT}
 
 
-def _here(shared: Shared, old: str | None, new: str | None, done: list[Candidate]) -> None:
-    """The same here, in one ref transaction: the tracking archive, the folded tracking refs,
-    this clone's own refs of the folded jobs. If a ref moved meanwhile, each change is tried
-    on its own (the archive first: a job is never without both its ref and its entry)."""
-    prefix = shared.view.prefix
-    changes: list[tuple[str, str | None, str | None]] = []  # (ref, new, old)
+def _refusal(outcomes: Iterable[PushOutcome]) -> str:
+    return next((o.detail for o in outcomes if o.result == PushResult.REJECTED), "rejected")
+
+
+def _here(shared: Shared, old: str | None, new: str | None, batch: Sequence[Candidate],
+          deleted: set[str]) -> None:
+    """The same here: the tracking archive first (a job is never without both its ref and its
+    entry), then one ref transaction for the folded tracking refs and this clone's refs of
+    the folded jobs. A ref that moved meanwhile is left for the next fold."""
     if new != old and new is not None:
-        changes.append((prefix + ARCHIVE, new, old))
-    for c in done:
-        if c.remote is not None:
-            changes.append((prefix + "jobs/" + c.job.job_id, None, c.remote))
-        if c.local is not None:
-            changes.append((JOBS_PREFIX + c.job.job_id, None, c.local))
-    if not changes:
+        note_pushed(shared.remote, ARCHIVE, old, new)
+    crash_point("fold.noted")
+    repo, prefix = shared.ctx.repo, shared.view.prefix
+    changes: list[RefChange] = []
+    for c in batch:
+        if c.remote is not None and c.job_id in deleted:
+            changes.append(RefChange(f"{prefix}jobs/{c.job_id}", None, c.remote))
+        if c.local is not None and _gone(c, deleted):
+            changes.append(RefChange(JOBS_PREFIX + c.job_id, None, c.local))
+            stale = repo.read_ref(ACTIVE_PREFIX + c.job_id)
+            if stale is not None:
+                changes.append(RefChange(ACTIVE_PREFIX + c.job_id, None, stale))
+    if reftx.apply(repo, changes, "gitpub: folded into the archive"):
         return
-    zero = "0" * 40
-    lines = ["start"]
-    for ref, value, expected in changes:
-        lines.append(f"update {ref} {value} {expected or zero}" if value is not None
-                     else f"delete {ref} {expected}")
-    lines += ["prepare", "commit", ""]
-    proc = shared.ctx.repo.git("update-ref", "--stdin",
-                               input="\n".join(lines).encode())
-    if proc.returncode == 0:
-        return
-    for ref, value, expected in changes:
-        with contextlib.suppress(GitpubError, RemoteError):
-            if value is not None:
-                shared.ctx.repo.cas_ref(ref, expected, value, "gitpub: archive")
-            elif expected is not None:
-                shared.ctx.repo.delete_ref(ref, expected)
+    for change in changes:  # something moved: each on its own, the rest for the next fold
+        reftx.apply(repo, [change], "gitpub: folded into the archive")

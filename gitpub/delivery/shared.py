@@ -420,9 +420,9 @@ class Shared:
 
     def locate(self, ref: str) -> Job | None:
         """A job this clone does not have, by id or unique id prefix, from a fresh fetch of
-        the remote's job store (its job refs, else the archive for a full id); None when the
-        remote has no such job either. Raises ``RemoteError`` / ``RemoteConfigError``, and
-        ``UsageError`` for a prefix that names several of the remote's jobs."""
+        the remote's job store (its job refs, else the archive); None when the remote has no
+        such job either. Raises ``RemoteError`` / ``RemoteConfigError``, and ``UsageError`` for
+        a prefix that names several of the remote's jobs."""
         self.fetch()
         ids = [i for i in self.view.remote_ids() if i == ref or i.startswith(ref)]
         if ref in ids or len(ids) == 1:
@@ -430,8 +430,12 @@ class Shared:
         if len(ids) > 1:
             raise UsageError(f"job id prefix {sanitize(ref)!r} is ambiguous on the remote "
                              f"({len(ids)} jobs)", hint="give more of the job id")
-        found = self.view.find(ref) if len(ref) == 36 else None
-        return None if found is None else found.job
+        archived = self.view.archived_matching(ref)
+        if len(archived) > 1:
+            raise UsageError(f"job id prefix {sanitize(ref)!r} is ambiguous in the remote's "
+                             f"archive ({len(archived)} jobs)", hint="give more of the job id")
+        return self.view.archived_job(archived[0]) if archived else None
+
 
 def _reachable(state: State) -> frozenset[State]:
     from gitpub.core.states import ALLOWED

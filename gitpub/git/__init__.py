@@ -8,8 +8,10 @@
 - ``message``   a person's commit message with the proof added, checked against git
 - ``remote``    the network segment with C git: fetch, push and their three outcomes
 - ``push``      what a push did, ref by ref (sent, race, rejected, unknown); atomic and leases
-- ``storefetch`` one fetch of the branch and the remote's ``refs/pub/*``
+- ``storefetch`` one fetch of the branch and the remote's ``refs/pub/*``; its records alone
+                (a shallow clone)
 - ``fetchdir``  the private fetch repository (``.git/pub/fetch.git``) those fetches run in
+- ``reftx``      several refs moved in one C git ref transaction (all or none)
 - ``refstore``  one ref read or moved without parsing all of ``packed-refs``
 - ``notes``     append-only notes under ``refs/notes/pub``, merged by line union
 - ``trailers``  writing and reading the proof-of-publication trailers

@@ -69,7 +69,16 @@ def build_notes_commit(repo: Repository, parent: str | None,
                        allow_empty: bool = False) -> str | None:
     """A notes commit on top of ``parent`` with ``additions`` merged in (line union); None if
     every line is already there (unless ``allow_empty``: the message itself is news).
-    ``message`` may be a function of the new notes tree (a message that authenticates it)."""
+    ``message`` may be a function of the new notes tree (a message that authenticates it).
+    Its objects are made durable together (one round of directory syncs, not one per
+    object): nothing points at them before it returns."""
+    with repo.batch():
+        return _build_notes_commit(repo, parent, additions, message, allow_empty)
+
+
+def _build_notes_commit(repo: Repository, parent: str | None,
+                        additions: Mapping[str, Sequence[str]],
+                        message: str | Callable[[str], str], allow_empty: bool) -> str | None:
     tree = None if parent is None else repo.commit(parent).tree
     level = max(1, _fanout(repo, tree))
     changes: dict[str, Entry | None] = {}

@@ -235,6 +235,43 @@ class Remote:
         proc = self._fetch(args, src, dst, self.repo.git_dir, {"GIT_REF_PARANOIA": "0"})
         return None if proc is None else self.repo.read_ref(dst)
 
+    def fetch_with(self, src: str, dst: str) -> tuple[str | None, str | None]:
+        """Fetch the branch (as ``fetch``) and remote ref ``src`` into ``dst`` (as
+        ``fetch_ref``) in one ``git fetch``: (the branch's tip, ``dst``'s), each None when the
+        remote has no such ref. ``src`` is fetched through a pattern that only it matches
+        exactly (``src*``), so that a remote without it is no error; refs the pattern also
+        matches (``<src>-old``, say) are fetched into the private fetch repository only and
+        never mirrored here."""
+        if not self._can_isolate():
+            return self.fetch(), self.fetch_ref(src, dst)
+        net = isolated_fetch_dir(self.repo)
+        branch = f"refs/heads/{self.branch}"
+        mirror_ref(self.repo, net, self.tracking_ref)
+        mirror_ref(self.repo, net, branch)
+        (net / dst).unlink(missing_ok=True)  # after the fetch, absent means: not there
+        env = {"GIT_OBJECT_DIRECTORY": str(self.repo.common_dir / "objects")}
+        for lock in (self.tracking_ref, dst):
+            self.repo.heal_lock(net / f"{lock}.lock")
+        specs = [f"+{branch}:{self.tracking_ref}", f"+{src}*:{dst}*"]
+        if self.fetch_refspecs(list(ISOLATED_CONFIG), specs, net, env) is None:
+            return None, self.fetch_ref(src, dst)  # no such branch: the other ref alone
+        return self._bring(net, self.tracking_ref, branch), self._bring(net, dst, src)
+
+    def _bring(self, net: Path, dst: str, src: str) -> str | None:
+        """Mirror ``dst`` from the private fetch repository here (CAS); its value, or None
+        when the fetch left none: the remote has no ``src`` (``dst`` here is left as it is, as
+        ``fetch_ref`` leaves it)."""
+        tip = read_loose(net, dst)
+        if tip is None:
+            return None
+        if not self.repo.has_object(tip):
+            raise RemoteError(f"fetch from {sanitize(self.remote)} left no {dst}")
+        for _ in range(5):  # mirror it here; a concurrent fetch may move it too
+            old = current_value(self.repo, dst)
+            if old == tip or self.repo.cas_ref(dst, old, tip, f"gitpub: fetch {src}"):
+                return tip
+        raise RemoteError(f"could not update {dst}: it kept moving")
+
     def _fetch(self, extra: list[str], src: str, dst: str, git_dir: Path,
                env: dict[str, str]) -> subprocess.CompletedProcess[bytes] | None:
         self.repo.heal_lock(git_dir / f"{dst}.lock")  # a killed fetch's leftover
@@ -299,14 +336,10 @@ class Remote:
         env = {"GIT_OBJECT_DIRECTORY": str(self.repo.common_dir / "objects")}
         if self._fetch(list(ISOLATED_CONFIG), src, dst, net, env) is None:
             return None
-        tip = read_loose(net, dst)
-        if tip is None or not self.repo.has_object(tip):
+        tip = self._bring(net, dst, src)
+        if tip is None:
             raise RemoteError(f"fetch from {sanitize(self.remote)} left no {dst}")
-        for _ in range(5):  # mirror it here; a concurrent fetch may move it too
-            old = current_value(self.repo, dst)
-            if old == tip or self.repo.cas_ref(dst, old, tip, f"gitpub: fetch {src}"):
-                return tip
-        raise RemoteError(f"could not update {dst}: it kept moving")
+        return tip
 
     def push(self, commit: str, *, verified_onto: str | None = None) -> PushOutcome:
         """Push ``commit`` as the new tip of the remote branch, never forcing.

@@ -79,3 +79,13 @@ def run_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
                               check=False, timeout=timeout, stdin=subprocess.DEVNULL)
     return subprocess.run(["git", *args], cwd=cwd, env=full_env, capture_output=True,
                           check=False, timeout=timeout, input=input)
+
+
+def spawn_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
+              work_tree: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start ``git ARGS`` as ``run_git`` would run it, without waiting: for a walk that runs
+    while the caller does other work. No stdin, no stdout (the command writes its output to a
+    file it is given), stderr piped: ``communicate()`` collects it and waits."""
+    return subprocess.Popen(["git", *args], cwd=cwd, env=git_env(git_dir, work_tree),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from gitpub.git.fetchdir import (
     mirror_ref,
     read_loose,
 )
-from gitpub.git.remote import Remote, RemoteError
+from gitpub.git.remote import Remote, RemoteConfigError, RemoteError, misconfiguration
 
 #: The remote's job store: everything gitpub keeps on a remote under this prefix.
 REMOTE_PREFIX = "refs/pub/"
@@ -145,3 +146,63 @@ def note_pushed(remote: Remote, name: str, old: str | None, new: str | None) -> 
             remote.repo.delete_ref(ref, current)
     else:
         remote.repo.cas_ref(ref, current, new, "gitpub: pushed")
+
+
+def fetch_records(remote: Remote, depth: int, *, jobs: bool = True) -> None:
+    """For a shallow clone (CI): the job store's job refs (unless ``jobs`` is False) and its
+    archive, with at most ``depth`` commits of history each — the records, not every job's
+    whole history, which would unshallow the clone through the content commits the histories
+    keep alive. One fetch (``--prune``: what the remote no longer has goes here too); a fetch
+    with ``--depth`` whose refspecs all match nothing fails, so then the remote is asked
+    (``git ls-remote``) whether its store is empty, and the tracking refs go."""
+    repo, prefix = remote.repo, remote.store_prefix
+    specs = ([f"+{REMOTE_PREFIX}jobs/*:{prefix}jobs/*"] if jobs else []) + \
+        [f"+{REMOTE_PREFIX}archive*:{prefix}archive*"]
+    env = {"GIT_REF_PARANOIA": "0"}
+    try:
+        if remote.fetch_refspecs(["--prune", f"--depth={depth}"], specs, repo.git_dir,
+                                 env) is not None:
+            return
+    except RemoteConfigError:
+        raise
+    except RemoteError as e:
+        failed: RemoteError | None = e
+    else:
+        failed = None
+    patterns = ([f"{REMOTE_PREFIX}jobs/*"] if jobs else []) + [f"{REMOTE_PREFIX}archive"]
+    if _ls_remote(remote, patterns):
+        raise failed or RemoteError(f"fetch of the job store from {sanitize(remote.remote)} "
+                                    "failed")
+    stale = {f"jobs/{k}": v for k, v in repo.list_refs(prefix + "jobs/").items()} if jobs \
+        else {}
+    archive = repo.read_ref(prefix + "archive")
+    if archive is not None:
+        stale["archive"] = archive
+    for name, sha in stale.items():
+        repo.delete_ref(prefix + name, sha)
+
+
+def _matches(pattern: str, name: str) -> bool:
+    return name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
+
+
+def _ls_remote(remote: Remote, patterns: list[str]) -> dict[str, str]:
+    remote.check()
+    try:
+        proc = remote.repo.git("ls-remote", remote.remote, *patterns,
+                               timeout=remote.fetch_timeout)
+    except subprocess.TimeoutExpired:
+        raise RemoteError(f"ls-remote of {sanitize(remote.remote)} timed out") from None
+    err = proc.stderr.decode("utf-8", "replace")
+    if proc.returncode != 0:
+        wrong = misconfiguration(remote.remote, err)
+        if wrong is not None:
+            raise wrong
+        raise RemoteError(f"ls-remote of {sanitize(remote.remote)} failed: "
+                          f"{sanitize(err.strip())[-300:]}")
+    out: dict[str, str] = {}
+    for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
+        sha, _, name = line.partition("\t")
+        if any(_matches(p, name) for p in patterns):
+            out[name] = sha
+    return out

@@ -31,7 +31,7 @@ _NULL_ID = b"\0" * 20
 _ID_BYTES = 20
 
 
-def _entries(raw: bytes) -> list[tuple[bytes, bytes, bytes]] | None:
+def parse_entries(raw: bytes) -> list[tuple[bytes, bytes, bytes]] | None:
     """(mode, name, id) of every entry, or None when the bytes are no tree."""
     out, pos = [], 0
     while pos < len(raw):
@@ -78,7 +78,7 @@ def _entry_problem(mode: bytes, name: bytes, oid: bytes) -> str | None:
 def tree_problems(raw: bytes) -> list[str]:
     """What ``git fsck --strict`` refuses in the tree whose raw object content is ``raw``
     (empty when nothing)."""
-    entries = _entries(raw)
+    entries = parse_entries(raw)
     if entries is None:
         return ["not a well-formed tree object"]
     problems = [p for e in entries if (p := _entry_problem(*e)) is not None]

@@ -8,13 +8,16 @@ cost follows the number of commits since the job was prepared, not the length of
 
 from __future__ import annotations
 
+import functools
 import heapq
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from gitpub.core.errors import CorruptStateError
 from gitpub.git.repo import CommitInfo, Repository
+from gitpub.git.run import spawn_git
 
 
 def walk_since(
@@ -73,51 +76,139 @@ def walk_since(
             push(parent, boring)
 
 
+#: What marks a commit whose message may claim a job, under any prefix (``<prefix>-Job-Id``).
+JOB_ID_NEEDLE = b"-job-id"
+
+
 @dataclass(frozen=True)
 class LogScan:
     """A ``git log`` walk: how many commits it covered, and the (sha, message) of those whose
-    message contains one of the needles (case-insensitively), newest first."""
+    message contains the needle (ASCII case-insensitively, as ``bytes.lower`` compares),
+    newest first. ``listing`` is the listed walk's output (``log_scan(listed=True)``), kept as
+    it came (to ask ``has``, rarely, without splitting 100,000 records); None when C git only
+    counted the commits."""
 
     count: int
-    shas: bytes  # every walked commit id, NUL-separated (to test membership, not to iterate)
     candidates: tuple[tuple[str, bytes], ...]
+    listing: bytes | None = None
 
     def has(self, sha: str) -> bool:
-        field = sha.encode() + b"\0"
-        return self.shas.startswith(field) or b"\0" + field in self.shas
+        """Was ``sha`` walked? Only a listed walk can say."""
+        if self.listing is None:
+            raise ValueError("a counted walk does not list its commits")
+        out, key = self.listing, sha.encode("ascii") + b"\0"
+        pos = out.find(key)
+        while pos >= 0:  # a commit id field: at a record's start (an even number of NULs)
+            if (pos == 0 or out[pos - 1:pos] == b"\0") and out.count(b"\0", 0, pos) % 2 == 0:
+                return True
+            pos = out.find(key, pos + 1)
+        return False
 
 
 def log_scan(repo: Repository, tips: Sequence[str], excludes: Sequence[str],
-             needles: Sequence[bytes]) -> LogScan:
+             needle: bytes = JOB_ID_NEEDLE, *, listed: bool = False,
+             counted: bool = True) -> LogScan:
     """Every commit reachable from ``tips`` and not from ``excludes`` (``git log tips
-    ^excludes``): one C git walk, so the cost is C git's (its object cache, the commit-graph
-    when there is one), not a Python walk's; the messages are filtered in bulk, not one by
-    one."""
+    ^excludes``), walked by C git, so the cost is C git's walk (its object cache, the
+    commit-graph when there is one), not a Python walk's. Two ways, one answer (the tests hold
+    them to it):
+
+    - *filtered* (the default): C git itself keeps only the commits whose message contains
+      ``needle`` (``--grep`` with ``--fixed-strings --regexp-ignore-case`` under ``LC_ALL=C``:
+      ASCII case folding, on the message as ``git log`` shows it — what ``%B`` prints), so
+      only those messages cross the pipe; the count comes from a ``git rev-list --count`` of
+      the same range run at the same time (``counted``), on the other core;
+    - *listed*: one ``git log`` prints every commit (id and message) and the messages are
+      filtered here; slower on a long walk, but it lists what was walked (``has``): a shallow
+      clone needs that to see whether the walk reached its boundary.
+    """
+    revs = [*tips, *[f"^{x}" for x in excludes]]
+    if listed:
+        return _listed_scan(repo, revs, needle)
+    return _filtered_scan(repo, revs, needle, counted)
+
+
+def _log_args(output: str, revs: Sequence[str], *extra: str) -> list[str]:
+    return ["-c", "log.showSignature=false", "log", "-z", "--no-notes", "--no-decorate",
+            f"--output={output}", "--format=%H%x00%B", *extra, *revs, "--"]
+
+
+def _records(out: bytes, needle: bytes) -> tuple[int, list[tuple[str, bytes]]]:
+    """How many ``%H%x00%B`` records ``out`` holds (``-z``: NUL-separated), and the (sha,
+    message) of those whose message contains ``needle`` (ASCII case-insensitively). The
+    bytes are searched at once, not record by record: a long walk lists 100,000 of them."""
+    if out and not out.endswith(b"\0"):
+        out += b"\0"
+    fields = out.count(b"\0")
+    if fields % 2:
+        raise CorruptStateError("git log printed a record without its message")
+    found: dict[int, None] = {}
+    for match in _folded(needle).finditer(out):
+        found[out.rfind(b"\0", 0, match.start()) + 1] = None  # where that field starts
+    records = []
+    for start in found:
+        if start < 41 or out[start - 1:start] != b"\0" or not _is_sha(out[start - 41:start - 1]):
+            continue  # the needle in no message (it cannot be in a commit id)
+        end = out.find(b"\0", start)
+        records.append((out[start - 41:start - 1].decode("ascii"), out[start:end]))
+    return fields // 2, records
+
+
+@functools.cache
+def _folded(needle: bytes) -> re.Pattern[bytes]:
+    """``needle`` in any ASCII case (a pattern: faster than lowering 7 MB, as ``bytes.lower``
+    folds: ASCII letters only)."""
+    return re.compile(b"".join(b"[" + bytes([c]).lower() + bytes([c]).upper() + b"]"
+                               if bytes([c]).isalpha() else re.escape(bytes([c]))
+                               for c in needle))
+
+
+def _is_sha(data: bytes) -> bool:
+    return len(data) == 40 and all(c in b"0123456789abcdef" for c in data)
+
+
+def _log_failed(stderr: bytes) -> CorruptStateError:
+    return CorruptStateError("git log failed: "
+                             + stderr.decode("utf-8", "replace").strip()[-300:])
+
+
+def _listed_scan(repo: Repository, revs: Sequence[str], needle: bytes) -> LogScan:
     repo.pub_dir.mkdir(parents=True, exist_ok=True)
     # Into a file, read at once: a pipe read 32 KiB at a time costs more than the walk's
     # formatting for a long history.
     with tempfile.NamedTemporaryFile(dir=repo.pub_dir, prefix="log-", suffix=".tmp") as f:
-        args = ["-c", "log.showSignature=false", "log", "-z", "--no-notes", "--no-decorate",
-                f"--output={f.name}", "--format=%H%x00%B", *tips,
-                *[f"^{x}" for x in excludes], "--"]
-        proc = repo.git(*args)
+        proc = repo.git(*_log_args(f.name, revs))
         if proc.returncode != 0:
-            raise CorruptStateError("git log failed: "
-                                    + proc.stderr.decode("utf-8", "replace").strip()[-300:])
+            raise _log_failed(proc.stderr)
         out = f.read()
-    low = out.lower()
-    found: dict[int, None] = {}
-    for needle in needles:
-        pos = low.find(needle.lower())
-        while pos >= 0:
-            found[out.rfind(b"\0", 0, pos) + 1] = None  # the start of that commit's message
-            pos = low.find(needle.lower(), pos + 1)
-    candidates = []
-    for start in sorted(found):
-        end = out.find(b"\0", start)
-        sha = out[start - 41:start - 1].decode("ascii")
-        candidates.append((sha, out[start:end]))
-    return LogScan(out.count(b"\0") // 2, out, tuple(candidates))
+    count, candidates = _records(out, needle)
+    return LogScan(count, tuple(candidates), out)
+
+
+def _filtered_scan(repo: Repository, revs: Sequence[str], needle: bytes,
+                   counted: bool) -> LogScan:
+    repo.pub_dir.mkdir(parents=True, exist_ok=True)
+    grep = ["--regexp-ignore-case", "--fixed-strings",
+            "--grep=" + needle.decode("ascii")]
+    with tempfile.NamedTemporaryFile(dir=repo.pub_dir, prefix="log-", suffix=".tmp") as f:
+        log = spawn_git(_log_args(f.name, revs, *grep), cwd=repo.work_tree or repo.git_dir,
+                        git_dir=repo.git_dir, work_tree=repo.work_tree)
+        try:
+            count = _count(repo, revs) if counted else 0
+        finally:
+            _, err = log.communicate()
+        if log.returncode != 0:
+            raise _log_failed(err)
+        _, candidates = _records(f.read(), needle)  # git's folding may be wider: ours decides
+    return LogScan(count, tuple(candidates))
+
+
+def _count(repo: Repository, revs: Sequence[str]) -> int:
+    proc = repo.git("rev-list", "--count", *revs, "--")
+    text = proc.stdout.decode("ascii", "replace").strip()
+    if proc.returncode != 0 or not text.isdigit():
+        raise _log_failed(proc.stderr)
+    return int(text)
 
 
 def shallow_commits(repo: Repository) -> frozenset[str]:

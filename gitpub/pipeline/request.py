@@ -24,6 +24,7 @@ from gitpub.git import paths as git_paths
 from gitpub.pipeline.context import Context
 from gitpub.pipeline.gates import allowlist_at
 from gitpub.store.jobs import Job, job_id_for_key
+from gitpub.store.shared import SharedView
 
 REQUEST_VERSION = 1
 
@@ -197,7 +198,7 @@ def ensure_job(ctx: Context, request: Request) -> tuple[Job, bool]:
     job_id = job_id_for_key(key)
     wanted = request.request_hash()
     for _ in range(3):
-        job = ctx.store.load(job_id)
+        job = ctx.store.load(job_id) or _archived(ctx, job_id)
         if job is not None:
             if job.record.request_hash != wanted:
                 raise KeyReusedError(
@@ -211,6 +212,12 @@ def ensure_job(ctx: Context, request: Request) -> tuple[Job, bool]:
         except LostRace:
             continue  # another process created it first: read theirs
     raise LostRace(job_id)
+
+
+def _archived(ctx: Context, job_id: str) -> Job | None:
+    """The job as the archive last fetched holds it: a finished job folded there (its ref gone
+    from this clone too) is still the job its key names. Offline: the tracking archive only."""
+    return SharedView(ctx.store, ctx.remote().store_prefix).archived_job(job_id)
 
 
 def _create(ctx: Context, request: Request, key: str, job_id: str, request_hash: str) -> Job:

@@ -107,17 +107,28 @@ class SharedView:
     def archived(self, job_id: str) -> Archived | None:
         return self.archive().lookup(job_id)
 
+    def archived_job(self, job_id: str) -> Job | None:
+        """The job as the archive holds it (its final state, with its history), or None."""
+        entry = self.archived(job_id)
+        return None if entry is None else self.store.load_at(job_id, entry.state_commit)
+
+    def archived_matching(self, prefix: str) -> list[str]:
+        """The archived job ids that start with ``prefix`` (at least 4 characters)."""
+        return self.archive().matching(prefix)
+
     def find(self, job_id: str) -> Found | None:
-        """The job as this clone knows it: its own ref, else the remote's, else the archive."""
+        """The job as this clone knows it: its own ref, else the remote's, else the archive
+        (a crash during a fold may leave a job in a ref and in the archive: the ref is read
+        first, so it is found once)."""
         local = self.store.load(job_id)
         if local is not None:
             return Found(local, Where.LOCAL)
         remote = self.remote_job(job_id)
         if remote is not None:
             return Found(remote, Where.REMOTE)
-        entry = self.archived(job_id)
-        if entry is not None:
-            return Found(self.store.load_at(job_id, entry.state_commit), Where.ARCHIVE)
+        archived = self.archived_job(job_id)
+        if archived is not None:
+            return Found(archived, Where.ARCHIVE)
         return None
 
     def relation(self, local: str | None, remote: str | None) -> Relation:

@@ -2,7 +2,12 @@
 
 - ``commit``   a commit's files against the manifest its trailers promise (pre-push, confirm)
 - ``probe``    searching the remote branch since a job's base for the job's proof
+- ``history``  the once-per-job search of a base's whole history for a job id
 - ``confirm``  what CI runs: verify the remote branch, record verdicts as notes
+- ``rules``    which trailer prefixes ``confirm`` checks (the range's start's, only ever more)
+- ``ledger``   what ``confirm`` remembers between runs, and why it can be believed
+- ``store_check`` confirm's check of the remote's job store (job refs, archive) against the
+                branch
 
 May import: ``store``, ``config``, ``git``, ``core``.
 """

@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gitpub.core.manifest import HEADERS, Manifest, ManifestError, content_sha256
 from gitpub.core.paths import is_steering
 from gitpub.core.sanitize import sanitize
 from gitpub.git import trailers
-from gitpub.git.diff import Change, first_parent_changes
+from gitpub.git.diff import Change, changes_of
 from gitpub.git.repo import MODE_TREE, CommitInfo, Repository
 from gitpub.git.treecheck import tree_problems as fsck_problems
 
@@ -70,6 +70,7 @@ class Verdict:
     problems: tuple[str, ...]  # empty when the commit is the publication it claims
     manifest_sha256: str | None = None  # the claimed manifest hash, when well-formed
     manifest: Manifest | None = None  # the manifest the message carries, when readable
+    job_ids: tuple[str, ...] = ()  # every job id its claims name, under every prefix checked
 
     @property
     def ok(self) -> bool:
@@ -121,6 +122,14 @@ def verify_commit(repo: Repository, commit: str, prefixes: Sequence[str],
     claims = claims_of(message, prefixes)
     if not claims:
         return None
+    found = _judge(repo, info, message, encoding_problem, claims, prefixes, changes)
+    return replace(found, job_ids=tuple(dict.fromkeys(i for c in claims for i in c.job_ids)))
+
+
+def _judge(repo: Repository, info: CommitInfo, message: bytes, encoding_problem: str | None,
+           claims: Sequence[trailers.Claim], prefixes: Sequence[str],
+           changes: Sequence[Change] | None) -> Verdict:
+    commit = info.sha
     if encoding_problem is not None and claims_of(info.message, prefixes) == claims and \
             manifest_paragraph(info.message) == manifest_paragraph(message):
         encoding_problem = None  # both readings claim the same: nothing is hidden
@@ -158,7 +167,7 @@ def tree_problems(repo: Repository, info: CommitInfo, manifest: Manifest,
         return [f"first parent {info.parents[0]} is not in this clone: cannot check what the "
                 "commit changes"]
     if changes is None:
-        changes = first_parent_changes(repo, [info.sha]).get(info.sha)
+        changes = changes_of(repo, info)
     if changes is None:
         return ["git cannot compare it with its first parent (unreadable trees)"]
     problems = _unsound_trees(repo, info, manifest, changes)

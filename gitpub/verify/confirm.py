@@ -2,9 +2,10 @@
 
 One run, with CI's key (``GITPUB_CONFIRM_KEY``; ``verify.ledger`` says what it authenticates):
 
-1. fetch the remote branch and the remote's ``refs/notes/pub``; read the newest *authentic*
-   ledger there (``ledger.read_memory``): the points the last run checked through, the open
-   BAD verdicts, the prefixes ever checked. A ledger without a valid MAC is looked through;
+1. fetch the remote branch and the remote's ``refs/notes/pub`` (one ``git fetch``); read the
+   newest *authentic* ledger there (``ledger.read_memory``): the points the last run checked
+   through, the open BAD verdicts, the prefixes ever checked. A ledger without a valid MAC is
+   looked through;
 2. every checked-through point must still be in the branch's history: one that is not (the
    branch was rewritten, e.g. by a force-push) is BAD itself — the run fails, naming it, until
    a person accepts it — and the walk starts from the points that remain, or from the root;
@@ -14,9 +15,9 @@ One run, with CI's key (``GITPUB_CONFIRM_KEY``; ``verify.ledger`` says what it a
    the configuration's *at the range's start* (the last verified commit, never the pushed
    tree), the default ``Blog``, every prefix the ledger says was ever checked, every prefix a
    configuration inside the range names, and the prefix of any claim the configuration at
-   that commit names. So a change of ``trailer_prefix`` only ever *adds* checks (it is
-   reported, and the old prefix stays checked). A second commit claiming a job id that an
-   earlier commit published (the job-id index, read from authentic trees) is BAD;
+   that commit names (``verify.rules``). So a change of ``trailer_prefix`` only ever *adds*
+   checks (it is reported, and the old prefix stays checked). A second commit claiming a job
+   id that an earlier commit published (the job-id index, read from authentic trees) is BAD;
 5. write each verdict as a note line, the job-id index and the new authenticated ledger, pushed
    as a fast-forward of the remote notes ref (on a lost race, re-applied on top of the
    winner's: notes are line sets, ledgers merge); what was erased from the notes since the last
@@ -34,12 +35,10 @@ acceptance does not count. A remark says how to turn on the authenticated mode.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gitpub.config.load import parse_config
-from gitpub.config.model import CONFIG_FILE, Config, ConfigError
+from gitpub.config.model import Config
 from gitpub.core.errors import GitpubError, UsageError
 from gitpub.core.sanitize import sanitize
 from gitpub.git import trailers
@@ -49,8 +48,10 @@ from gitpub.git.remote import PushResult, Remote
 from gitpub.git.repo import Repository
 from gitpub.git.walk import LogScan, log_scan, shallow_commits
 from gitpub.verify import ledger as L
-from gitpub.verify.commit import DEFAULT_PREFIX, Verdict, verdict, verify_commit
+from gitpub.verify import rules
+from gitpub.verify.commit import Verdict, verdict, verify_commit
 from gitpub.verify.history import commits_mentioning
+from gitpub.verify.store_check import check_store, unrecorded_rule
 
 CHECKED = "gitpub-confirm: checked-through"
 REMOTE_NOTES = "refs/pub/remote-notes"
@@ -60,7 +61,6 @@ FIRST_DEPTH = 64
 UNKEYED = (f"{KEY_ENV} is not set: nothing in the notes can be trusted, so the whole history "
            "was checked and acceptances do not count; set it (a secret only CI and the people "
            "who accept BAD verdicts hold) for the fast, authenticated mode")
-_CLAIM_KEY = re.compile(rb"^([A-Za-z][A-Za-z0-9-]*)-job-id[ \t]*:", re.I | re.M)
 Progress = Callable[[str], None]
 
 
@@ -106,10 +106,9 @@ def confirm_key(value: str | None) -> L.Key | None:
 
 def confirm(repo: Repository, config: Config, remote: Remote, *, rev_range: str | None,
             push_notes: bool, progress: Progress, key: L.Key | None = None) -> ConfirmReport:
-    tip = remote.fetch()
+    tip, notes_tip = remote.fetch_with(NOTES_REF, REMOTE_NOTES)
     if tip is None:
         raise GitpubError(f"the remote has no branch {config.branch}")
-    notes_tip = remote.fetch_ref(NOTES_REF, REMOTE_NOTES)
     memory = L.read_memory(repo, notes_tip, key)
     report = ConfirmReport(tip, authenticated=key is not None)
     _remark_memory(report, memory, key)
@@ -120,7 +119,11 @@ def confirm(repo: Repository, config: Config, remote: Remote, *, rev_range: str 
     scan, gone = _walk(repo, remote, tip, points, report, progress)
     report.checked = scan.count
     report.start = next((p for p in points if p not in gone), None)
-    prefixes = _prefixes(repo, config, memory, scan, report)
+    checked = rules.checked_prefixes(repo, config, memory, scan.candidates, report.start,
+                                     report.tip)
+    report.prefixes, report.config_changes = checked.prefixes, checked.config_changes
+    report.remarks += checked.remarks
+    prefixes = checked.prefixes
     index: dict[str, str] = {}
     lookup = _Earlier(repo, key, memory, tip, rev_range, prefixes)
     candidates = [(sha, m) for sha, m in reversed(scan.candidates)
@@ -131,10 +134,14 @@ def confirm(repo: Repository, config: Config, remote: Remote, *, rev_range: str 
         found = verify_commit(repo, sha, prefixes, changes=changes.get(sha))
         if found is not None:
             report.verdicts.append(_duplicate(found, index, lookup))
+    store = check_store(repo, remote, tip=tip, verdicts=report.verdicts, prefixes=prefixes,
+                        unrecorded=unrecorded_rule(repo, config, report.start), key=key,
+                        memory=memory)
+    report.verdicts, report.remarks = store.verdicts, report.remarks + store.remarks
     if key is not None and rev_range is None:
         _rewritten(repo, memory, gone, notes_tip, key, report)
     ledger = _next_ledger(memory.ledger, report, gone, checked=rev_range is None)
-    additions = _additions(report, index, key, checked=rev_range is None)
+    additions = _union(_additions(report, index, key, checked=rev_range is None), store.notes)
     subject = f"gitpub confirm: {len(report.verdicts)} job commit(s) up to {tip}"
     final = _write(repo, remote, additions, ledger, subject, notes_tip, push_notes, report,
                    key, memory)
@@ -205,16 +212,22 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
           report: ConfirmReport, progress: Progress) -> tuple[LogScan, list[str]]:
     """``tip ^points``, deepening a shallow clone until the walk is whole; and the points that
     are not in ``tip``'s history (gone: rewritten). Candidates are the commits that mention
-    any ``-Job-Id`` (the prefixes are known only once the start is here)."""
-    needles = [b"-job-id"]
+    any ``-Job-Id`` (the prefixes are known only once the start is here).
+
+    The walk is C git's, listed (``git.walk.log_scan``): one ``git log`` prints every commit
+    of the range with its message, and the messages are searched here at once. Its cost is
+    C git's walk and about 7 % more for the printing; the filtered way (``--grep``) prints
+    less but needs a second walk to count the commits (``checked``), which costs more than it
+    saves unless a core is idle (measured: ``bench/confirm_ci.py``). A shallow clone must see
+    besides whether the walk reached its boundary, which only a listed walk can say."""
     depth = FIRST_DEPTH
     while True:
         shallow = shallow_commits(repo)
         present = [p for p in points if repo.has_object(p)]
         if not shallow or len(present) == len(points):
             ancestors = _ancestors(repo, present, tip)
-            scan = log_scan(repo, [tip], ancestors, needles)
-            if not any(scan.has(c) for c in shallow):
+            scan = log_scan(repo, [tip], ancestors, listed=True)
+            if not shallow or not any(scan.has(c) for c in shallow):
                 return scan, [p for p in points if p not in ancestors]
         progress(f"shallow clone: fetching {depth} more commits of history")
         before = _commit_count(repo, tip)
@@ -251,76 +264,6 @@ def _rev_parse(repo: Repository, rev: str) -> str:
 def _parent_here(repo: Repository, sha: str) -> bool:
     parents = repo.commit(sha).parents
     return not parents or repo.has_object(parents[0])
-
-
-# -- the rules: which prefixes are checked -------------------------------------------------
-
-def config_at(repo: Repository, commit: str) -> Config:
-    """The configuration committed at ``commit`` (defaults when it has no ``.gitpub.yaml``)."""
-    entry = repo.lookup(repo.commit(commit).tree, CONFIG_FILE)
-    if entry is None:
-        return Config()
-    text = repo.blob(entry.sha).decode("utf-8-sig", "replace")
-    return parse_config(text, f"{CONFIG_FILE} at {commit[:12]}")
-
-
-def _prefix_at(repo: Repository, commit: str, cache: dict[str, str | None]) -> str | None:
-    """The trailer prefix the configuration at ``commit`` names (None: unreadable)."""
-    if not repo.has_object(commit):
-        return None
-    entry = repo.lookup(repo.commit(commit).tree, CONFIG_FILE)
-    blob = "" if entry is None else entry.sha
-    if blob not in cache:
-        try:
-            cache[blob] = config_at(repo, commit).trailer_prefix
-        except ConfigError:
-            cache[blob] = None
-    return cache[blob]
-
-
-def _prefixes(repo: Repository, config: Config, memory: L.Memory, scan: LogScan,
-              report: ConfirmReport) -> tuple[str, ...]:
-    """The prefixes whose claims are checked (see the module docstring); only ever more."""
-    start, cache = report.start, dict[str, str | None]()
-    if start is None:
-        rules = config.trailer_prefix
-        if not memory.found:
-            report.remarks.append("no verified start: the configuration at the tip, the "
-                                  "default prefix and every prefix the configuration at a "
-                                  "claiming commit names apply")
-    else:
-        rules = _prefix_at(repo, start, cache) or DEFAULT_PREFIX
-        report.config_changes = _config_changes(repo, start, report.tip)
-    found = [rules, DEFAULT_PREFIX, *memory.ledger.prefixes]
-    for commit in report.config_changes:
-        changed = _prefix_at(repo, commit, cache)
-        if changed is not None and changed.lower() not in {p.lower() for p in found}:
-            report.remarks.append(f"trailer_prefix changes to {changed} in {commit}: claims "
-                                  f"under it are checked from now on, and so are claims under "
-                                  f"{', '.join(dict.fromkeys(found))}")
-            found.append(changed)
-    for sha, message in scan.candidates:
-        known = {p.lower() for p in found}
-        claimed = {m.group(1).decode("ascii") for m in _CLAIM_KEY.finditer(message)}
-        for prefix in sorted(p for p in claimed if p.lower() not in known):
-            parents = repo.commit(sha).parents if repo.has_object(sha) else ()
-            if any(_prefix_at(repo, c, cache) == prefix for c in (sha, *parents[:1])):
-                found.append(prefix)
-    prefixes = tuple(dict.fromkeys(found))
-    report.prefixes = prefixes
-    return prefixes
-
-
-def _config_changes(repo: Repository, start: str, tip: str) -> list[str]:
-    def blob(commit: str) -> str | None:
-        entry = repo.lookup(repo.commit(commit).tree, CONFIG_FILE)
-        return None if entry is None else entry.sha
-
-    if blob(start) == blob(tip):
-        return []
-    proc = repo.git("log", "--format=%H", "--full-history", tip, f"^{start}", "--",
-                    CONFIG_FILE)
-    return list(reversed(proc.stdout.decode().split()))
 
 
 # -- the verdicts ---------------------------------------------------------------------------

@@ -66,7 +66,7 @@ def _read(path: Path) -> tuple[str | None, bytes]:
 
 def _entries(repo: Repository, tip: str, through: str | None) -> bytes:
     """``<uuid> <commit>`` lines for the commits of ``tip ^through`` that mention a job id."""
-    scan = log_scan(repo, [tip], [] if through is None else [through], [b"-job-id"])
+    scan = log_scan(repo, [tip], [] if through is None else [through], counted=False)
     lines = []
     for sha, message in scan.candidates:
         for uuid in dict.fromkeys(m.group().lower() for m in _UUID.finditer(message)):

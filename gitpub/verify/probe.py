@@ -67,7 +67,7 @@ def judge_claims(repo: Repository, claims: Iterable[tuple[str, Sequence[str]]],
     reused: Verdict | None = None
     for sha, prefixes in claims:
         verdict = verify_commit(repo, sha, prefixes)
-        if verdict is None or record.job_id not in _claimed_ids(repo, sha, prefixes):
+        if verdict is None or record.job_id not in verdict.job_ids:
             continue
         if not verdict.ok or verdict.job_id != record.job_id:
             forged.append(verdict)
@@ -94,12 +94,6 @@ def probe(repo: Repository, tips: Sequence[str], record: JobRecord, prefix: str,
     candidates = ((sha, prefixes) for sha, message in walked
                   if trailers.mentions_job_id(message, prefixes))
     return judge_claims(repo, candidates, record, manifest, derived)
-
-
-def _claimed_ids(repo: Repository, sha: str, prefixes: Sequence[str]) -> tuple[str, ...]:
-    message = repo.commit(sha).message
-    found = [c.job_ids for p in prefixes if (c := trailers.claim(message, p)) is not None]
-    return tuple(i for ids in found for i in ids)
 
 
 def find_job_commit(

@@ -1,0 +1,50 @@
+"""A repository's configuration, as every command reads it (``session``, ``ci``).
+
+Kept apart from ``session`` (which also opens the job store and builds the pipeline's context)
+so that ``git pub confirm`` — CI's command, started in a fresh clone on every run — imports
+only what it needs.
+"""
+
+from __future__ import annotations
+
+from gitpub.config.load import config_from_text, decode_config, load_config
+from gitpub.config.model import CONFIG_FILE, DEFAULT_BRANCH, Config, ConfigError
+from gitpub.git.repo import Repository
+
+
+def load_repo_config(repo: Repository) -> Config:
+    """The repository's configuration: ``.gitpub.yaml`` in the working tree (where a person
+    edits it before committing it); in a repository without one (bare), the file committed on
+    the configured branch (``bare_config``)."""
+    if repo.work_tree is not None:
+        return load_config(repo.work_tree, repo.pub_dir)
+    return bare_config(repo)
+
+
+def _config_at(repo: Repository, ref: str) -> Config:
+    tip = repo.read_ref(ref)
+    data = None if tip is None else repo.file_at(tip, CONFIG_FILE)
+    if data is None:
+        return Config()
+    source = f"{CONFIG_FILE} (at {ref})"
+    return config_from_text(decode_config(data, source), source, repo.pub_dir)
+
+
+def bare_config(repo: Repository) -> Config:
+    """A bare repository's configuration: the ``.gitpub.yaml`` committed at the tip of the
+    branch HEAD names (``main`` if none); and if that file configures another ``branch``, the
+    one at that branch's tip — which must name the same branch (else the configuration would
+    depend on where it was read). A file in the git directory is never read."""
+    head = repo.symbolic_head() or f"refs/heads/{DEFAULT_BRANCH}"
+    config = _config_at(repo, head)
+    configured = f"refs/heads/{config.branch}"
+    if configured == head:
+        return config
+    again = _config_at(repo, configured)
+    if again.branch != config.branch:
+        raise ConfigError(
+            f"{CONFIG_FILE}: the file on {head} says branch {config.branch!r}, the file on "
+            f"{configured} says {again.branch!r}",
+            hint="commit the same `branch:` on both, or point HEAD at the configured branch "
+                 "(`git symbolic-ref HEAD refs/heads/<branch>`)", source=CONFIG_FILE)
+    return again

@@ -1,0 +1,273 @@
+"""Finished jobs folded into the archive (``refs/pub/archive``): on a git daemon remote, with
+kills at every crash point of the fold, two clones folding at once, and keys found after.
+
+At every step each job must be found — in its job ref or in the archive — and after the next
+fold in the archive only, once; every repository passes ``git fsck --strict`` (the fixture).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import Site, git, spawn, wait_stopped
+from netfaults import GitDaemon
+from test_delivery import article, prepare, remote_job_ids
+from test_shared import branch_tip, node
+
+from gitpub.core.crashpoints import CRASH_POINTS
+
+JOBS = "refs/pub/jobs/"
+ARCHIVE = "refs/pub/archive"
+FOLD = "archive_after: 1\n"
+FOLD_POINTS = [p for p in CRASH_POINTS if p.startswith("fold.")]
+
+
+@pytest.fixture
+def daemon(site: Site, tmp_path: Path) -> Iterator[GitDaemon]:
+    with GitDaemon(tmp_path) as d:
+        site.git("remote", "set-url", "origin", d.url(site.remote.name))
+        yield d
+
+
+def publish(site: Site, keys: list[str]) -> list[str]:
+    ids = [str(prepare(site, k, f"posts/{k}.md", article(k))["job_id"]) for k in keys]
+    r = site.call("push")
+    assert r.code == 0, r.out + r.err
+    return ids
+
+
+def entry(job_id: str) -> str:
+    return f"{job_id[0:2]}/{job_id[2:4]}/{job_id}"
+
+
+def archived_state(site: Site, job_id: str) -> dict[str, object] | None:
+    """The job's record in the remote's archive (None: no entry)."""
+    out = git(site.remote, "show", f"{ARCHIVE}:{entry(job_id)}/job.json", check=False)
+    if not out:
+        return None
+    data: dict[str, object] = json.loads(out)
+    return data
+
+
+def remote_refs(site: Site) -> dict[str, str]:
+    out = git(site.remote, "for-each-ref", "--format=%(refname) %(objectname)", "refs/pub/")
+    return dict(line.split()[::-1] for line in out.splitlines())  # sha -> name
+
+
+def remote_job_refs(site: Site) -> list[str]:
+    out = git(site.remote, "for-each-ref", "--format=%(refname)", JOBS)
+    return [line.removeprefix(JOBS) for line in out.split()]
+
+
+def assert_each_found(site: Site, ids: list[str]) -> None:
+    """Every job in its remote job ref or in the remote's archive (both: a crash between the
+    steps), and every job shown by this clone as PUBLISHED, with no network needed."""
+    refs = set(remote_job_refs(site))
+    url = site.git("remote", "get-url", "origin").strip()
+    site.git("remote", "set-url", "origin", str(site.path / "no-such-remote"))  # offline
+    try:
+        for job_id in ids:
+            assert job_id in refs or archived_state(site, job_id) is not None, job_id
+            shown = site.call("status", "--json", job_id)
+            assert shown.code == 0 and shown.json()["state"] == "PUBLISHED", \
+                shown.out + shown.err
+    finally:
+        site.git("remote", "set-url", "origin", url)
+
+
+def assert_folded(site: Site, ids: list[str], clones: list[Site]) -> None:
+    """Every job in the archive only, PUBLISHED at its commit on the branch; no clone keeps a
+    job ref of them; each published exactly once."""
+    assert remote_job_refs(site) == []
+    for job_id in ids:
+        state = archived_state(site, job_id)
+        assert state is not None and state["state"] == "PUBLISHED", (job_id, state)
+        assert git(site.remote, "merge-base", "--is-ancestor", str(state["remote_commit"]),
+                   "main", check=False) == ""
+    assert sorted(remote_job_ids(site)) == sorted(ids), "each job on the branch exactly once"
+    for clone in clones:
+        assert clone.git("for-each-ref", JOBS).strip() == "", clone.path
+
+
+def test_reconcile_folds_finished_jobs_into_the_archive(site: Site, daemon: GitDaemon,
+                                                        tmp_path: Path) -> None:
+    ids = publish(site, ["a", "b", "c"])
+    assert sorted(remote_job_refs(site)) == sorted(ids)
+    site.write_config(FOLD)
+    trace = tmp_path / "packets"
+    r = site.run("reconcile", env={"GIT_TRACE_PACKET": str(trace)})
+    assert r.code == 0, r.out + r.err
+    assert "3 finished job(s) folded" in r.err
+    assert_folded(site, ids, [site])
+    # one push moved the archive and deleted the three job refs, atomically
+    pushes = [line for line in trace.read_text("utf-8", "replace").splitlines()
+              if "push> " in line and "refs/pub/" in line]
+    assert any("atomic" in line for line in pushes), pushes
+    assert len(pushes) == 4 and all(any(i in line for line in pushes) for i in ids), pushes
+    assert "refs/pub/remote/origin/archive" in site.git("for-each-ref", "refs/pub/remote/")
+    # the archive keeps every job's history: log, status and the events work here
+    log = site.call("log", "--json", ids[0]).json()
+    assert [e["to"] for e in log["events"]][-1] == "PUBLISHED"
+    # a fold with nothing new does nothing (no push)
+    before = git(site.remote, "rev-parse", ARCHIVE).strip()
+    r = site.run("reconcile")
+    assert r.code == 0 and "folded" not in r.err, r.err
+    assert git(site.remote, "rev-parse", ARCHIVE).strip() == before
+
+
+def test_fold_waits_for_archive_after_and_unfinished_jobs_stay(site: Site, daemon: GitDaemon,
+                                                               tmp_path: Path) -> None:
+    site.write_config("archive_after: 3\n")
+    done = publish(site, ["a", "b"])
+    assert site.run("reconcile").code == 0
+    assert git(site.remote, "rev-parse", "-q", "--verify", ARCHIVE, check=False) == "", \
+        "two finished jobs: not due"
+    conflict = str(prepare(site, "edit", "posts/welcome.md", "# Welcome\n\nMine.\n")["job_id"])
+    b = node(site, tmp_path, "node-b")
+    (b.path / "posts/welcome.md").write_text("# Welcome\n\nTheirs.\n")
+    b.git("commit", "-qam", "their edit")
+    b.git("push", "-q", "origin", "HEAD:main")
+    assert site.call("push").code == 4
+    done += publish(site, ["c"])
+    r = site.run("reconcile")
+    assert r.code == 4, r.out + r.err  # the CONFLICT still needs a person
+    assert "3 finished job(s) folded" in r.err, r.err
+    assert remote_job_refs(site) == [conflict], "an unfinished job keeps its ref"
+    assert site.git("for-each-ref", "--format=%(refname)", JOBS).split() == [JOBS + conflict]
+    for job_id in done:
+        assert archived_state(site, job_id) is not None
+    assert archived_state(site, conflict) is None
+
+
+@pytest.mark.parametrize("point", FOLD_POINTS)
+def test_a_fold_killed_at_each_point_loses_nothing(site: Site, daemon: GitDaemon,
+                                                   point: str) -> None:
+    """SIGKILL at every crash point of the fold: each job is still found (ref, archive, or
+    both), and the next fold leaves each in the archive once."""
+    if point == "fold.archive-pushed":
+        git(site.remote, "config", "receive.advertiseAtomic", "false")
+    ids = publish(site, ["a", "b", "c"])
+    site.write_config(FOLD)
+    r = site.run("reconcile", env={"GITPUB_CRASH_AT": point})
+    assert r.code == -signal.SIGKILL, r.out + r.err
+    assert_each_found(site, ids)
+    if point in ("fold.pushed", "fold.noted"):
+        assert remote_job_refs(site) == [], "the remote was done in one atomic push"
+        assert site.git("for-each-ref", JOBS).strip(), "its job refs are still here"
+    if point == "fold.archive-pushed":
+        assert sorted(remote_job_refs(site)) == sorted(ids), "archive first, then the refs"
+        assert all(archived_state(site, i) is not None for i in ids), "both, for now"
+    tip = branch_tip(site)
+    r = site.run("reconcile")
+    assert r.code == 0, r.out + r.err
+    assert branch_tip(site) == tip
+    assert_folded(site, ids, [site])
+    assert_each_found(site, ids)
+
+
+def test_two_clones_folding_at_once_lose_nothing(site: Site, daemon: GitDaemon,
+                                                 tmp_path: Path) -> None:
+    """A builds its archive commit and is frozen before its push; B folds everything
+    (A's published jobs too, from the remote's refs); resumed, A's compare-and-swap on the
+    archive fails, it fetches again and only prunes its own refs. Then both fold again at
+    once. Every job of both ends in the archive, once."""
+    b = node(site, tmp_path, "node-b", FOLD)
+    ids = publish(site, ["a1", "a2"])
+    ids += publish(b, ["b1", "b2"])
+    site.write_config(FOLD)
+    a = spawn(site, "reconcile", env={"GITPUB_PAUSE_AT": "fold.written"})
+    try:
+        wait_stopped(a.pid)
+        r = b.run("reconcile")
+        assert r.code == 0, r.out + r.err
+        assert remote_job_refs(site) == []
+        won = git(site.remote, "rev-parse", ARCHIVE).strip()
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
+    out, err = a.communicate(timeout=300)
+    assert a.returncode == 0, out + err
+    assert git(site.remote, "rev-parse", f"{ARCHIVE}~1").strip() == won or \
+        git(site.remote, "rev-parse", ARCHIVE).strip() == won, "A built on B's archive"
+    ids += publish(site, ["a3"])
+    ids += publish(b, ["b3"])
+    procs = [spawn(n, "reconcile") for n in (site, b)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, out + err
+    for n in (site, b):  # a loser of the last race prunes on its next run
+        assert n.run("reconcile").code == 0
+    assert_folded(site, ids, [site, b])
+    for n in (site, b):
+        assert_each_found(n, ids)
+
+
+def test_a_key_whose_job_was_archived_is_still_found(site: Site, daemon: GitDaemon,
+                                                     tmp_path: Path) -> None:
+    b = node(site, tmp_path, "node-b")  # clones from before the publication
+    c = node(site, tmp_path, "node-c")
+    (job_id,) = publish(site, ["k"])
+    site.write_config(FOLD)
+    assert site.run("reconcile").code == 0
+    assert site.git("for-each-ref", JOBS).strip() == ""
+    tip = branch_tip(site)
+    # here: found offline in the fetched archive
+    same = site.call("prepare", "--json", "--key", "k", "--to", "posts/k.md", "-",
+                     input=article("k"))
+    assert same.code == 0, same.err
+    assert same.json()["job_id"] == job_id and same.json()["created"] is False
+    assert same.json()["state"] == "PUBLISHED"
+    other = site.call("prepare", "--key", "k", "--to", "posts/k.md", "-", input=article("x"))
+    assert other.code == 3, other.err
+    assert site.call("push", job_id).code == 0
+    assert branch_tip(site) == tip and site.git("for-each-ref", JOBS).strip() == ""
+    # a clone that never fetched the store: prepare cannot know (offline); delivery finds it
+    assert prepare(b, "k", "posts/k.md", article("k"))["job_id"] == job_id
+    r = b.call("push", "--json")
+    assert r.code == 0, r.out + r.err
+    assert r.json()["jobs"][0]["state"] == "PUBLISHED" and branch_tip(site) == tip
+    prepare(c, "k", "posts/k.md", article("other"))
+    r = c.call("push", "--json")
+    assert r.code == 3, r.out + r.err
+    assert r.json()["jobs"][0]["failure_code"] == "key_reused" and branch_tip(site) == tip
+    assert remote_job_refs(site) == []
+    # B's adopted copy of the archived job is pruned by B's next fold
+    b.write_config(FOLD)
+    assert b.run("reconcile").code == 0
+    assert b.git("for-each-ref", JOBS).strip() == ""
+
+
+def test_status_log_resolve_of_an_archived_job_on_any_clone(site: Site, daemon: GitDaemon,
+                                                            tmp_path: Path) -> None:
+    (job_id,) = publish(site, ["k"])
+    site.write_config(FOLD)
+    assert site.run("reconcile").code == 0
+    b = node(site, tmp_path, "node-b")  # never had the job; fetches the store when asked
+    shown = b.run("status", "--json", job_id[:8])
+    assert shown.code == 0 and json.loads(shown.out)["state"] == "PUBLISHED", shown.err
+    history = b.call("log", "--json", job_id)
+    assert history.code == 0 and history.json()["events"][-1]["to"] == "PUBLISHED"
+    r = b.call("resolve", job_id, "--abandon")
+    assert r.code == 2 and "PUBLISHED" in r.err, r.err
+    assert b.git("for-each-ref", JOBS).strip() == "", "nothing adopted for a finished job"
+    assert remote_job_refs(site) == []
+
+
+def test_a_remote_that_refuses_the_archive_keeps_the_job_refs(site: Site, daemon: GitDaemon
+                                                              ) -> None:
+    ids = publish(site, ["a", "b"])
+    hook = site.remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\nwhile read old new ref; do\n  [ \"$ref\" = refs/pub/archive ] "
+                    "&& { echo 'no archive here' >&2; exit 1; }\ndone\nexit 0\n")
+    hook.chmod(0o755)
+    site.write_config(FOLD)
+    r = site.run("reconcile")
+    assert r.code == 0, r.out + r.err
+    assert "refuses the fold's push" in r.err, r.err
+    assert sorted(remote_job_refs(site)) == sorted(ids)
+    assert git(site.remote, "rev-parse", "-q", "--verify", ARCHIVE, check=False) == ""
+    assert_each_found(site, ids)
