@@ -73,8 +73,8 @@ def claimed_and_killed(site: Site, key: str, path: str, text: str) -> str:
     return job_id
 
 
-def all_refs_text(site: Site, repos: list[Path]) -> str:
-    """Every ref name, and every message and job.json under refs/pub and refs/notes."""
+def all_refs_text(repos: list[Path]) -> str:
+    """Every ref name, and every commit message under refs/pub and refs/notes."""
     out = []
     for repo in repos:
         out.append(git(repo, "for-each-ref", "--format=%(refname)"))
@@ -223,6 +223,8 @@ def test_a_hostile_lease_holder_reaches_no_terminal_and_no_ref(
         history = git(repo, "log", "--format=%B", f"{JOBS}{job_id}")
         assert SECRET not in history and "\x1b" not in history, history
         assert len(history) < 50_000
+    text = all_refs_text([c.path, site.path, site.remote])
+    assert SECRET not in text and "\x1b" not in text
 
 
 # -- a person on one clone, a take-over on another -------------------------------------------
