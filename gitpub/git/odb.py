@@ -230,7 +230,7 @@ class ObjectReader:
 
     def read(self, sha: str) -> tuple[bytes, bytes] | None:
         """The type (``b"blob"``, …) and content of object ``sha``, or None."""
-        if len(sha) != 40 or not set(sha.encode("ascii", "replace")) <= _HEX:
+        if not _is_hex_id(sha):
             return None
         found = self._loose(sha)
         if found is None:
@@ -244,6 +244,8 @@ class ObjectReader:
 
     def contains(self, sha: str) -> bool:
         """Whether the object is here, loose or packed (False: not known here)."""
+        if not _is_hex_id(sha):
+            return False
         if os.path.exists(os.path.join(self.objects, sha[:2], sha[2:])):
             return True
         raw = bytes.fromhex(sha)
@@ -337,6 +339,10 @@ class ObjectReader:
             self._cache[key] = found
             self._cached += len(found[1])
         return found
+
+
+def _is_hex_id(sha: str) -> bool:
+    return len(sha) == 40 and set(sha.encode("ascii", "replace")) <= _HEX
 
 
 def _safe_offset(pack: Pack, raw: bytes) -> int | None:
