@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gitpub.core.paths import structural_problem, symlink_problem
 
@@ -39,8 +39,7 @@ class ManifestError(ValueError):
     pass
 
 
-@dataclass(frozen=True, order=True)
-class ManifestEntry:
+class ManifestEntry(NamedTuple):
     path: str
     mode: int  # DELETED_MODE for a deletion
     sha256: str  # DELETED_SHA256 for a deletion
@@ -70,8 +69,7 @@ def content_sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@dataclass(frozen=True)
-class Manifest:
+class Manifest(NamedTuple):
     entries: tuple[ManifestEntry, ...]
 
     @classmethod

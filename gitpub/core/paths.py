@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MAX_COMPONENT_BYTES = 255  # NAME_MAX of ext4, XFS, APFS, NTFS (in UTF-16 units there)
 MAX_PATH_BYTES = 4096  # PATH_MAX on Linux
@@ -290,8 +290,7 @@ def is_literal(glob: str) -> bool:
     return _GLOB_CHARS.search(glob) is None
 
 
-@dataclass(frozen=True)
-class Scope:
+class Scope(NamedTuple):
     """The paths a job may write: those ``pattern`` matches (a compiled ``publish`` glob list,
     used with ``fullmatch``), and exactly ``named``. A steering path must be named exactly."""
 

@@ -68,7 +68,7 @@ import functools
 import re
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gitpub.core.secretrules import RULES as _RULES
 
@@ -95,8 +95,7 @@ def marker(kind: str) -> str:
     return f"{REDACTED_PREFIX}{kind}]"
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """Where a secret was found and what it looks like — deliberately never the value itself,
     so that a Finding can be logged, stored or shown in a REVIEW message without leaking it."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class _LazyRegex:
@@ -44,8 +44,7 @@ def _compile(pattern: str, flags: int) -> re.Pattern[str]:
     return re.compile(pattern, flags)
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     """One entry of the detector table.
 
     ``needles``: lower-case literal substrings one of which the *lower-cased* text must contain

@@ -28,8 +28,8 @@ import fcntl
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from gitpub.core.errors import GitpubError
 
@@ -113,8 +113,7 @@ def others_alive(pub_dir: Path) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class _Seen:
+class _Seen(NamedTuple):
     ino: int
     size: int
     mtime_ns: int
@@ -124,14 +123,13 @@ class _Seen:
         return (st.st_ino, st.st_size, st.st_mtime_ns) == (self.ino, self.size, self.mtime_ns)
 
 
-@dataclass
 class Healer:
     """Decides whether a lock file in ``git_dir`` is stale, and removes it if so."""
 
-    git_dir: Path
-    pub_dir: Path
-    notice: Callable[[str], None] = field(default=lambda message: None)
-    _seen: dict[str, _Seen] = field(default_factory=dict)
+    def __init__(self, git_dir: Path, pub_dir: Path,
+                 notice: Callable[[str], None] = lambda message: None) -> None:
+        self.git_dir, self.pub_dir, self.notice = git_dir, pub_dir, notice
+        self._seen: dict[str, _Seen] = {}
 
     def healable(self, lock: Path) -> bool:
         try:

@@ -23,8 +23,8 @@ Every ref ends in one of four outcomes:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 from gitpub.core.sanitize import sanitize
 
@@ -55,8 +55,7 @@ NO_ATOMIC = "does not support --atomic"
 _SENT_FLAGS = (" ", "*", "+", "=", "-")
 
 
-@dataclass(frozen=True)
-class PushOutcome:
+class PushOutcome(NamedTuple):
     result: PushResult
     detail: str  # sanitized
 
@@ -66,8 +65,7 @@ class PushOutcome:
         return self.result != PushResult.SENT and any(c in self.detail for c in COLLATERAL)
 
 
-@dataclass(frozen=True)
-class Update:
+class Update(NamedTuple):
     """One ref of a push: ``src`` (an object id; None deletes the ref) to remote ref ``dst``.
 
     ``lease`` None: a plain fast-forward (a branch). Otherwise a compare-and-swap on the remote:
@@ -84,11 +82,10 @@ class Update:
         return [] if self.lease is None else [f"--force-with-lease={self.dst}:{self.lease}"]
 
 
-@dataclass(frozen=True)
-class Pushed:
+class Pushed(NamedTuple):
     """The outcome of one push: each ref's, and the push's as a whole."""
 
-    refs: Mapping[str, PushOutcome] = field(default_factory=dict)
+    refs: Mapping[str, PushOutcome]
     atomic_unsupported: bool = False
     detail: str = ""  # what git said when no ref has a report (sanitized)
 

@@ -32,7 +32,6 @@ import hashlib
 import re
 import subprocess
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 
 from gitpub.core import pushmark
@@ -415,7 +414,7 @@ class Remote:
             raise wrong
         sent = PushOutcome(PushResult.SENT, "the remote ref is at the commit (the push's own "
                            "report was lost)")
-        return replace(pushed, refs={**pushed.refs, **{dst: sent for dst in landed}})
+        return pushed._replace(refs={**pushed.refs, **{dst: sent for dst in landed}})
 
     def dry_run_push(self, source: str) -> PushOutcome:
         """``git push --dry-run`` of ``source`` to the remote branch: reaches the remote and

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from gitpub.core.errors import GitpubError
 from gitpub.core.sanitize import sanitize
@@ -38,13 +38,12 @@ from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
 REMOTE_PREFIX = "refs/pub/"
 
 
-@dataclass(frozen=True)
-class Fetched:
+class Fetched(NamedTuple):
     """What one fetch found: the branch's tip (None: no such branch) and the job store's refs
     (name below ``refs/pub/`` → object id, as mirrored here under ``Remote.store_prefix``)."""
 
     tip: str | None
-    store: dict[str, str] = field(default_factory=dict)
+    store: dict[str, str]
     also: str | None = None  # the value of ``also``'s local ref (None: not on the remote)
 
 

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 _VALUE_OK = re.compile(r"^[A-Za-z0-9._:@+/-]+$")
 _SPACE = frozenset(b" \t\r\n")
@@ -265,8 +265,7 @@ def values(message: bytes, key: str, reading: Reading = Reading.PARSE) -> list[s
 
 # -- gitpub's trailers ------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class TrailerNames:
+class TrailerNames(NamedTuple):
     job_id: str
     manifest: str
     base: str
@@ -279,8 +278,7 @@ class TrailerNames:
                    f"{prefix}-Writer-Node", f"{prefix}-Sync-Id")
 
 
-@dataclass(frozen=True)
-class PubTrailers:
+class PubTrailers(NamedTuple):
     job_id: str
     manifest_sha256: str
     base_commit: str | None = None
@@ -288,8 +286,7 @@ class PubTrailers:
     sync_id: str | None = None  # set on the commits of sync jobs (hand edits, no job of theirs)
 
 
-@dataclass(frozen=True)
-class Claim:
+class Claim(NamedTuple):
     """What a commit's message claims under one prefix, as both of git's readings see it.
 
     A commit *claims* a job when either reading finds a ``<prefix>-Job-Id`` trailer. The claim

@@ -16,7 +16,7 @@ two to the same output on random and hostile trees.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gitpub.git.repo import Repository
 from gitpub.git.treecheck import parse_entries, tree_problems
@@ -26,8 +26,7 @@ _TREE = 0o040000
 _KIND = 0o170000
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     """One entry ``git diff-tree -r -t`` reports: a file or a directory (tree) at ``path``."""
 
     path: str

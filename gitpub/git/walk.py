@@ -13,7 +13,6 @@ import heapq
 import re
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 from gitpub.core.errors import CorruptStateError
 from gitpub.git.repo import CommitInfo, Repository
@@ -80,7 +79,6 @@ def walk_since(
 JOB_ID_NEEDLE = b"-job-id"
 
 
-@dataclass(frozen=True)
 class LogScan:
     """A ``git log`` walk: how many commits it covered, and the (sha, message) of those whose
     message contains the needle (ASCII case-insensitively, as ``bytes.lower`` compares),
@@ -88,9 +86,11 @@ class LogScan:
     it came (to ask ``has``, rarely, without splitting 100,000 records); None when C git only
     counted the commits."""
 
-    count: int
-    candidates: tuple[tuple[str, bytes], ...]
-    listing: bytes | None = None
+    __slots__ = ("candidates", "count", "listing")
+
+    def __init__(self, count: int, candidates: tuple[tuple[str, bytes], ...],
+                 listing: bytes | None = None) -> None:
+        self.count, self.candidates, self.listing = count, candidates, listing
 
     def has(self, sha: str) -> bool:
         """Was ``sha`` walked? Only a listed walk can say."""

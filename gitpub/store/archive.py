@@ -28,7 +28,7 @@ commit (a shallow CI clone) still knows each job's final state without its histo
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.record import JobRecord, RecordError, parse_record
@@ -46,8 +46,7 @@ def entry_dir(job_id: str) -> str:
     return f"{job_id[0:2]}/{job_id[2:4]}/{job_id}"
 
 
-@dataclass(frozen=True)
-class Archived:
+class Archived(NamedTuple):
     """A folded job: its final state commit (``JobStore.load_at`` reads it with its history)
     and the blob of its final ``job.json``."""
 
@@ -56,8 +55,7 @@ class Archived:
     record_blob: str
 
 
-@dataclass(frozen=True)
-class Final:
+class Final(NamedTuple):
     """What a fold adds for one job: its final state commit and that state's ``job.json``."""
 
     job_id: str

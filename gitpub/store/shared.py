@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from gitpub.core.errors import CorruptStateError, GitpubError
 from gitpub.store.archive import ARCHIVE, Archive, Archived
@@ -45,8 +45,7 @@ class Where(StrEnum):
     ARCHIVE = "archive"
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(NamedTuple):
     job: Job
     where: Where
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from gitpub.core.manifest import HEADERS, Manifest, ManifestError, content_sha256
 from gitpub.core.paths import is_steering
@@ -60,8 +60,7 @@ def is_job_id(text: str) -> bool:
     return JOB_ID.fullmatch(text) is not None
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """What is wrong, if anything, with one commit that claims a job. Built with ``verdict``:
     ``job_id`` and ``problems`` are sanitized (they quote a commit anyone may push)."""
 
@@ -123,7 +122,7 @@ def verify_commit(repo: Repository, commit: str, prefixes: Sequence[str],
     if not claims:
         return None
     found = _judge(repo, info, message, encoding_problem, claims, prefixes, changes)
-    return replace(found, job_ids=tuple(dict.fromkeys(i for c in claims for i in c.job_ids)))
+    return found._replace(job_ids=tuple(dict.fromkeys(i for c in claims for i in c.job_ids)))
 
 
 def _judge(repo: Repository, info: CommitInfo, message: bytes, encoding_problem: str | None,

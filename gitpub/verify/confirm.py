@@ -36,7 +36,6 @@ acceptance does not count. A remark says how to turn on the authenticated mode.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from gitpub.config.source import validator_digest
 from gitpub.core.errors import GitpubError, UsageError
@@ -65,21 +64,21 @@ UNKEYED = (f"{KEY_ENV} is not set: nothing in the notes can be trusted, so the w
 Progress = Callable[[str], None]
 
 
-@dataclass
 class ConfirmReport:
-    tip: str
-    checked: int = 0  # commits walked
-    verdicts: list[Verdict] = field(default_factory=list)  # this run's, oldest first
-    deepened: int = 0
-    notes_pushed: bool = False
-    authenticated: bool = False  # run with the key: the notes' facts were believed
-    start: str | None = None  # the range's start: whose configuration applied
-    prefixes: tuple[str, ...] = ()
-    config_changes: list[str] = field(default_factory=list)  # commits changing .gitpub.yaml
-    rewritten: list[str] = field(default_factory=list)  # checked-through points now gone
-    open_bad: list[tuple[str, str]] = field(default_factory=list)  # (commit, its BAD line)
-    accepted: list[tuple[str, str]] = field(default_factory=list)  # (commit, acceptance)
-    remarks: list[str] = field(default_factory=list)
+    def __init__(self, tip: str, authenticated: bool = False) -> None:
+        self.tip = tip
+        self.checked = 0  # commits walked
+        self.verdicts: list[Verdict] = []  # this run's, oldest first
+        self.deepened = 0
+        self.notes_pushed = False
+        self.authenticated = authenticated  # run with the key: the notes' facts were believed
+        self.start: str | None = None  # the range's start: whose configuration applied
+        self.prefixes: tuple[str, ...] = ()
+        self.config_changes: list[str] = []  # commits changing .gitpub.yaml
+        self.rewritten: list[str] = []  # checked-through points now gone
+        self.open_bad: list[tuple[str, str]] = []  # (commit, its BAD line)
+        self.accepted: list[tuple[str, str]] = []  # (commit, acceptance)
+        self.remarks: list[str] = []
 
     @property
     def bad(self) -> list[Verdict]:
@@ -315,18 +314,15 @@ def _parent_here(repo: Repository, sha: str) -> bool:
 
 # -- the verdicts ---------------------------------------------------------------------------
 
-@dataclass
 class _Earlier:
     """Where an earlier publication of a job id is found: the authentic job-id index (the
     notes trees of the authentic ledgers), or — for a ``--range``, whose start no ledger
     vouches for — the history before the range (``verify.history``)."""
 
-    repo: Repository
-    key: L.Key | None
-    memory: L.Memory
-    tip: str
-    rev_range: str | None
-    prefixes: Sequence[str]
+    def __init__(self, repo: Repository, key: L.Key | None, memory: L.Memory, tip: str,
+                 rev_range: str | None, prefixes: Sequence[str]) -> None:
+        self.repo, self.key, self.memory, self.tip = repo, key, memory, tip
+        self.rev_range, self.prefixes = rev_range, prefixes
 
     def __call__(self, job_id: str, sha: str) -> str | None:
         names = L.note_lines(self.repo, L.job_key(job_id), self.memory, None)

@@ -50,7 +50,7 @@ import hashlib
 import hmac
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from gitpub.core.sanitize import sanitize
 from gitpub.git.notes import read_note
@@ -83,8 +83,7 @@ _TAG = re.compile(r" \[mac ([0-9a-f]{64})\]$")
 _FACTS_LINE = re.compile(r"\{[ -~]*\}")  # one line of ASCII JSON (``verify.facts``)
 
 
-@dataclass(frozen=True)
-class Key:
+class Key(NamedTuple):
     """CI's secret: the MAC key of everything ``confirm`` must be able to believe."""
 
     secret: bytes
@@ -97,8 +96,7 @@ class Key:
         return hmac.compare_digest(tag, self.mac(*parts))
 
 
-@dataclass(frozen=True)
-class Ledger:
+class Ledger(NamedTuple):
     points: tuple[str, ...] = ()  # commits through which everything reachable was verified
     open_bad: tuple[str, ...] = ()  # commits with a BAD verdict no person has accepted
     accepted: tuple[str, ...] = ()  # BAD commits a person accepted (the newest first)
@@ -115,22 +113,22 @@ class Ledger:
                       _unique((*self.facts, *other.facts))[:MAX_FACTS])
 
     def with_facts(self, line: str) -> Ledger:
-        return replace(self, facts=_unique((line, *self.facts))[:MAX_FACTS])
+        return self._replace(facts=_unique((line, *self.facts))[:MAX_FACTS])
 
     def checked_through(self, tip: str, dropped: Iterable[str] = ()) -> Ledger:
         gone = set(dropped)
-        return replace(self, points=_unique(
+        return self._replace(points=_unique(
             (tip, *(p for p in self.points if p not in gone)))[:MAX_POINTS])
 
     def without_points(self, dropped: Iterable[str]) -> Ledger:
         gone = set(dropped)
-        return replace(self, points=tuple(p for p in self.points if p not in gone))
+        return self._replace(points=tuple(p for p in self.points if p not in gone))
 
     def with_bad(self, commits: Iterable[str]) -> Ledger:
-        return replace(self, open_bad=_unique((*self.open_bad, *commits)))
+        return self._replace(open_bad=_unique((*self.open_bad, *commits)))
 
     def with_prefixes(self, prefixes: Iterable[str]) -> Ledger:
-        return replace(self, prefixes=_unique((*self.prefixes, *prefixes)))
+        return self._replace(prefixes=_unique((*self.prefixes, *prefixes)))
 
     def accept(self, commit: str) -> Ledger:
         return Ledger(tuple(p for p in self.points if p != commit),
@@ -182,8 +180,7 @@ def authentic(key: Key, message: bytes, tree: str) -> Ledger | None:
     return ledger if key.valid(tag or "", "ledger", tree, *ledger.lines()) else None
 
 
-@dataclass(frozen=True)
-class Memory:
+class Memory(NamedTuple):
     """What ``confirm`` may believe of the notes: the authentic ledgers' facts, merged, and the
     notes trees they were written with (where the job-id index is looked up)."""
 

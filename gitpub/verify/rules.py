@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from gitpub.git.repo import Repository
 from gitpub.verify import ledger as L
@@ -22,11 +21,11 @@ from gitpub.verify.facts import Bad, ConfigFacts, Resolver
 _CLAIM_KEY = re.compile(rb"^([A-Za-z][A-Za-z0-9-]*)-job-id[ \t]*:", re.I | re.M)
 
 
-@dataclass
 class Rules:
-    prefixes: tuple[str, ...] = ()  # checked, in order: the start's first
-    config_changes: list[str] = field(default_factory=list)  # commits changing .gitpub.yaml
-    remarks: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.prefixes: tuple[str, ...] = ()  # checked, in order: the start's first
+        self.config_changes: list[str] = []  # commits changing .gitpub.yaml
+        self.remarks: list[str] = []
 
 
 def _prefix_at(facts: Resolver, commit: str) -> str | None:

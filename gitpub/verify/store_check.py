@@ -34,7 +34,7 @@ vouches for (a suspicious record: then it is worth the download).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.record import JobRecord
@@ -60,13 +60,12 @@ _EVERYTHING = 1 << 30  # --deepen: the whole history
 _HEX = frozenset("0123456789abcdef")
 
 
-@dataclass
-class StoreCheck:
+class StoreCheck(NamedTuple):
     """What the store check adds to a confirm run."""
 
     verdicts: list[Verdict]  # the run's verdicts (some made BAD), then the store's own BAD ones
-    notes: dict[str, list[str]] = field(default_factory=dict)  # note lines to write
-    remarks: list[str] = field(default_factory=list)
+    notes: dict[str, list[str]]  # note lines to write
+    remarks: list[str]
 
 
 def fetch_store(remote: Remote, also: tuple[str, str]) -> Fetched | None:
@@ -110,8 +109,7 @@ def check_store(repo: Repository, remote: Remote, *, tip: str, verdicts: Sequenc
     return StoreCheck(out, checker.notes, checker.remarks)
 
 
-@dataclass
-class _Record:
+class _Record(NamedTuple):
     """What the store says of one job, and where."""
 
     where: str
