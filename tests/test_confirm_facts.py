@@ -175,6 +175,8 @@ def test_the_defaults_are_configs() -> None:
     ("  branch: nested\n", ("origin", "main")), ("branch: 'quoted'\n", None),
     ("branch: a\nbranch: b\n", None), ("---\nbranch: x\n", None), ("{branch: x}\n", None),
     ("branch: &a x\n", None), ("branch:\n", None), ("\tbranch: x\n", None),
-    ("? branch\n: x\n", None), ("branch: ü\n", None)])
+    ("? branch\n: x\n", None), ("branch: ü\n", None), ("remote: --upload-pack\n", None),
+    ("remote: a/b\n", None), ("branch: a..b\n", None), ("branch: x.lock\n", None),
+    ("remote: .hidden\n", None), ("branch: /x\n", None)])
 def test_the_guess_reads_only_plain_lines(text: str, guess: tuple[str, str] | None) -> None:
     assert guess_remote_branch(text) == guess

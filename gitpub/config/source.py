@@ -78,12 +78,20 @@ def guess_remote_branch(text: str) -> tuple[str, str] | None:
         if key not in found:
             continue
         value = value.split(" #", 1)[0].strip()
-        if not sep or key in seen or not value or \
-                not all(c.isascii() and (c.isalnum() or c in "._/-") for c in value):
+        if not sep or key in seen or not _plain_name(value, slash=key == "branch"):
             return None
         seen.add(key)
         found[key] = value
     return found["remote"], found["branch"]
+
+
+def _plain_name(value: str, *, slash: bool) -> bool:
+    """A name no git command could take for an option, a path or a revision expression: a
+    letter or digit, then letters, digits and ``._-`` (and ``/`` in a branch), no ``..``."""
+    allowed = "._-/" if slash else "._-"
+    return bool(value) and value[0].isascii() and value[0].isalnum() and \
+        all(c.isascii() and (c.isalnum() or c in allowed) for c in value) and \
+        ".." not in value and "//" not in value and not value.endswith(("/", ".", ".lock"))
 
 
 def cache_key(text: str) -> str:
