@@ -1,0 +1,102 @@
+"""The fast start, attacked: where the quick way (``cli.quick``, ``git.odb``, ``git.refstore``,
+``git.gitconfig``) could print something the full way (click, dulwich) would not.
+
+Each test injects one fault and compares: the fast way against the full way (the repository
+opened as one whose configuration is not plain, as ``test_odb`` does), and C git as the oracle
+of what is in the repository. The faults: configuration lines git and dulwich end where the
+scan did not (a form feed, a vertical tab, a Unicode line separator), a pack whose trailer or
+object count does not match its index, a damaged pack entry with a good loose copy, a
+``git pack-refs`` between the two reads of a listing, a reader that closes the pipe.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from conftest import Site, git
+from dulwich.config import ConfigFile
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gitpub.git.gitconfig import is_plain
+from gitpub.git.repo import Repository
+
+# -- the configuration: what git and dulwich read, the scan reads ----------------------------
+
+#: Characters Python's ``str.splitlines`` ends a line at and git and dulwich do not.
+NOT_LINE_ENDS = ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\r"]
+
+
+@pytest.mark.parametrize("sep", NOT_LINE_ENDS, ids=[f"U+{ord(c):04X}" for c in NOT_LINE_ENDS])
+def test_a_setting_behind_a_character_git_does_not_end_lines_at_is_seen(
+        tmp_path: Path, sep: str) -> None:
+    """``filemode = true ;<sep>[user]`` is one line to git and dulwich (a comment after the
+    value): the ``worktree`` below it is ``core.worktree``; the scan must not take it for
+    ``user.worktree``."""
+    config = tmp_path / "config"
+    config.write_text(f"[core]\n\trepositoryformatversion = 0\n\tfilemode = true ;{sep}[user]\n"
+                      "\tworktree = /somewhere/else\n", encoding="utf-8")
+    assert "core.worktree=/somewhere/else" in git(tmp_path, "config", "-f", str(config), "-l")
+    assert ConfigFile.from_path(str(config)).get((b"core",), b"worktree") == b"/somewhere/else"
+    assert not is_plain(str(config))
+
+
+def test_a_hidden_worktree_is_the_one_git_uses(site: Site, tmp_path: Path) -> None:
+    """The end to end consequence: a repository whose ``core.worktree`` the scan missed was
+    opened with the wrong working tree (and so the wrong ``.gitpub.yaml``)."""
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    config = site.path / ".git/config"
+    before = config.read_text()
+    config.write_text(before + f"[core]\n\tfilemode = true ;\x0c[user]\n\tworktree = {other}\n")
+    try:
+        assert site.git("rev-parse", "--show-toplevel").strip() == str(other)
+        with Repository.discover(site.path / "posts") as repo:
+            assert repo.work_tree == other
+    finally:
+        config.write_text(before)
+
+
+def _plain_setting(section: tuple[bytes, ...], key: bytes, value: bytes) -> bool:
+    """What ``gitconfig`` calls plain, judged on one setting as dulwich read it."""
+    name = section[0].lower().decode("utf-8", "replace")
+    if name.split(".", 1)[0] in ("include", "includeif", "extensions", "pack", "repack"):
+        return False
+    if section != (b"core",) and name != "core":
+        return True
+    if len(section) > 1:
+        return True  # [core "x"]: core.x.key, nothing dulwich opens a repository with
+    key_text = key.lower().decode("utf-8", "replace")
+    if key_text in ("worktree", "bare"):
+        return key_text == "bare" and value.lower() in (b"false", b"no", b"off", b"0")
+    if key_text == "repositoryformatversion":
+        return value in (b"0", b"1")
+    return key_text in ("filemode", "logallrefupdates", "ignorecase", "symlinks", "editor")
+
+
+FRAGMENTS = st.sampled_from([
+    "[core]", "[Core]", "[user]", '[core "x"]', "[extensions]", "[include]", "[pack]",
+    "[remote \"o\"]", "filemode = true", "worktree = /w", "bare = false", "bare = true",
+    "repositoryformatversion = 0", "repositoryformatversion = 2", "objectformat = sha256",
+    "path = x", "name = n ;", "name = n #", "editor = vi", "\tbare=false", "; c", "# c", "",
+    "url = \"a;b\"", "email = x\\", "  [user]", "logallrefupdates = true ; [user]"])
+ENDS = st.sampled_from(["\n", "\r\n", *NOT_LINE_ENDS])
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(st.tuples(FRAGMENTS, ENDS), max_size=10))
+def test_what_the_scan_calls_plain_dulwich_reads_as_plain(tmp_path_factory: pytest.TempPathFactory,
+                                                         parts: list[tuple[str, str]]) -> None:
+    """Whatever configuration the scan calls plain, dulwich (the full way) reads and finds no
+    setting that changes how the repository is opened or read."""
+    text = "".join(f + e for f, e in parts)
+    path = tmp_path_factory.mktemp("cfg") / "config"
+    path.write_bytes(text.encode("utf-8"))
+    if not is_plain(str(path), bare_matters=True):
+        return
+    parsed = ConfigFile.from_file(io.BytesIO(text.encode("utf-8")))  # must not raise
+    for section in parsed.sections():
+        for key, value in parsed[section].items():
+            assert _plain_setting(section, key, value), (text, section, key, value)
