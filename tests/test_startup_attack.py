@@ -11,7 +11,9 @@ object count does not match its index, a damaged pack entry with a good loose co
 
 from __future__ import annotations
 
+import hashlib
 import io
+import zlib
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from conftest import Site, git
 from dulwich.config import ConfigFile
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_odb import jobs_site, loose_path, record_blob, same_with_dulwich
 
 from gitpub.git.gitconfig import is_plain
 from gitpub.git.repo import Repository
@@ -100,3 +103,89 @@ def test_what_the_scan_calls_plain_dulwich_reads_as_plain(tmp_path_factory: pyte
     for section in parsed.sections():
         for key, value in parsed[section].items():
             assert _plain_setting(section, key, value), (text, section, key, value)
+
+
+# -- packs: the fast reader answers only where dulwich would --------------------------------
+
+def _packed_site(site: Site) -> tuple[list[str], Path, Path]:
+    ids = jobs_site(site)
+    site.git("gc", "-q", "--prune=now")
+    (idx,) = (site.path / ".git/objects/pack").glob("*.idx")
+    pack = idx.with_suffix(".pack")
+    pack.chmod(0o644)
+    idx.chmod(0o644)
+    return ids, idx, pack
+
+
+def _offset(site: Site, idx: Path, sha: str) -> int:
+    for line in git(site.path, "verify-pack", "-v", str(idx)).splitlines():
+        if line.startswith(sha):
+            return int(line.split()[4])
+    raise AssertionError(f"{sha} is not in {idx}")
+
+
+@pytest.mark.parametrize("damage", ["trailer", "object count"])
+def test_a_pack_that_does_not_match_its_index_is_dulwichs_to_read(
+        site: Site, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    """git refuses such a pack (``packfile … does not match index``), dulwich raises on its
+    first read from it (``check_length_and_checksum``): the fast reader answered from it."""
+    ids, idx, pack = _packed_site(site)
+    blob = record_blob(site, ids[1])
+    good_pack, good_idx = pack.read_bytes(), idx.read_bytes()
+    data = bytearray(good_pack)
+    if damage == "trailer":
+        data[-1] ^= 0xFF
+    else:  # one object more in the header, the trailer and the index's copy of it made right
+        data[8:12] = (int.from_bytes(data[8:12], "big") + 1).to_bytes(4, "big")
+        data[-20:] = hashlib.sha1(bytes(data[:-20])).digest()
+        idx.write_bytes(good_idx[:-40] + bytes(data[-20:]) + good_idx[-20:])
+    pack.write_bytes(bytes(data))
+    try:
+        with Repository.discover(site.path) as repo:
+            assert repo._raw(blob) is None
+        assert site.git("cat-file", "-t", blob, check=False) == ""  # git refuses the pack
+        same_with_dulwich(site, ids, monkeypatch)
+    finally:
+        pack.write_bytes(good_pack)
+        idx.write_bytes(good_idx)
+
+
+def test_a_damaged_pack_entry_with_a_loose_copy_reads_as_dulwich_reads_it(
+        site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dulwich (and git) look in the packs first: a damaged entry there is dulwich's error
+    even when a good loose copy exists (git then reads the copy; dulwich does not)."""
+    ids, idx, pack = _packed_site(site)
+    blob = record_blob(site, ids[1])
+    content = site.git("cat-file", "blob", blob).encode()
+    loose = loose_path(site, blob)
+    loose.parent.mkdir(exist_ok=True)
+    loose.write_bytes(zlib.compress(b"blob %d\0%s" % (len(content), content)))
+    good = pack.read_bytes()
+    at = _offset(site, idx, blob) + 4
+    pack.write_bytes(good[:at] + bytes([good[at] ^ 0xFF]) + good[at + 1:])
+    try:
+        assert site.git("cat-file", "blob", blob).encode() == content  # git: the loose copy
+        same_with_dulwich(site, ids, monkeypatch)
+    finally:
+        pack.write_bytes(good)
+        loose.unlink()
+
+
+def test_a_damaged_pack_entry_is_reported_not_an_unexpected_error(site: Site) -> None:
+    """dulwich, closed while the error of a read that failed inside its pack was on its way
+    out (``status JOB``, ``log JOB``), raised ``BufferError``: the failed read's traceback
+    still held a view of the mapped pack. The damage was lost to an ``unexpected error``."""
+    ids, idx, pack = _packed_site(site)
+    blob = record_blob(site, ids[1])
+    good = pack.read_bytes()
+    at = _offset(site, idx, blob) + 4
+    pack.write_bytes(good[:at] + bytes([good[at] ^ 0xFF]) + good[at + 1:])
+    try:
+        for args in (["status", "--json", ids[1]], ["log", "--json", ids[1]]):
+            shown = site.call(*args)
+            assert "unexpected" not in shown.out and "unreadable" in shown.out, shown.out
+            assert shown.json()["exit"] == shown.code != 0
+        listed = site.call("status", "--all", "--json")
+        assert listed.code == 1 and ids[1] in listed.out and "unexpected" not in listed.out
+    finally:
+        pack.write_bytes(good)

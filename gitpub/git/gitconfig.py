@@ -4,16 +4,17 @@ Opening a repository with dulwich costs ~40 ms of imports; ``status`` needs none
 repository is an ordinary one. Ordinary is decided here, from the repository's own ``config``
 file (the one dulwich reads when it opens a repository), by a scan that understands only the
 common shapes of git's format and says *not plain* for anything else: an ``[extensions]``
-section (``objectFormat``, ``refStorage``, ``worktreeConfig``, …), an include, ``core.worktree``,
-``core.bare`` set to true, a ``repositoryformatversion`` other than 0 or 1, any ``core`` key
-but the everyday ones that dulwich does not read when it opens a repository (it parses
-compression levels, size limits and more, and refuses a value it cannot parse; it limits the
-size of a loose object it inflates to ``core.bigFileThreshold``), any ``pack`` or ``repack``
+section (``objectFormat``, ``refStorage``, ``worktreeConfig``, …), an include,
+``core.worktree``, ``core.bare`` set to true, a ``repositoryformatversion`` other than 0 or 1,
+any ``core`` key but the everyday ones that dulwich does not read when it opens a repository (it
+parses compression levels, size limits and more, and refuses a value it cannot parse; it limits
+the size of a loose object it inflates to ``core.bigFileThreshold``), any ``pack`` or ``repack``
 setting, a line continued with a backslash, a key after a section header on one line, a line it
 cannot parse. Lines end where git and dulwich end them, at LF only (a form feed or U+2028 in a
 comment does not start a new line, so it cannot hide a ``[core]`` setting behind a header that
-git never sees), and names are ASCII, as git's are. Not plain means: open the repository the full way, with dulwich, exactly as
-before (``Repository``), so that whatever dulwich would accept or refuse there, it still does.
+git never sees), and names are ASCII, as git's are. Not plain means: open the repository the
+full way, with dulwich, exactly as before (``Repository``), so that whatever dulwich would
+accept or refuse there, it still does.
 """
 
 from __future__ import annotations
