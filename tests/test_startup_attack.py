@@ -21,6 +21,7 @@ from conftest import Site, git
 from dulwich.config import ConfigFile
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_delivery import article, prepare
 from test_odb import jobs_site, loose_path, record_blob, same_with_dulwich
 
 from gitpub.git.gitconfig import is_plain
@@ -189,3 +190,21 @@ def test_a_damaged_pack_entry_is_reported_not_an_unexpected_error(site: Site) ->
         assert listed.code == 1 and ids[1] in listed.out and "unexpected" not in listed.out
     finally:
         pack.write_bytes(good)
+
+
+def test_a_pack_index_the_reader_cannot_read_leaves_every_object_to_dulwich(
+        site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A truncated ``.idx`` could name any object: dulwich, which looks in the packs first,
+    fails on every read (git skips the pack, ``index file … is too small``). The fast reader
+    answered the loose objects of a job prepared after ``git gc`` all the same."""
+    ids, idx, _pack = _packed_site(site)
+    ids.append(str(prepare(site, "after-gc", "posts/after.md", article("after"))["job_id"]))
+    assert loose_path(site, site.git("rev-parse", f"refs/pub/jobs/{ids[-1]}").strip()).exists()
+    good = idx.read_bytes()
+    idx.write_bytes(good[:600])
+    try:
+        with Repository.discover(site.path) as repo:
+            assert repo._raw(site.git("rev-parse", f"refs/pub/jobs/{ids[-1]}").strip()) is None
+        same_with_dulwich(site, ids, monkeypatch)
+    finally:
+        idx.write_bytes(good)
