@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from test_delivery import article, prepare
 from test_odb import jobs_site, loose_path, record_blob, same_with_dulwich
 
+from gitpub.git import packed
 from gitpub.git.gitconfig import is_plain
 from gitpub.git.repo import Repository
 
@@ -208,3 +209,29 @@ def test_a_pack_index_the_reader_cannot_read_leaves_every_object_to_dulwich(
         same_with_dulwich(site, ids, monkeypatch)
     finally:
         idx.write_bytes(good)
+
+
+# -- refs: a listing while git packs them -----------------------------------------------------
+
+def test_a_listing_sees_every_ref_while_git_packs_them(site: Site,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``git pack-refs --all`` writes ``packed-refs``, then deletes the loose files. A listing
+    that reads ``packed-refs`` first and the loose files after can fall between the two and
+    see neither: git reads the loose refs first for that reason (``files-backend.c``). The
+    other writer is real git, run right after gitpub has read ``packed-refs``."""
+    ids = jobs_site(site)
+    assert list((site.path / ".git/refs/pub/jobs").iterdir())
+    original = packed.with_prefix
+    runs: list[str] = []
+
+    def then_git_packs(path: Path, prefix: str) -> dict[str, str]:
+        found = original(path, prefix)
+        if not runs:
+            runs.append(site.git("pack-refs", "--all"))
+        return found
+
+    monkeypatch.setattr(packed, "with_prefix", then_git_packs)
+    listed = site.call("status", "--all", "--json")
+    assert runs and not (site.path / ".git/refs/pub/jobs").exists()  # all packed now
+    assert listed.code == 0, listed.out
+    assert sorted(j["job_id"] for j in listed.json()["jobs"]) == sorted(ids)

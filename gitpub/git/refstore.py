@@ -81,13 +81,13 @@ def current(common: Path, name: str) -> str | None:
 
 def with_prefix(common: Path, prefix: str) -> dict[str, str]:
     """Every ref whose name starts with ``prefix`` (ending with ``/``), keyed by the rest of
-    its name: a range of ``packed-refs`` and the loose files below the prefix (which win).
-    Damaged loose files are left out (``Repository.ref_names`` lists them)."""
-    try:
-        found = packed.with_prefix(packed_refs(common), prefix)
-    except packed.PackedRefsError as e:
-        raise corrupt_packed(common, str(e)) from None
-    out = {name[len(prefix):]: sha for name, sha in found.items()}
+    its name: the loose files below the prefix (which win) and a range of ``packed-refs``.
+    Damaged loose files are left out (``Repository.ref_names`` lists them).
+
+    The loose files are read first, as git reads them (``files-backend.c``): ``git
+    pack-refs`` writes ``packed-refs`` before it deletes the loose files, so a ref is in what
+    was read either way; read the other way round, a listing between the two saw neither."""
+    found_loose: dict[str, bytes] = {}
     top = common / prefix
     for dirpath, _dirs, files in os.walk(top):
         rel = Path(dirpath).relative_to(top)
@@ -96,10 +96,18 @@ def with_prefix(common: Path, prefix: str) -> dict[str, str]:
                 continue
             key = (rel / f).as_posix()
             raw = loose(common, prefix + key)
-            if raw is not None and is_object_id(raw):
-                out[key] = raw.decode("ascii")
-            elif raw is not None and key in out:
-                del out[key]  # a damaged loose ref hides its packed value, as in git
+            if raw is not None:  # None: packed and pruned meanwhile (then packed-refs has it)
+                found_loose[key] = raw
+    try:
+        found = packed.with_prefix(packed_refs(common), prefix)
+    except packed.PackedRefsError as e:
+        raise corrupt_packed(common, str(e)) from None
+    out = {name[len(prefix):]: sha for name, sha in found.items()}
+    for key, raw in found_loose.items():
+        if is_object_id(raw):
+            out[key] = raw.decode("ascii")
+        else:
+            out.pop(key, None)  # a damaged loose ref hides its packed value, as in git
     return out
 
 
