@@ -25,7 +25,7 @@ from dulwich.config import ConfigFile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_delivery import article, prepare
-from test_odb import jobs_site, loose_path, record_blob, same_with_dulwich
+from test_odb import jobs_site, loose_path, outputs, record_blob, same_with_dulwich
 
 from gitpub.git import packed
 from gitpub.git.gitconfig import is_plain
@@ -267,3 +267,29 @@ def test_a_closed_pipe_ends_the_quick_way_as_it_ends_the_option_parsers(
     quick_way = _to_a_closed_pipe(site, "quick", args)
     assert quick_way == _to_a_closed_pipe(site, "click", args)
     assert quick_way == (1, b"")
+
+
+# -- replace refs and grafts: what is stored, both ways ---------------------------------------
+
+def test_replace_refs_and_grafts_are_not_followed_either_way(
+        site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """C git shows a replaced object in its place (``refs/replace/``) and honours
+    ``info/grafts``; dulwich's object store does neither, so the fast reader must not either:
+    a job's state is the commit its ref names, as stored."""
+    ids = jobs_site(site)
+    before = outputs(site, ids)
+    ref = f"refs/pub/jobs/{ids[0]}"
+    state = site.git("rev-parse", ref).strip()
+    older = site.git("rev-parse", f"{ref}~2").strip()
+    site.git("replace", state, older)
+    assert site.git("rev-parse", f"{ref}^{{tree}}").strip() == site.git(
+        "rev-parse", f"{older}^{{tree}}").strip()  # git shows the older state now
+    grafts = site.path / ".git/info/grafts"
+    grafts.parent.mkdir(exist_ok=True)
+    grafts.write_text(f"{state}\n")  # git: the state commit has no parent
+    try:
+        assert outputs(site, ids) == before
+        same_with_dulwich(site, ids, monkeypatch)
+    finally:
+        grafts.unlink()
+        site.git("replace", "-d", state)
