@@ -25,7 +25,14 @@ from dulwich.config import ConfigFile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_delivery import article, prepare
-from test_odb import jobs_site, loose_path, outputs, record_blob, same_with_dulwich
+from test_odb import (
+    compare_objects,
+    jobs_site,
+    loose_path,
+    outputs,
+    record_blob,
+    same_with_dulwich,
+)
 
 from gitpub.git import packed
 from gitpub.git.gitconfig import is_plain
@@ -293,3 +300,17 @@ def test_replace_refs_and_grafts_are_not_followed_either_way(
     finally:
         grafts.unlink()
         site.git("replace", "-d", state)
+
+
+def test_a_pack_index_with_64_bit_offsets_is_read(site: Site,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Packs over 2 GiB keep their offsets in the index's 64-bit table; ``git index-pack
+    --index-version=2,12`` puts there every offset but the first object's (git refuses an
+    index with as many large offsets as objects), without the 2 GiB."""
+    ids, idx, pack = _packed_site(site)
+    idx.unlink()
+    git(site.path, "index-pack", "--index-version=2,12", "-o", str(idx), str(pack))
+    count = int.from_bytes(idx.read_bytes()[8 + 255 * 4:8 + 256 * 4], "big")
+    assert len(idx.read_bytes()) == 8 + 256 * 4 + count * (20 + 4 + 4) + (count - 1) * 8 + 40
+    assert compare_objects(site.path) == count
+    same_with_dulwich(site, ids, monkeypatch)
