@@ -314,3 +314,28 @@ def test_a_pack_index_with_64_bit_offsets_is_read(site: Site,
     assert len(idx.read_bytes()) == 8 + 256 * 4 + count * (20 + 4 + 4) + (count - 1) * 8 + 40
     assert compare_objects(site.path) == count
     same_with_dulwich(site, ids, monkeypatch)
+
+
+@pytest.mark.parametrize("damaged", [False, True], ids=["as git wrote it", "damaged"])
+def test_a_multi_pack_index_is_trusted_only_as_git_wrote_it(
+        site: Site, monkeypatch: pytest.MonkeyPatch, damaged: bool) -> None:
+    """dulwich looks objects up in ``multi-pack-index`` before the packs: a damaged one made
+    it fail (``IndexError``) where the fast reader, which reads the packs' own indexes,
+    answered. C git fails there too."""
+    ids, _idx, _pack = _packed_site(site)
+    blob = record_blob(site, ids[1])
+    site.git("multi-pack-index", "write")
+    midx = site.path / ".git/objects/pack/multi-pack-index"
+    good = midx.read_bytes()
+    if damaged:
+        data = bytearray(good)
+        for i in range(200, len(data) - 30, 7):
+            data[i] ^= 0x55
+        midx.chmod(0o644)
+        midx.write_bytes(bytes(data))
+    try:
+        with Repository.discover(site.path) as repo:
+            assert (repo._raw(blob) is None) == damaged
+        same_with_dulwich(site, ids, monkeypatch)
+    finally:
+        midx.unlink()

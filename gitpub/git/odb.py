@@ -300,6 +300,8 @@ class ObjectReader:
             names = sorted(os.listdir(directory))
         except OSError:
             names = []
+        if "multi-pack-index" in names and not _midx_as_git_wrote_it(directory):
+            self._unindexed = True
         for name in names:
             if not name.endswith(".idx") or name in packs:
                 continue
@@ -371,6 +373,23 @@ class ObjectReader:
             self._cache[key] = found
             self._cached += len(found[1])
         return found
+
+
+def _midx_as_git_wrote_it(directory: str) -> bool:
+    """Whether ``multi-pack-index`` is one git wrote (its trailer the SHA-1 of the rest) of
+    the shape dulwich reads (version 1, SHA-1, no base files). dulwich looks an object up in
+    it before any pack: such a file names, for each object, a pack that has it — one of those
+    ``_in_packs`` reads — but a damaged one sends dulwich anywhere, or makes it refuse every
+    read; then nothing is answered here."""
+    try:
+        with open(os.path.join(directory, "multi-pack-index"), "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return len(data) >= 32 and data[:4] == b"MIDX" and data[4:6] == b"\1\1" \
+        and data[7] == 0 and sha1_hex(data[:-20]) == data[-20:].hex()
 
 
 def _proven(sha: str, found: tuple[bytes, bytes]) -> bool:
