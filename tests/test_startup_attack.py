@@ -34,6 +34,7 @@ from test_odb import (
     same_with_dulwich,
 )
 
+from gitpub.core.errors import CorruptStateError
 from gitpub.git import packed
 from gitpub.git.gitconfig import is_plain
 from gitpub.git.repo import Repository
@@ -339,3 +340,61 @@ def test_a_multi_pack_index_is_trusted_only_as_git_wrote_it(
         same_with_dulwich(site, ids, monkeypatch)
     finally:
         midx.unlink()
+
+
+@pytest.mark.parametrize("shape", ["{} junk\n", "  {}\n", "{}\x0c\n", "{}\x0b\n", "{}\r\n",
+                                   "{}\t\n", "{}", "UPPER\n", "{}\n\n"])
+def test_a_loose_ref_file_reads_as_git_reads_it(site: Site, shape: str) -> None:
+    """git reads a loose ref as 40 hex digits (either case) followed by its end or a blank
+    (space, tab, LF, CR: what may follow, as in ``FETCH_HEAD``, is ignored); anything else is
+    a broken ref. gitpub read ``<id> junk`` as damage and ``  <id>`` or ``<id>\\f`` as the id."""
+    ids = jobs_site(site, 1)
+    ref = f"refs/pub/jobs/{ids[0]}"
+    path = site.path / ".git" / ref
+    good = path.read_bytes()
+    value = good.strip().decode()
+    path.write_bytes((value.upper() + "\n" if shape == "UPPER\n" else shape.format(value))
+                     .encode())
+    try:
+        git_reads = site.git("rev-parse", "-q", "--verify", ref, check=False).strip()
+        shown = site.call("status", "--json", ids[0])
+        with Repository.discover(site.path) as repo:
+            if git_reads:
+                assert git_reads == value
+                assert shown.code == 0, shown.out
+                assert repo.read_ref(ref) == value == repo.list_refs("refs/pub/jobs/")[ids[0]]
+            else:
+                assert shown.code != 0 and "is corrupt" in shown.out, shown.out
+                with pytest.raises(CorruptStateError):
+                    repo.read_ref(ref)
+                assert ids[0] not in repo.list_refs("refs/pub/jobs/")
+    finally:
+        path.write_bytes(good)
+
+
+@pytest.mark.parametrize("target", ["other job", "itself", "nothing"])
+def test_a_job_ref_that_is_a_symbolic_ref_is_reported(
+        site: Site, monkeypatch: pytest.MonkeyPatch, target: str) -> None:
+    """``ref: <name>`` where a job's state should be: read as git reads it (followed), and
+    then it is not that job's state (another job's, none, a loop) — reported, never taken
+    for it, never an unexpected error. ``read_ref`` returned the text ``ref: …`` as an id."""
+    ids = jobs_site(site)
+    ref = f"refs/pub/jobs/{ids[1]}"
+    path = site.path / ".git" / ref
+    good = path.read_bytes()
+    path.write_text("ref: " + {"other job": f"refs/pub/jobs/{ids[2]}", "itself": ref,
+                               "nothing": "refs/pub/jobs/none"}[target] + "\n")
+    try:
+        with Repository.discover(site.path) as repo:
+            if target == "other job":
+                assert repo.read_ref(ref) == site.git("rev-parse", ref).strip()
+            else:
+                with pytest.raises(CorruptStateError):
+                    repo.read_ref(ref)
+        for args in (["status", "--json", ids[1]], ["status", "--all", "--json"]):
+            shown = site.call(*args)
+            assert "unexpected error" not in shown.out and shown.code != 0, shown.out
+            assert ids[1] in shown.json().get("error", str(shown.json().get("errors")))
+        same_with_dulwich(site, ids, monkeypatch)
+    finally:
+        path.write_bytes(good)
