@@ -35,7 +35,7 @@ from test_odb import (
 )
 
 from gitpub.core.errors import CorruptStateError
-from gitpub.git import packed
+from gitpub.git import odb, packed
 from gitpub.git.gitconfig import is_plain
 from gitpub.git.repo import Repository
 
@@ -398,3 +398,38 @@ def test_a_job_ref_that_is_a_symbolic_ref_is_reported(
         same_with_dulwich(site, ids, monkeypatch)
     finally:
         path.write_bytes(good)
+
+
+# -- git gc and git repack while status reads ---------------------------------------------------
+
+@pytest.mark.parametrize("when", ["before a loose read", "after a pack is mapped"])
+def test_git_gc_meanwhile_changes_nothing_status_prints(
+        site: Site, monkeypatch: pytest.MonkeyPatch, when: str) -> None:
+    """Real git packs the store in the middle of a read: ``git gc --prune=now`` just before
+    the reader opens a loose object (gone: it is in a new pack now), ``git repack -a -d`` once
+    the reader has mapped a pack (deleted: still mapped, still valid). Each read is the
+    object or dulwich's answer; here every one is still read without dulwich."""
+    ids = jobs_site(site)
+    if when == "after a pack is mapped":
+        site.git("gc", "-q")
+        ids.append(str(prepare(site, "late", "posts/late.md", article("late"))["job_id"]))
+    before = outputs(site, ids)
+    command = ["gc", "-q", "--prune=now"] if when == "before a loose read" else \
+        ["repack", "-q", "-a", "-d"]
+    runs: list[str] = []
+    hook = "_loose" if when == "before a loose read" else "_in_packs"
+    original = getattr(odb.ObjectReader, hook)
+
+    def meanwhile(self: odb.ObjectReader, *args: object, **kw: object) -> object:
+        if not runs and (hook == "_loose" or self._packs):
+            runs.append(site.git(*command))
+        return original(self, *args, **kw)
+
+    opened: list[bool] = []
+    monkeypatch.setattr(odb.ObjectReader, hook, meanwhile)
+    monkeypatch.setattr(Repository, "_open_dulwich",
+                        lambda self: opened.append(True) or pytest.fail("dulwich was asked"))
+    assert site.call("status", "--all", "--json").out == before[2][1]
+    assert runs
+    monkeypatch.undo()
+    assert outputs(site, ids) == before and not opened
