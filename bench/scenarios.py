@@ -551,19 +551,32 @@ def throughput(h: Harness, s: Sizes) -> list[Row]:
                 f"{n} x the mean time of one job", notes, [seq.total], singles, profile)]
 
 
-def two_writers(h: Harness, s: Sizes) -> list[Row]:
-    n = s.sequence_jobs
-    half = n // 2
-    dest = fresh_dir(h.sites / "two-writers")
+@dataclass
+class Race:
+    """Clones publishing to one remote at once: the remote, their publishers, the wall time."""
+
+    remote: Path
+    pubs: list[Publisher]
+    total: float
+
+    @property
+    def ids(self) -> list[str]:
+        return [j for p in self.pubs for j in p.job_ids]
+
+
+def race(h: Harness, name: str, node: str, nodes: int, per: int) -> Race:
+    """``nodes`` clones of one corpus remote, each publishing ``per`` jobs in its own thread;
+    checks that every job landed exactly once and is PUBLISHED in its clone."""
+    dest = fresh_dir(h.sites / name)
     remote = make_remote(h, corpus_template(h), dest)
-    sites = [make_site(h, remote, dest, "docs/bench", remote=remote, name=f"writer{w}")
-             for w in (1, 2)]
-    pubs = [Publisher(h, site, f"w{w}") for w, site in enumerate(sites, 1)]
+    sites = [make_site(h, remote, dest, "docs/bench", remote=remote, name=f"{node}{w}")
+             for w in range(1, nodes + 1)]
+    pubs = [Publisher(h, site, f"{node[0]}{w}") for w, site in enumerate(sites, 1)]
     errors: list[BaseException] = []
 
     def work(pub: Publisher) -> None:
         try:
-            for _ in range(half):
+            for _ in range(per):
                 pub.gitpub(retry=True)
         except BaseException as e:  # reported after the join
             errors.append(e)
@@ -577,10 +590,18 @@ def two_writers(h: Harness, s: Sizes) -> list[Row]:
     total = time.perf_counter() - t0
     if errors:
         raise errors[0]
-    ids = [j for p in pubs for j in p.job_ids]
-    landed_once(h, remote, ids)
+    result = Race(remote, pubs, total)
+    landed_once(h, remote, result.ids)
     for p in pubs:
         all_published(h, p.site.path, p.job_ids)
+    return result
+
+
+def two_writers(h: Harness, s: Sizes) -> list[Row]:
+    n = s.sequence_jobs
+    half = n // 2
+    r = race(h, "two-writers", "writer", 2, half)
+    pubs, total, ids = r.pubs, r.total, r.ids
     rounds = sum(_count_subjects(h, p.site.path, "rejected") for p in pubs)
     waits = sum(_count_subjects(h, p.site.path, "RETRY_WAIT:") for p in pubs)
     seq = one_writer(h, n)

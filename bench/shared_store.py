@@ -13,13 +13,12 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 
 from bench.archive import archive_site
 from bench.common import BenchError, Harness, fresh_dir, median, run, timed
-from bench.fixtures import Site, corpus_template, make_remote, make_site
+from bench.fixtures import Site, corpus_template, make_site
 from bench.scenarios import (
     PUBLISH_WHAT,
     Publisher,
@@ -28,8 +27,8 @@ from bench.scenarios import (
     _count_subjects,
     all_published,
     alternate,
-    landed_once,
     one_writer,
+    race,
 )
 
 SMALL_ARCHIVE = 10
@@ -98,33 +97,8 @@ def archive(h: Harness, s: Sizes) -> list[Row]:
 def three_nodes(h: Harness, s: Sizes) -> list[Row]:
     per = s.node_jobs
     n = 3 * per
-    dest = fresh_dir(h.sites / "three-nodes")
-    remote = make_remote(h, corpus_template(h), dest)
-    sites = [make_site(h, remote, dest, "docs/bench", remote=remote, name=f"node{w}")
-             for w in (1, 2, 3)]
-    pubs = [Publisher(h, site, f"n{w}") for w, site in enumerate(sites, 1)]
-    errors: list[BaseException] = []
-
-    def work(pub: Publisher) -> None:
-        try:
-            for _ in range(per):
-                pub.gitpub(retry=True)
-        except BaseException as e:  # reported after the join
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(p,)) for p in pubs]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    total = time.perf_counter() - t0
-    if errors:
-        raise errors[0]
-    ids = [j for p in pubs for j in p.job_ids]
-    landed_once(h, remote, ids)
-    for p in pubs:
-        all_published(h, p.site.path, p.job_ids)
+    r = race(h, "three-nodes", "node", 3, per)
+    pubs, total, remote = r.pubs, r.total, r.remote
     refs = h.git(remote, "for-each-ref", "--format=%(refname)", "refs/pub/jobs/").split()
     if len(refs) != n:
         raise BenchError(f"the remote has {len(refs)} job refs, expected {n}")

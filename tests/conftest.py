@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from netfaults import GitDaemon
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -176,3 +177,11 @@ def wait_stopped(pid: int, timeout: float = 60) -> None:
                 return
         time.sleep(0.02)
     raise AssertionError(f"process {pid} did not stop")
+
+
+@pytest.fixture
+def daemon(site: Site, tmp_path: Path) -> Iterator[GitDaemon]:
+    """The site's origin served by ``git daemon`` on 127.0.0.1 (a module may define its own)."""
+    with GitDaemon(tmp_path) as d:
+        site.git("remote", "set-url", "origin", d.url(site.remote.name))
+        yield d

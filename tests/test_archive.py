@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,12 +25,6 @@ ARCHIVE = "refs/pub/archive"
 FOLD = "archive_after: 1\n"
 FOLD_POINTS = [p for p in CRASH_POINTS if p.startswith("fold.")]
 
-
-@pytest.fixture
-def daemon(site: Site, tmp_path: Path) -> Iterator[GitDaemon]:
-    with GitDaemon(tmp_path) as d:
-        site.git("remote", "set-url", "origin", d.url(site.remote.name))
-        yield d
 
 
 def publish(site: Site, keys: list[str]) -> list[str]:

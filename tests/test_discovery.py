@@ -241,8 +241,10 @@ def test_git_dir_from_a_subdirectory_never_publishes_every_file_as_deleted(site:
     (site.path / "posts/welcome.md").write_text(article("edited"))
     env = {"GIT_DIR": str(site.path / ".git")}
     before = site.git("rev-parse", "main"), site.git("status", "--porcelain=v2")
+    dry = pub(site.path / "posts", "sync", "--dry-run", "--json", env=site.env, extra=env)
     r = pub(site.path / "posts", "sync", "--json", env=site.env, extra=env)
     assert r.code == 4, r.out + r.err
+    assert dry.code == 0 and "GIT_DIR is set without GIT_WORK_TREE" in dry.out, dry.out
     (line,) = r.json()["commits"]
     assert line["status"] == "refused" and line["uncommitted"] is True
     assert "GIT_DIR is set without GIT_WORK_TREE" in line["reason"]

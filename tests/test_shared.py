@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,13 +22,6 @@ from test_delivery import article, prepare, remote_job_ids
 JOBS = "refs/pub/jobs/"
 FAST = "retry: {max_attempts: 50, backoff_base: 0.01, backoff_max: 0.02}\n"
 
-
-@pytest.fixture
-def daemon(site: Site, tmp_path: Path) -> Iterator[GitDaemon]:
-    """The site's origin served by git daemon on 127.0.0.1."""
-    with GitDaemon(tmp_path) as d:
-        site.git("remote", "set-url", "origin", d.url(site.remote.name))
-        yield d
 
 
 def node(site: Site, tmp_path: Path, name: str, extra: str = "") -> Site:

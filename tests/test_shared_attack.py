@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +27,6 @@ from test_shared import FAST, JOBS, assert_store_agrees, branch_tip, node, remot
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
-
-@pytest.fixture
-def daemon(site: Site, tmp_path: Path) -> Iterator[GitDaemon]:
-    with GitDaemon(tmp_path) as d:
-        site.git("remote", "set-url", "origin", d.url(site.remote.name))
-        yield d
 
 
 def no_traceback(*texts: str) -> None:
@@ -79,8 +73,8 @@ def claimed_and_killed(site: Site, key: str, path: str, text: str) -> str:
     return job_id
 
 
-def all_refs_text(site: Site, repos: list[Path]) -> str:
-    """Every ref name, and every message and job.json under refs/pub and refs/notes."""
+def all_refs_text(repos: list[Path]) -> str:
+    """Every ref name, and every commit message under refs/pub and refs/notes."""
     out = []
     for repo in repos:
         out.append(git(repo, "for-each-ref", "--format=%(refname)"))
@@ -229,6 +223,8 @@ def test_a_hostile_lease_holder_reaches_no_terminal_and_no_ref(
         history = git(repo, "log", "--format=%B", f"{JOBS}{job_id}")
         assert SECRET not in history and "\x1b" not in history, history
         assert len(history) < 50_000
+    text = all_refs_text([c.path, site.path, site.remote])
+    assert SECRET not in text and "\x1b" not in text
 
 
 # -- a person on one clone, a take-over on another -------------------------------------------
@@ -285,21 +281,27 @@ def refuse(site: Site, hook: str, pattern: str) -> Path:
     return path
 
 
+def refused_push(site: Site, hook: str, refs: str, code: int) -> tuple[str, Path, Any]:
+    """One prepared job pushed to a remote whose ``hook`` refuses ``refs``: exit ``code``,
+    no traceback, the branch unchanged. (job id, the hook's path, the run)."""
+    job_id = str(prepare(site, "k1", "posts/a.md", article("a"))["job_id"])
+    before = branch_tip(site)
+    path = refuse(site, hook, refs)
+    r = site.run("push")
+    no_traceback(r.out, r.err)
+    assert r.code == code, r.out + r.err
+    assert branch_tip(site) == before
+    return job_id, path, r
+
+
 @pytest.mark.parametrize("hook", ["pre-receive", "update"])
 def test_a_remote_refusing_the_job_store_stops_clearly(site: Site, daemon: GitDaemon,
                                                        hook: str) -> None:
     """The server refuses ``refs/pub/*`` (a protected-refs rule): delivery stops with exit 2
     and a hint naming refs/pub, nothing on the branch, no attempt used; once allowed, the job
     is published once."""
-    data = prepare(site, "k1", "posts/a.md", article("a"))
-    job_id = str(data["job_id"])
-    before = branch_tip(site)
-    path = refuse(site, hook, "refs/pub/*")
-    r = site.run("push")
-    no_traceback(r.out, r.err)
-    assert r.code == 2, r.out + r.err
+    job_id, path, r = refused_push(site, hook, "refs/pub/*", 2)
     assert "refs/pub" in r.err and "hint:" in r.err, r.err
-    assert branch_tip(site) == before
     status = site.call("status", "--json", job_id).json()
     assert status["state"] == "LOCAL_COMMITTED" and status["attempt"] == 0, status
     path.unlink()
@@ -314,14 +316,7 @@ def test_a_remote_refusing_the_branch_is_a_rejection_not_a_race(site: Site, daem
     """The server accepts the job store but refuses the branch (branch protection): the
     atomic push is refused as a whole. That is a rejection — one attempt, RETRY_WAIT naming
     the refusal, exit 5 — not eight rounds of "the remote moved" rebases."""
-    data = prepare(site, "k1", "posts/a.md", article("a"))
-    job_id = str(data["job_id"])
-    before = branch_tip(site)
-    path = refuse(site, hook, "refs/heads/*")
-    r = site.run("push")
-    no_traceback(r.out, r.err)
-    assert r.code == 5, r.out + r.err
-    assert branch_tip(site) == before
+    job_id, path, r = refused_push(site, hook, "refs/heads/*", 5)
     status = site.call("status", "--json", job_id).json()
     assert status["state"] == "RETRY_WAIT" and status["attempt"] == 1, status
     assert "protected" in str(status["failure_detail"]) or "declined" in str(

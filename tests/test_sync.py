@@ -259,6 +259,27 @@ def test_held_commits_stay_local_and_the_content_around_them_lands(site: Site,
     assert r.code == 0 and statuses(r) == ["held"]
 
 
+def test_a_held_commit_is_replayed_as_git_would_stamp_it(site: Site, tmp_path: Path,
+                                                          monkeypatch: Any) -> None:
+    """The replayed held commit is committed by whom and when git says
+    (``GIT_COMMITTER_NAME``/``EMAIL``/``DATE``, any date format git reads, its time zone);
+    its author stays the person's, byte for byte."""
+    other = other_writer(tmp_path, site)
+    commit_file(other, "posts/theirs.md", article("theirs"))
+    held = hand_commit(site, "README.md", "mine, not content\n", "my readme")
+    author = site.git("log", "-1", "--format=%an <%ae> %ad", "--date=raw", held).strip()
+    hand_commit(site, "posts/two.md", article("two"))
+    for name, value in (("GIT_COMMITTER_NAME", "Rebaser"), ("GIT_COMMITTER_EMAIL", "r@ex.org"),
+                        ("GIT_COMMITTER_DATE", "2021-03-04 05:06:07 +0530")):
+        monkeypatch.setenv(name, value)
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    replayed = site.git("log", "-1", "--format=%s%n%cn <%ce> %cd%n%an <%ae> %ad",
+                        "--date=raw", "main").splitlines()
+    assert replayed == ["my readme", "Rebaser <r@ex.org> 1614814567 +0530", author]
+    assert git(site.path, "var", "GIT_COMMITTER_IDENT") == replayed[1] + "\n"
+
+
 def test_a_held_commit_the_remote_conflicts_with_stops_sync(site: Site,
                                                             tmp_path: Path) -> None:
     other = other_writer(tmp_path, site)

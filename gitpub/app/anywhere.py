@@ -28,13 +28,10 @@ def find_anywhere(ctx: Context, ref: str) -> Job:
     fetched, only ``refs/pub/*`` and the branch — so that any clone shows any job. Read only:
     nothing is adopted here."""
     try:
-        return find_job(ctx.store, ref)
+        return find_here(ctx, ref)
     except UsageError as missing:
         if not missing.message.startswith("no job"):
             raise
-        archived = _in_archive(ctx, ref)
-        if archived is not None:
-            return archived
         # only now: a job of this clone costs `status`/`log` no delivery code (a fast start)
         from gitpub.delivery.shared import Shared
         from gitpub.git.remote import RemoteConfigError, RemoteError

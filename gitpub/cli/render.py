@@ -214,7 +214,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
     pending = plan.hand_edits
     edits = None if pending is None else {
         "uncommitted": list(pending.uncommitted), "unpushed": list(pending.unpushed),
-        "left_alone": sorted(pending.foreign)}
+        "left_alone": sorted(pending.foreign), "refused": pending.refused}
     return {"dry_run": True, "remote_tip": plan.remote_tip, "fetched_tip": plan.fetched_tip,
             "jobs": [{"job_id": s.job.job_id, "state": s.job.state.value,
                       "target_paths": list(s.job.record.target_paths), "action": s.action,
@@ -231,7 +231,10 @@ def plan_text(plan: Plan) -> str:
                      f"{', '.join(s.job.record.target_paths)}\n    {s.detail}")
     pending = plan.hand_edits
     if pending is not None:
-        if pending.uncommitted:
+        if pending.refused is not None:
+            lines.append(f"hand edits: would refuse {len(pending.uncommitted)} content "
+                         f"path(s): {pending.refused}")
+        elif pending.uncommitted:
             lines.append(f"hand edits: would commit {len(pending.uncommitted)} content path(s): "
                          + ", ".join(pending.uncommitted[:5]))
         deliverable = [c for c in pending.unpushed if c not in pending.foreign]

@@ -29,7 +29,6 @@ rediscovered from git on each run.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -150,7 +149,7 @@ def _uncommitted(ctx: Context, local: str) -> tuple[Unpushed | None, str | None]
     if busy is not None:
         return None, f"uncommitted content changes left alone: {busy} is in progress"
     commit = classify(ctx, build_uncommitted(repo, local, changed), (local,), uncommitted=True)
-    stranger = _unrecorded_work_tree(repo)
+    stranger = unrecorded_work_tree(repo)
     if stranger is not None:
         commit = replace(commit, role=Role.REFUSED, reason=stranger)
     elif partial and commit.role != Role.REFUSED:
@@ -162,7 +161,7 @@ def _uncommitted(ctx: Context, local: str) -> tuple[Unpushed | None, str | None]
     return commit, None
 
 
-def _unrecorded_work_tree(repo: Repository) -> str | None:
+def unrecorded_work_tree(repo: Repository) -> str | None:
     """Why the working tree is not one to commit from: ``GIT_DIR`` was set without
     ``GIT_WORK_TREE`` and no ``core.worktree``, so git took the current directory as the top,
     and it is none of the repository's own checkouts (from a subdirectory, every file there
@@ -341,13 +340,14 @@ def _newest(repo: Repository, jobs: dict[str, Job], tip: str | None) -> str | No
 
 def rebuild_local(ctx: Context, planned: Plan, start: str, base: str | None) -> str:
     """Move the local branch from ``start`` to ``base`` with the held commits replayed on top
-    (their author and message kept, committed now by this user): what ``git pull --rebase``
+    (their author and message kept, committed now by this user, as git's own
+    ``GIT_COMMITTER_*`` say): what ``git pull --rebase``
     would make of it, minus the commits that are now on the remote."""
     repo, branch = ctx.repo, ctx.config.branch
     if base is None:
         return f"local {branch} left as it was: the remote commit is unknown"
     head, tree = base, repo.commit(base).tree
-    identity, now = repo.user_identity(), int(time.time())
+    identity, now, zone = repo.committer_now()
     held = [c for c in planned.commits if c.role == Role.HELD]
     for commit in held:
         new_tree, problems = replay(repo, tree, commit.changes)
@@ -356,7 +356,7 @@ def rebuild_local(ctx: Context, planned: Plan, start: str, base: str | None) -> 
                     f"applies on the remote ({'; '.join(problems)}); run `git pull --rebase`")
         head = repo.rewrite_commit(commit.sha, tree=new_tree, parents=[head],
                                    message=repo.commit(commit.sha).message, committer=identity,
-                                   when=now)
+                                   when=now, timezone=zone)
         tree = new_tree
     crash_point("sync.local-rebuilt")
     moved = move_branch(repo, branch, start, head, then="git pub sync")
@@ -409,6 +409,7 @@ class Pending:
     uncommitted: list[str] = field(default_factory=list)  # content paths changed in the tree
     unpushed: list[str] = field(default_factory=list)  # local commits not on the remote
     foreign: dict[str, list[str]] = field(default_factory=dict)  # commit -> non-content paths
+    refused: str | None = None  # why the uncommitted changes would not be committed
 
     @property
     def empty(self) -> bool:
@@ -421,6 +422,8 @@ def discover(ctx: Context, remote_tip: str | None) -> Pending:
     pending = Pending()
     if repo.work_tree is not None and repo.head_ref() == f"refs/heads/{config.branch}":
         pending.uncommitted = sorted(set().union(*uncommitted_paths(repo, config.is_content)))
+        if pending.uncommitted:
+            pending.refused = unrecorded_work_tree(repo)
     local = repo.read_ref(f"refs/heads/{config.branch}")
     rows = None if local is None or remote_tip is None else unpushed(repo, local, remote_tip)
     for sha, parents in rows or []:

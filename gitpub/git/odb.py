@@ -248,7 +248,7 @@ class ObjectReader:
 
     def read(self, sha: str) -> tuple[bytes, bytes] | None:
         """The type (``b"blob"``, …) and content of object ``sha``, or None."""
-        if len(sha) != 40 or not set(sha.encode("ascii", "replace")) <= _HEX:
+        if not _is_hex_id(sha):
             return None
         found = self._in_packs(sha, rescan=False)
         if found is _NOT_PACKED:
@@ -261,6 +261,8 @@ class ObjectReader:
 
     def contains(self, sha: str) -> bool:
         """Whether the object is here, loose or packed (False: not known here)."""
+        if not _is_hex_id(sha):
+            return False
         if os.path.exists(os.path.join(self.objects, sha[:2], sha[2:])):
             return True
         raw = bytes.fromhex(sha)
@@ -397,6 +399,10 @@ def _proven(sha: str, found: tuple[bytes, bytes]) -> bool:
     content is that id."""
     kind, data = found
     return sha1_hex(b"%s %d\0%s" % (kind, len(data), data)) == sha
+
+
+def _is_hex_id(sha: str) -> bool:
+    return len(sha) == 40 and set(sha.encode("ascii", "replace")) <= _HEX
 
 
 def _safe_offset(pack: Pack, raw: bytes) -> int | None:

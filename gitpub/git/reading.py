@@ -62,15 +62,7 @@ class ObjectReading:
         return found[1]
 
     def blob(self, sha: str) -> bytes:
-        data = self._typed(sha, b"blob")
-        if data is not None:
-            return data
-        from dulwich.objects import Blob
-
-        obj = self._get(sha)
-        if not isinstance(obj, Blob):
-            raise CorruptStateError(f"object {sha} is a {obj.type_name.decode()}, not a blob")
-        return bytes(obj.as_raw_string())
+        return self._raw_of(sha, b"blob")
 
     def tree_items(self, sha: str) -> list[tuple[str, Entry]]:
         data = self._typed(sha, b"tree")
@@ -178,14 +170,18 @@ class ObjectReading:
     def raw_tree(self, sha: str) -> bytes:
         """A tree object's content exactly as stored (dulwich's parsed view drops duplicate
         entries; ``git.treecheck`` must see them)."""
-        data = self._typed(sha, b"tree")
+        return self._raw_of(sha, b"tree")
+
+    def _raw_of(self, sha: str, kind: bytes) -> bytes:
+        """An object's content, which must be of type ``kind``: by the fast reader, else
+        dulwich's."""
+        data = self._typed(sha, kind)
         if data is not None:
             return data
-        from dulwich.objects import Tree
-
         obj = self._get(sha)
-        if not isinstance(obj, Tree):
-            raise CorruptStateError(f"object {sha} is a {obj.type_name.decode()}, not a tree")
+        if obj.type_name != kind:
+            raise CorruptStateError(f"object {sha} is a {obj.type_name.decode()}, "
+                                    f"not a {kind.decode()}")
         return bytes(obj.as_raw_string())
 
     def is_signed(self, sha: str) -> bool:

@@ -437,10 +437,15 @@ class Remote:
     def ls_remote(self) -> str | None:
         """The remote branch's tip as the remote says now, without fetching anything (no
         object and no ref written: what ``--dry-run`` may use). None: no such branch."""
-        self.check()
         ref = f"refs/heads/{self.branch}"
+        return self.list_refs([ref]).get(ref)
+
+    def list_refs(self, patterns: list[str]) -> dict[str, str]:
+        """The remote's refs named by ``patterns`` (a full ref name, or a prefix ending in
+        ``*``), as the remote says now: name -> id. Nothing is fetched or written."""
+        self.check()
         try:
-            proc = self._git(["ls-remote", "--heads", self.remote, ref], self.fetch_timeout)
+            proc = self._git(["ls-remote", self.remote, *patterns], self.fetch_timeout)
         except subprocess.TimeoutExpired:
             raise RemoteError(f"ls-remote of {sanitize(self.remote)} timed out") from None
         err = proc.stderr.decode("utf-8", "replace")
@@ -450,11 +455,17 @@ class Remote:
                 raise wrong
             raise RemoteError(f"ls-remote of {sanitize(self.remote)} failed: "
                               f"{_last_line(err)}")
-        for line in proc.stdout.decode("ascii", "replace").splitlines():
+        out: dict[str, str] = {}
+        for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
             sha, _, name = line.partition("\t")
-            if name == ref:
-                return sha
-        return None
+            if any(_named(p, name) for p in patterns):
+                out[name] = sha
+        return out
+
+
+def _named(pattern: str, name: str) -> bool:
+    """``ls-remote`` matches patterns against the ends of names; this is the exact match."""
+    return name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
 
 
 def _is_repository(path: Path) -> bool:

@@ -247,6 +247,15 @@ class Repository(ObjectReading, ObjectWriter):
         )
         return Identity(name.replace("<", "").replace(">", ""), email.strip("<> "))
 
+    def committer_now(self) -> tuple[Identity, int, int]:
+        """Who commits now, when, and in which time zone (seconds east of UTC), as git itself
+        says (``git var GIT_COMMITTER_IDENT``: ``GIT_COMMITTER_NAME``/``EMAIL``/``DATE``, the
+        configuration): what ``git rebase`` stamps on a commit it replays. When git cannot say
+        (no identity it accepts, a date it cannot read), this user at this time, in UTC."""
+        proc = self.git("var", "GIT_COMMITTER_IDENT", timeout=30)
+        found = _ident(proc.stdout) if proc.returncode == 0 else None
+        return found or (self.user_identity(), int(time.time()), 0)
+
     # -- refs ------------------------------------------------------------------------------
 
     def read_ref(self, name: str) -> str | None:
@@ -388,3 +397,17 @@ _lock_crash_points()
 
 def empty_ref_value() -> str:
     return ZERO_ID
+
+
+def _ident(out: bytes) -> tuple[Identity, int, int] | None:
+    """``Name <email> 1700000000 +0100`` (what ``git var`` prints) as its parts, or None."""
+    head, sep, tail = out.rstrip(b"\n").rpartition(b"> ")
+    name, lt, email = head.partition(b" <")
+    when, _, zone = tail.partition(b" ")
+    if not (sep and lt) or b"<" in email or len(zone) != 5 or zone[:1] not in b"+-":
+        return None
+    if not (when.lstrip(b"-").isdigit() and zone[1:].isdigit()):
+        return None
+    offset = (int(zone[1:3]) * 60 + int(zone[3:])) * 60
+    return (Identity(name.decode("utf-8", "replace"), email.decode("utf-8", "replace")),
+            int(when), -offset if zone[:1] == b"-" else offset)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from gitpub.git.fetchdir import (
     mirror_ref,
     read_loose,
 )
-from gitpub.git.remote import Remote, RemoteConfigError, RemoteError, misconfiguration
+from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
 
 #: The remote's job store: everything gitpub keeps on a remote under this prefix.
 REMOTE_PREFIX = "refs/pub/"
@@ -170,7 +169,7 @@ def fetch_records(remote: Remote, depth: int, *, jobs: bool = True) -> None:
     else:
         failed = None
     patterns = ([f"{REMOTE_PREFIX}jobs/*"] if jobs else []) + [f"{REMOTE_PREFIX}archive"]
-    if _ls_remote(remote, patterns):
+    if remote.list_refs(patterns):
         raise failed or RemoteError(f"fetch of the job store from {sanitize(remote.remote)} "
                                     "failed")
     stale = {f"jobs/{k}": v for k, v in repo.list_refs(prefix + "jobs/").items()} if jobs \
@@ -180,29 +179,3 @@ def fetch_records(remote: Remote, depth: int, *, jobs: bool = True) -> None:
         stale["archive"] = archive
     for name, sha in stale.items():
         repo.delete_ref(prefix + name, sha)
-
-
-def _matches(pattern: str, name: str) -> bool:
-    return name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
-
-
-def _ls_remote(remote: Remote, patterns: list[str]) -> dict[str, str]:
-    remote.check()
-    try:
-        proc = remote.repo.git("ls-remote", remote.remote, *patterns,
-                               timeout=remote.fetch_timeout)
-    except subprocess.TimeoutExpired:
-        raise RemoteError(f"ls-remote of {sanitize(remote.remote)} timed out") from None
-    err = proc.stderr.decode("utf-8", "replace")
-    if proc.returncode != 0:
-        wrong = misconfiguration(remote.remote, err)
-        if wrong is not None:
-            raise wrong
-        raise RemoteError(f"ls-remote of {sanitize(remote.remote)} failed: "
-                          f"{sanitize(err.strip())[-300:]}")
-    out: dict[str, str] = {}
-    for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
-        sha, _, name = line.partition("\t")
-        if any(_matches(p, name) for p in patterns):
-            out[name] = sha
-    return out

@@ -188,11 +188,13 @@ class ObjectWriter:
         return _s(c.id)
 
     def rewrite_commit(self, original: str, *, tree: str, parents: Sequence[str],
-                       message: bytes, committer: Identity, when: int) -> str:
+                       message: bytes, committer: Identity, when: int,
+                       timezone: int = 0) -> str:
         """``original`` with a new tree, parents and message, committed by ``committer`` at
-        ``when``: what ``git rebase`` makes of a commit. Its author (name, e-mail, date and time
-        zone, byte for byte) and its encoding are kept; a signature is dropped (it would no
-        longer verify). Written durably; nothing points at it yet."""
+        ``when`` (``timezone``: seconds east of UTC): what ``git rebase`` makes of a commit.
+        Its author (name, e-mail, date and time zone, byte for byte) and its encoding are kept;
+        a signature is dropped (it would no longer verify).
+        Written durably; nothing points at it yet."""
         from dulwich.objects import Commit
 
         old = self._get(original)
@@ -207,7 +209,7 @@ class ObjectWriter:
         c._author_timezone_neg_utc = old._author_timezone_neg_utc
         c.committer = committer.as_bytes()
         c.commit_time = when
-        c.commit_timezone = 0
+        c.commit_timezone = timezone
         c.encoding = old.encoding
         c.message = message
         self.store([c])
