@@ -433,3 +433,32 @@ def test_git_gc_meanwhile_changes_nothing_status_prints(
     assert runs
     monkeypatch.undo()
     assert outputs(site, ids) == before and not opened
+
+
+# -- a hostile job.json, read both ways --------------------------------------------------------
+
+HOSTILE = {"nested": b"[" * 100_000 + b"]" * 100_000, "NUL": b'{"format": 1,\0 "x": 1}',
+           "not UTF-8": b'{"format": 1, "author": "\xe9"}', "escapes": b'{"format": 1, '
+           b'"author": "\\u001b[31m\\u202e\\ud800"}', "long number": b'{"format": ' + b"9" * 5000
+           + b"}", "big": b'{"format": 1, "author": "' + b"x" * (1 << 20) + b'"}'}
+
+
+def test_a_hostile_record_reads_the_same_both_ways_and_is_reported(
+        site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another clone's (or a hand's) ``job.json`` may be anything: both ways print the same
+    bytes — one job's error, named, never an unexpected error or a traceback."""
+    ids = jobs_site(site, 2)
+    ref = f"refs/pub/jobs/{ids[1]}"
+    state = site.git("rev-parse", ref).strip()
+    entries = site.git("ls-tree", state)
+    record = site.git("rev-parse", f"{ref}:job.json").strip()
+    for name, data in HOSTILE.items():
+        blob = site.git("hash-object", "-w", "--stdin", input=data).strip()
+        tree = site.git("mktree", input=entries.replace(record, blob).encode()).strip()
+        site.git("update-ref", ref, site.git("commit-tree", tree, "-p", state, "-m",
+                                             f"hostile: {name}").strip())
+        shown = site.call("status", "--json", ids[1])
+        assert shown.code != 0 and ids[1] in shown.out, (name, shown.out)
+        assert "unexpected error" not in shown.out and "Traceback" not in shown.err, name
+        same_with_dulwich(site, ids, monkeypatch)
+    site.git("update-ref", ref, state)
