@@ -217,3 +217,22 @@ def test_a_prefix_switch_over_two_pushes_keeps_the_old_prefix_checked(
     r = ci_clone(site, tmp_path, "ci2").run("confirm", "--json")
     assert r.code == 1 and r.json()["bad"] == [bad], r.out
     assert r.json()["prefixes"][:1] == ["Other"] and "Site" in r.json()["prefixes"]
+
+
+def test_a_replace_ref_does_not_hide_a_tampered_publication(site: Site, tmp_path: Path) -> None:
+    """C git follows ``refs/replace/*`` (``git replace``): a replace ref that swaps the
+    tampered commit for a harmless one would make confirm's walk read the harmless one. Every
+    git gitpub runs reads the objects as stored (``GIT_NO_REPLACE_OBJECTS``), so the tampered
+    commit is BAD with the replace ref fetched into the CI clone too."""
+    (good,) = publish(site, 1)
+    evil, bad = tamper_on_top(site, tmp_path, good)
+    git(evil, "reset", "-q", "--hard", good)
+    harmless = commit_as(evil, b"An ordinary change\n", {"notes.txt": "hello\n"})
+    git(evil, "reset", "-q", "--hard", bad)
+    git(evil, "replace", bad, harmless)
+    git(evil, "push", "-q", "origin", "HEAD:main", "refs/replace/*:refs/replace/*")
+    ci = ci_clone(site, tmp_path, "ci", depth=None)
+    git(ci.path, "fetch", "-q", "origin", "refs/replace/*:refs/replace/*")
+    assert git(ci.path, "log", "-1", "--format=%s", "main").strip() == "An ordinary change"
+    r = ci.run("confirm", "--json")
+    assert r.code == 1 and r.json()["bad"] == [bad], r.out

@@ -42,7 +42,34 @@ def fallback_hint(error: GitpubError, args: Sequence[str], commands: Collection[
 
 
 def guarded(body: Callable[[], int], args: Sequence[str], commands: Collection[str]) -> int:
-    """``body()``'s exit code; whatever it raises, reported as the command line reports it."""
+    """``body()``'s exit code; whatever it raises, reported as the command line reports it.
+    A reader that went away (``git pub status | head -1``: a broken pipe, while the command
+    wrote or while it reported an error) ends the run quietly with exit 1, as click ends it
+    (``click.BaseCommand.main``) — the quick way must not print what the option parser does
+    not."""
+    try:
+        return _guarded(body, args, commands)
+    except BrokenPipeError:
+        _silence_broken_streams()
+        return EXIT_ERROR
+
+
+def _silence_broken_streams() -> None:
+    """Point stdout and stderr at the null device: the interpreter flushes them at exit, and
+    a flush into the broken pipe would print ``Exception ignored … BrokenPipeError``."""
+    import contextlib
+    import sys
+
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(AttributeError, OSError, ValueError):  # not a file
+                os.dup2(null, stream.fileno())
+    finally:
+        os.close(null)
+
+
+def _guarded(body: Callable[[], int], args: Sequence[str], commands: Collection[str]) -> int:
     debug = "--debug" in args or os.environ.get("GITPUB_DEBUG") == "1"
     as_json = "--json" in args
     start = os.getcwd()
@@ -60,6 +87,8 @@ def guarded(body: Callable[[], int], args: Sequence[str], commands: Collection[s
                      "run the same command again: it reads the job afresh (`git pub status` "
                      "shows where it stands now)", as_json, EXIT_UNCONFIRMED)
         return EXIT_UNCONFIRMED
+    except BrokenPipeError:
+        raise  # not the command's failure: ``guarded`` ends the run quietly
     except Exception as e:
         if debug:
             import traceback

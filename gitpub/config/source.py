@@ -34,9 +34,12 @@ if TYPE_CHECKING:
 
 
 def validator_stamp() -> str | None:
-    """What identifies this validator: the size and modification time of each of its source
-    files; None when one cannot be found (then nothing is trusted without validation)."""
-    parts = []
+    """What identifies this validator: gitpub's version, and the size and modification time of
+    each of its source files (an upgrade that kept both still changes the version); None when
+    one cannot be found (then nothing is trusted without validation)."""
+    from gitpub import __version__
+
+    parts = [f"gitpub:{__version__}"]
     for name in VALIDATOR:
         try:
             st = os.stat(os.path.join(_PACKAGE, name))

@@ -4,14 +4,17 @@ Opening a repository with dulwich costs ~40 ms of imports; ``status`` needs none
 repository is an ordinary one. Ordinary is decided here, from the repository's own ``config``
 file (the one dulwich reads when it opens a repository), by a scan that understands only the
 common shapes of git's format and says *not plain* for anything else: an ``[extensions]``
-section (``objectFormat``, ``refStorage``, ``worktreeConfig``, …), an include, ``core.worktree``,
-``core.bare`` set to true, a ``repositoryformatversion`` other than 0 or 1, any ``core`` key
-but the everyday ones that dulwich does not read when it opens a repository (it parses
-compression levels, size limits and more, and refuses a value it cannot parse; it limits the
-size of a loose object it inflates to ``core.bigFileThreshold``), any ``pack`` or ``repack``
+section (``objectFormat``, ``refStorage``, ``worktreeConfig``, …), an include,
+``core.worktree``, ``core.bare`` set to true, a ``repositoryformatversion`` other than 0 or 1,
+any ``core`` key but the everyday ones that dulwich does not read when it opens a repository (it
+parses compression levels, size limits and more, and refuses a value it cannot parse; it limits
+the size of a loose object it inflates to ``core.bigFileThreshold``), any ``pack`` or ``repack``
 setting, a line continued with a backslash, a key after a section header on one line, a line it
-cannot parse. Not plain means: open the repository the full way, with dulwich, exactly as
-before (``Repository``), so that whatever dulwich would accept or refuse there, it still does.
+cannot parse. Lines end where git and dulwich end them, at LF only (a form feed or U+2028 in a
+comment does not start a new line, so it cannot hide a ``[core]`` setting behind a header that
+git never sees), and names are ASCII, as git's are. Not plain means: open the repository the
+full way, with dulwich, exactly as before (``Repository``), so that whatever dulwich would
+accept or refuse there, it still does.
 """
 
 from __future__ import annotations
@@ -33,25 +36,31 @@ _EVERYDAY = {"filemode", "logallrefupdates", "ignorecase", "precomposeunicode", 
 _NOT_PLAIN = ("include", "includeif", "extensions", "pack", "repack")
 
 
+def _is_name_char(c: str) -> bool:
+    """A character git allows in a section or key name: ASCII letters, digits and ``-`` (not
+    the other letters ``str.isalnum`` knows, nor those ``str.lower`` maps onto ASCII)."""
+    return c.isascii() and (c.isalnum() or c == "-")
+
+
 def _value(raw: str) -> str | None:
     """A value without its trailing comment; None when it is quoted or escaped (not plain)."""
     for mark in ("#", ";"):
         raw = raw.split(mark, 1)[0]
     if '"' in raw or "\\" in raw:
         return None
-    return raw.strip()
+    return raw.strip(_BLANKS)
 
 
 def _header(line: str) -> str | None:
     """The section name of a ``[section]`` or ``[section "sub"]`` line (lower case, the
     subsection dropped); None for any other shape."""
     end = line.find("]")
-    rest = line[end + 1:].strip() if end > 0 else "x"
+    rest = line[end + 1:].strip(_BLANKS) if end > 0 else "x"
     if rest and rest[0] not in "#;":
         return None
-    inner = line[1:end].strip()
+    inner = line[1:end].strip(_BLANKS)
     name, _, sub = inner.partition(" ")
-    if not name or not all(c.isalnum() or c in "-." for c in name):
+    if not name or not all(_is_name_char(c) or c == "." for c in name):
         return None
     if sub and not (sub.startswith('"') and sub.endswith('"') and len(sub) >= 2):
         return None
@@ -76,10 +85,15 @@ def is_plain(path: str, *, bare_matters: bool = True) -> bool:
     return _plain_text(text, bare_matters)
 
 
+#: The blanks git skips around names and values (its ``isspace``): not the form feed, vertical
+#: tab or Unicode spaces that ``str.strip`` would also remove.
+_BLANKS = " \t\r"
+
+
 def _plain_text(text: str, bare_matters: bool) -> bool:
     section: str | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
+    for raw in text.split("\n"):  # git and dulwich end a line at LF only: not splitlines()
+        line = raw.strip(_BLANKS)
         if not line or line[0] in "#;":
             continue
         if line.endswith("\\"):
@@ -92,8 +106,8 @@ def _plain_text(text: str, bare_matters: bool) -> bool:
         if section is None:
             return False
         key, _, raw_value = line.partition("=")
-        key = key.strip().lower()
-        if not key or not all(c.isalnum() or c == "-" for c in key):
+        key = key.strip(_BLANKS).lower()
+        if not key or not all(_is_name_char(c) for c in key):
             return False
         if section == "core" and not ((key == "bare" and not bare_matters)
                                       or _plain_core(key, raw_value)):

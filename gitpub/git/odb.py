@@ -2,13 +2,16 @@
 
 ``git pub status`` reads a few dozen small objects (a job's state commit, its tree, its
 ``job.json``); importing dulwich to do it cost more than everything else the command does. This
-reader answers from the files git writes — a loose object (``objects/xx/…``, zlib), or an
-entry of a pack found through its version-2 ``.idx`` (deltas applied) — and returns an object
-only after hashing it: the SHA-1 of ``<type> <size>\\0<content>`` must be the id asked for. So
-an answer is the object or nothing; it cannot be a wrong object. Nothing (``None``) means "ask
+reader answers from the files git writes — a loose object (``objects/xx/…``, zlib), or an entry
+of a pack found through its version-2 ``.idx`` (deltas applied) — and returns an object only
+after hashing it: the SHA-1 of ``<type> <size>\\0<content>`` must be the id asked for. So an
+answer is the object or nothing; it cannot be a wrong object. Nothing (``None``) means "ask
 dulwich": a missing object (maybe in an alternate, or gone), a damaged one, an index version it
-does not know, anything unusual. Then ``Repository`` asks dulwich, which answers — or fails —
-exactly as it always did; the error a person sees for a damaged object stays dulwich's.
+does not know, a pack that does not match its index, anything unusual. It looks where dulwich
+looks, in its order (the packs, then the loose object), so that it answers only where dulwich
+would answer the same: a damaged pack entry is dulwich's error even when a loose copy is good.
+Then ``Repository`` asks dulwich, which answers — or fails — exactly as it always did; the error
+a person sees for a damaged object stays dulwich's.
 
 The parsers (``parse_commit``, ``parse_tree``) are as strict in the same way: they accept the
 plain shape gitpub's own objects have (no signature or other extra headers, octal modes, no
@@ -143,6 +146,11 @@ class Pack:
         if len(idx) < self.large_at + 40:
             self.close()
             raise Unreadable("truncated pack index")
+        #: The pack is not the one its index describes (another object count, another
+        #: trailer): git refuses it ("does not match index"), dulwich raises on its first read
+        #: from it. Its index still says which objects are there: those are dulwich's to read.
+        self.damaged = len(self.pack) < 32 or self.pack[-20:] != idx[-40:-20] \
+            or int.from_bytes(self.pack[8:12], "big") != self.count
 
     def close(self) -> None:
         self.idx.close()
@@ -209,15 +217,25 @@ def _map(path: str) -> mmap.mmap:
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
+#: ``ObjectReader._in_packs``: no pack has the object (then it may be loose).
+_NOT_PACKED = (b"", b"")
+
+
 class ObjectReader:
     """Objects of one object directory (``objects/``), read without dulwich.
 
     ``read`` answers ``(type, content)`` — proven by the id — or ``None`` ("ask dulwich").
+    It looks where dulwich looks, in dulwich's order: the packs, then the loose object. So an
+    object in a pack is answered only when every pack that has it gives it whole (dulwich may
+    read any of them, and a damaged one is its error, even when a loose copy is good); and a
+    pack whose index this reader cannot read (another version, truncated) could hold any
+    object: then nothing is answered here at all.
     """
 
     def __init__(self, objects: str) -> None:
         self.objects = objects
-        self._packs: dict[str, Pack | None] | None = None  # by .idx name; None: unusable
+        self._packs: dict[str, Pack | None] | None = None  # by .idx name; None: gone
+        self._unindexed = False  # a pack is there whose index this reader cannot read
         self._cache: dict[tuple[int, int], tuple[int, bytes]] = {}
         self._cached = 0
 
@@ -232,15 +250,14 @@ class ObjectReader:
         """The type (``b"blob"``, …) and content of object ``sha``, or None."""
         if not _is_hex_id(sha):
             return None
-        found = self._loose(sha)
-        if found is None:
-            found = self._packed(sha)
-        if found is None:
-            return None
-        kind, data = found
-        if sha1_hex(b"%s %d\0%s" % (kind, len(data), data)) != sha:
-            return None  # not the object asked for: dulwich says what is wrong with it
-        return found
+        found = self._in_packs(sha, rescan=False)
+        if found is _NOT_PACKED:
+            found = self._loose(sha)
+            if found is None:  # a pack written since the last look (git gc, fetch)
+                found = self._in_packs(sha, rescan=True)
+            elif not _proven(sha, found):
+                found = None  # not the object asked for: dulwich says what is wrong with it
+        return None if found is _NOT_PACKED else found
 
     def contains(self, sha: str) -> bool:
         """Whether the object is here, loose or packed (False: not known here)."""
@@ -276,33 +293,52 @@ class ObjectReader:
         return iter(list(self._packs.values()))
 
     def _scan(self) -> None:
-        """Open the packs not opened yet (a pack that went away stays mapped: still valid)."""
+        """Open the packs not opened yet (a pack that went away stays mapped: still valid).
+        An index without its pack is no pack (git and dulwich skip it too); an index this
+        reader cannot read makes it answer nothing (``_unindexed``)."""
         packs = self._packs if self._packs is not None else {}
         directory = os.path.join(self.objects, "pack")
         try:
             names = sorted(os.listdir(directory))
         except OSError:
             names = []
+        if "multi-pack-index" in names and not _midx_as_git_wrote_it(directory):
+            self._unindexed = True
         for name in names:
             if not name.endswith(".idx") or name in packs:
                 continue
             base = os.path.join(directory, name[:-4])
             try:
                 packs[name] = Pack(base + ".idx", base + ".pack")
+            except FileNotFoundError:
+                packs[name] = None  # removed (git repack -d), or an index without its pack
             except (OSError, ValueError, Unreadable):
-                packs[name] = None  # not readable here: its objects are dulwich's to find
+                packs[name] = None
+                self._unindexed = True
         self._packs = packs
 
-    def _packed(self, sha: str) -> tuple[bytes, bytes] | None:
+    def _in_packs(self, sha: str, rescan: bool) -> tuple[bytes, bytes] | None:
+        """The object from the packs, proven, if every pack that has it gives it whole;
+        ``_NOT_PACKED`` when none has it; None when dulwich must answer."""
         raw = bytes.fromhex(sha)
-        for rescan in (False, True):  # a pack written since the last look (git gc, fetch)
-            for pack in self._all_packs(rescan):
-                if pack is None:
-                    continue
-                offset = _safe_offset(pack, raw)
-                if offset is not None:
-                    return self._entry(pack, offset)
-        return None
+        packs = list(self._all_packs(rescan))
+        if self._unindexed:
+            return None
+        answer: tuple[bytes, bytes] | None = _NOT_PACKED
+        for pack in packs:
+            if pack is None:
+                continue
+            try:
+                offset = pack.offset_of(raw)
+            except (Unreadable, IndexError, ValueError):
+                return None
+            if offset is None:
+                continue
+            found = None if pack.damaged else self._entry(pack, offset)
+            if found is None or not _proven(sha, found):
+                return None
+            answer = found
+        return answer
 
     def _entry(self, pack: Pack, offset: int) -> tuple[bytes, bytes] | None:
         try:
@@ -339,6 +375,30 @@ class ObjectReader:
             self._cache[key] = found
             self._cached += len(found[1])
         return found
+
+
+def _midx_as_git_wrote_it(directory: str) -> bool:
+    """Whether ``multi-pack-index`` is one git wrote (its trailer the SHA-1 of the rest) of
+    the shape dulwich reads (version 1, SHA-1, no base files). dulwich looks an object up in
+    it before any pack: such a file names, for each object, a pack that has it — one of those
+    ``_in_packs`` reads — but a damaged one sends dulwich anywhere, or makes it refuse every
+    read; then nothing is answered here."""
+    try:
+        with open(os.path.join(directory, "multi-pack-index"), "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return len(data) >= 32 and data[:4] == b"MIDX" and data[4:6] == b"\1\1" \
+        and data[7] == 0 and sha1_hex(data[:-20]) == data[-20:].hex()
+
+
+def _proven(sha: str, found: tuple[bytes, bytes]) -> bool:
+    """Whether ``found`` (type, content) is object ``sha``: the SHA-1 of its header and
+    content is that id."""
+    kind, data = found
+    return sha1_hex(b"%s %d\0%s" % (kind, len(data), data)) == sha
 
 
 def _is_hex_id(sha: str) -> bool:

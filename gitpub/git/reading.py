@@ -251,6 +251,16 @@ def _is_dir(mode: int) -> bool:
 
 
 def _unreadable(sha: str, error: Exception, what: str = "") -> CorruptStateError:
+    """The error for an object dulwich failed to read. ``error``'s traceback is dropped (with
+    those of its own causes): its frames hold views of a mapped pack, and dulwich's ``close``
+    refuses to unmap a pack while one lives (``BufferError``), which replaced this error
+    with an unexpected one when it was on its way out of the repository's ``with``."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        cause.__traceback__ = None
+        cause = cause.__context__
     detail = " ".join(str(error).split())[:120] or type(error).__name__
     return CorruptStateError(f"{what}object {sha} is unreadable ({type(error).__name__}: "
                              f"{detail})", hint="`git fsck` lists the damaged objects")

@@ -32,15 +32,30 @@ def packed_refs(common: Path) -> Path:
 
 
 def loose(common: Path, name: str) -> bytes | None:
-    """The raw contents of ``name``'s loose file (stripped), None when there is none."""
+    """The raw contents of ``name``'s loose file, None when there is none."""
     try:
-        return (common / name).read_bytes().strip()
+        return (common / name).read_bytes()
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
 
 
 def is_object_id(value: bytes) -> bool:
     return len(value) == 40 and set(value) <= HEX
+
+
+#: What git's ``isspace`` calls a blank (not the vertical tab or form feed).
+_GIT_BLANKS = b" \t\n\r"
+
+
+def loose_id(raw: bytes) -> str | None:
+    """The object id a loose ref file's contents name, read as git reads them
+    (``parse_loose_ref_contents``): 40 hex digits, either case, then the end or a blank
+    (whatever follows it is ignored, as in ``FETCH_HEAD``); None for anything else — an
+    empty, torn or garbage file, leading blanks, a symbolic ref — which git calls broken."""
+    head = raw[:40].lower()
+    if not is_object_id(head) or (len(raw) > 40 and raw[40] not in _GIT_BLANKS):
+        return None
+    return head.decode("ascii")
 
 
 def corrupt(common: Path, name: str, raw: bytes) -> CorruptStateError:
@@ -76,20 +91,21 @@ def current(common: Path, name: str) -> str | None:
     raw = loose(common, name)
     if raw is None:
         return packed_value(common, name)
-    if not is_object_id(raw):
+    found = loose_id(raw)
+    if found is None:
         raise corrupt(common, name, raw)
-    return raw.decode("ascii")
+    return found
 
 
 def with_prefix(common: Path, prefix: str) -> dict[str, str]:
     """Every ref whose name starts with ``prefix`` (ending with ``/``), keyed by the rest of
-    its name: a range of ``packed-refs`` and the loose files below the prefix (which win).
-    Damaged loose files are left out (``Repository.ref_names`` lists them)."""
-    try:
-        found = packed.with_prefix(packed_refs(common), prefix)
-    except packed.PackedRefsError as e:
-        raise corrupt_packed(common, str(e)) from None
-    out = {name[len(prefix):]: sha for name, sha in found.items()}
+    its name: the loose files below the prefix (which win) and a range of ``packed-refs``.
+    Damaged loose files are left out (``Repository.ref_names`` lists them).
+
+    The loose files are read first, as git reads them (``files-backend.c``): ``git
+    pack-refs`` writes ``packed-refs`` before it deletes the loose files, so a ref is in what
+    was read either way; read the other way round, a listing between the two saw neither."""
+    found_loose: dict[str, bytes] = {}
     top = common / prefix
     for dirpath, _dirs, files in os.walk(top):
         rel = Path(dirpath).relative_to(top)
@@ -98,10 +114,19 @@ def with_prefix(common: Path, prefix: str) -> dict[str, str]:
                 continue
             key = (rel / f).as_posix()
             raw = loose(common, prefix + key)
-            if raw is not None and is_object_id(raw):
-                out[key] = raw.decode("ascii")
-            elif raw is not None and key in out:
-                del out[key]  # a damaged loose ref hides its packed value, as in git
+            if raw is not None:  # None: packed and pruned meanwhile (then packed-refs has it)
+                found_loose[key] = raw
+    try:
+        found = packed.with_prefix(packed_refs(common), prefix)
+    except packed.PackedRefsError as e:
+        raise corrupt_packed(common, str(e)) from None
+    out = {name[len(prefix):]: sha for name, sha in found.items()}
+    for key, raw in found_loose.items():
+        sha = loose_id(raw)
+        if sha is not None:
+            out[key] = sha
+        else:
+            out.pop(key, None)  # a damaged loose ref hides its packed value, as in git
     return out
 
 

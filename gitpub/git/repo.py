@@ -273,20 +273,38 @@ class Repository(ObjectReading, ObjectWriter):
         except IsADirectoryError:
             return None
         if raw is not None:
-            value = raw.strip()
-            if value.startswith(b"ref: "):
-                target = self._repo.refs.read_ref(_r(name))
-                return None if target is None else _s(target)
-            if len(value) != 40 or any(c not in b"0123456789abcdef" for c in value):
+            if raw.startswith(b"ref: "):
+                return self._follow(name)
+            value = refstore.loose_id(raw)  # as git reads a ref file
+            if value is None:
                 raise CorruptStateError(
                     f"ref {name} is corrupt ({len(raw)} bytes that are not an object id)",
                     hint=f"inspect {raw_path}; restore it from `git reflog` or a backup",
                 )
-            return _s(value)
+            return value
         try:
             return packed.lookup(self.common_dir / "packed-refs", name)
         except packed.PackedRefsError as e:
             raise self.corrupt_packed_refs(str(e)) from None
+
+    def _follow(self, name: str) -> str | None:
+        """The object id a symbolic ref ends at, as git follows it (dulwich's
+        ``refs.follow``). gitpub writes none: one that dangles, loops or ends at something
+        that is not an object id is corruption, reported — never taken for no ref."""
+        try:
+            names, sha = self._repo.refs.follow(_r(name))
+        except Exception as e:  # dulwich's SymrefLoop, or a damaged ref on the way
+            sha, names, error = None, [], f"a loop or a damaged ref on the way: {type(e).__name__}"
+        else:
+            error = f"a symbolic ref to {_s(names[-1]) if names else '?'}"
+        value = None if sha is None or len(sha) != 40 else refstore.loose_id(sha)
+        if value is None:
+            from gitpub.core.sanitize import sanitize
+
+            raise CorruptStateError(sanitize(f"ref {name} is corrupt ({error}, which does not "
+                                             "name an object)"),
+                                    hint=f"inspect {self.common_dir / name}")
+        return value
 
     def corrupt_packed_refs(self, what: str) -> CorruptStateError:
         """The error for a ``packed-refs`` file git would not have written (see

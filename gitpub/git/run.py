@@ -17,6 +17,10 @@ all of them share one environment:
   user's index opportunistically — take ``.git/index.lock`` and rewrite the index — so a
   read-only command (``doctor``, ``--dry-run``) could make the user's own ``git commit`` fail
   on the lock. Locks git needs for a write it was asked for are unaffected.
+- **Objects as stored.** ``GIT_NO_REPLACE_OBJECTS=1``: C git would otherwise read
+  ``refs/replace/*`` (``git replace``) in place of the commits they name, and anyone who can
+  push a replace ref could show confirm's walk a harmless commit where a tampered one is; what
+  gitpub reads in-process (dulwich, ``git.odb``) never follows them either.
 - **None of gitpub's own secrets** (``PRIVATE_ENV``: CI's confirm key) reach git.
 - **No stale mark.** ``GITPUB_VERIFIED_PUSH`` (``core.pushmark``) is never inherited either: it
   reaches only the one ``git push`` a caller gives it to.
@@ -61,6 +65,7 @@ def git_env(git_dir: Path | None = None, work_tree: Path | None = None,
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
     env["LC_ALL"] = "C"
     env["GIT_OPTIONAL_LOCKS"] = "0"
+    env["GIT_NO_REPLACE_OBJECTS"] = "1"
     if git_dir is not None:
         env["GIT_DIR"] = str(git_dir)
         if work_tree is not None:
