@@ -6,9 +6,9 @@ commands and the git layer (dulwich) several times that. So this module imports 
 gitpub but its version, and nothing of the standard library that a bare ``python3 -c pass``
 has not already imported: ``git pub --version`` (with ``--json`` or ``--debug``, in any order)
 is answered here, exactly as the click command would answer it (a test compares the two);
-the plain forms of ``status`` and ``log`` go to ``gitpub.cli.quick`` (no click); everything
-else goes to ``gitpub.cli.main``, whose commands in turn import their work only when they run
-(``-h`` loads click and the option definitions, not the commands).
+the plain forms of ``status``, ``log`` and ``confirm`` go to ``gitpub.cli.quick`` (no click);
+everything else goes to ``gitpub.cli.main``, whose commands in turn import their work only
+when they run (``-h`` loads click and the option definitions, not the commands).
 """
 
 from __future__ import annotations
