@@ -50,16 +50,21 @@ class Unreadable(Exception):
 
 def _varint_size(data: bytes | mmap.mmap, pos: int) -> tuple[int, int]:
     """A delta header's size (7 bits a byte, little-endian) and the position after it."""
-    size = shift = 0
-    while True:
+    return _continued(data, pos, 0, 0, 0x80, "delta header")
+
+
+def _continued(data: bytes | mmap.mmap, pos: int, size: int, shift: int, c: int,
+               what: str) -> tuple[int, int]:
+    """A size git writes 7 bits a byte, little-endian, while the high bit of the byte before
+    (``c``) is set: ``size`` so far (its low ``shift`` bits), and the position after it."""
+    while c & 0x80:
         if pos >= len(data):
-            raise Unreadable("truncated delta header")
+            raise Unreadable(f"truncated {what}")
         c = data[pos]
         pos += 1
         size |= (c & 0x7F) << shift
         shift += 7
-        if not c & 0x80:
-            return size, pos
+    return size, pos
 
 
 def apply_delta(base: bytes, delta: bytes) -> bytes:
@@ -186,16 +191,8 @@ class Pack:
         if pos < 12 or pos >= len(data) - 20:
             raise Unreadable("pack offset out of range")
         c = data[pos]
-        kind, size, shift = (c >> 4) & 7, c & 15, 4
-        pos += 1
-        while c & 0x80:
-            if pos >= len(data):
-                raise Unreadable("truncated pack entry header")
-            c = data[pos]
-            pos += 1
-            size |= (c & 0x7F) << shift
-            shift += 7
-        return kind, size, pos
+        size, pos = _continued(data, pos + 1, c & 15, 4, c, "pack entry header")
+        return (c >> 4) & 7, size, pos
 
     def base_offset(self, entry: int, pos: int) -> tuple[int, int]:
         """An ``OFS_DELTA``'s base: its offset, and the position after the encoding."""
