@@ -62,10 +62,15 @@ class LockFile:
                     else "git.ref-locked")
         fd, self._fd = self._fd, None
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(self.lock, self.path)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(self.lock, self.path)
+        except BaseException:  # not renamed (a directory in the way, say): no lock left
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.lock)
+            raise
 
     def __enter__(self) -> LockFile:
         return self

@@ -157,6 +157,9 @@ def compare_and_swap(common: Path, name: str, old: str | None, new: str) -> bool
         if found == new:
             f.abort()
             return True
+        if found is None and with_prefix(common, name + "/"):
+            f.abort()  # as C git: "'<name>/…' exists; cannot create '<name>'"
+            raise IsADirectoryError(f"refs below {name} are in the way of {name}")
         f.write(new.encode("ascii") + b"\n")
     return True
 
