@@ -88,3 +88,19 @@ def test_a_lock_is_removed_when_its_rename_fails(tmp_path: Path) -> None:
     with pytest.raises(OSError), LockFile(tmp_path / "d") as f:
         f.write(b"data\n")
     assert not (tmp_path / "d.lock").exists()
+
+
+@pytest.mark.xfail(strict=True, reason="not fixed: git.refstore.append_reflog writes a reflog "
+                                       "for every ref in a plain repository, whatever "
+                                       "core.logAllRefUpdates says")
+def test_no_reflog_where_git_writes_none(tmp_path: Path) -> None:
+    """C git writes no reflog for ``refs/pub/*`` with ``core.logAllRefUpdates=false`` (nor in
+    a bare repository, nor, with ``true``, outside refs/heads, refs/remotes, refs/notes)."""
+    from gitpub.git.repo import Repository
+
+    repo, sha = one_commit(tmp_path)
+    git(repo, "config", "core.logAllRefUpdates", "false")
+    git(repo, "update-ref", "refs/pub/by-git", sha)
+    with Repository.discover(repo) as r:
+        assert r.plain and r.cas_ref("refs/pub/jobs/j", None, sha)
+    assert not (repo / ".git" / "logs" / "refs" / "pub").exists()
