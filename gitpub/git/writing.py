@@ -188,13 +188,7 @@ class ObjectWriter:
         """``_apply`` on tree entries (name -> (mode, id)); each new tree's content appended
         to ``out``, the subtrees before the trees holding them. Its id, or None if empty."""
         result = {} if tree is None else dict(self._entries(tree))
-        nested: dict[bytes, dict[tuple[bytes, ...], Entry | None]] = {}
-        direct: dict[bytes, Entry | None] = {}
-        for parts, entry in changes.items():
-            if len(parts) > 1:
-                nested.setdefault(parts[0], {})[parts[1:]] = entry
-            else:
-                direct[parts[0]] = entry
+        direct, nested = _split(changes)
         for name, entry in direct.items():
             if entry is None:
                 result.pop(name, None)
@@ -238,13 +232,7 @@ class ObjectWriter:
         if tree is not None:
             for item in tree.iteritems():
                 result.add(item.path, item.mode, item.sha)
-        nested: dict[bytes, dict[tuple[bytes, ...], Entry | None]] = {}
-        direct: dict[bytes, Entry | None] = {}
-        for parts, entry in changes.items():
-            if len(parts) > 1:
-                nested.setdefault(parts[0], {})[parts[1:]] = entry
-            else:
-                direct[parts[0]] = entry
+        direct, nested = _split(changes)
         for name, entry in direct.items():
             if entry is None:
                 if name in result:
@@ -330,3 +318,17 @@ class ObjectWriter:
 
 class _AskDulwich(Exception):
     """A tree ``git.odb`` does not read: dulwich writes the change instead."""
+
+
+def _split(changes: Mapping[tuple[bytes, ...], Entry | None]) -> tuple[
+        dict[bytes, Entry | None], dict[bytes, dict[tuple[bytes, ...], Entry | None]]]:
+    """The changes of one tree: those of its own entries (name -> entry, None: deleted), and
+    those below each of its subdirectories (name -> the changes relative to it)."""
+    nested: dict[bytes, dict[tuple[bytes, ...], Entry | None]] = {}
+    direct: dict[bytes, Entry | None] = {}
+    for parts, entry in changes.items():
+        if len(parts) > 1:
+            nested.setdefault(parts[0], {})[parts[1:]] = entry
+        else:
+            direct[parts[0]] = entry
+    return direct, nested
