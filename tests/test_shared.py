@@ -24,6 +24,19 @@ FAST = "retry: {max_attempts: 50, backoff_base: 0.01, backoff_max: 0.02}\n"
 
 
 
+def conflicted_by(site: Site, other: Site) -> str:
+    """A job of ``site`` that ends in CONFLICT because ``other`` pushed its own edit of the
+    same article first; the CONFLICT is in the remote store. Its job id."""
+    job_id = str(prepare(site, "k1", "posts/welcome.md", "# Welcome\n\nMine.\n")["job_id"])
+    (other.path / "posts/welcome.md").write_text("# Welcome\n\nTheirs.\n")
+    other.git("commit", "-qam", "their edit")
+    other.git("push", "-q", "origin", "HEAD:main")
+    assert site.call("push").code == 4
+    conflict = remote_state(site, job_id)
+    assert conflict is not None and conflict["state"] == "CONFLICT"
+    return job_id
+
+
 def node(site: Site, tmp_path: Path, name: str, extra: str = "") -> Site:
     """Another clone of the same remote (same URL as the site's origin): another node."""
     path = tmp_path / name
@@ -256,14 +269,7 @@ def test_another_clone_resolves_a_job_it_never_had(site: Site, daemon: GitDaemon
     """A's job ends in CONFLICT (its state goes to the remote store); B, which never had the
     job, abandons it; A's clone then adopts the remote's SKIPPED and pushes nothing."""
     b = node(site, tmp_path, "node-b")
-    data = prepare(site, "k1", "posts/welcome.md", "# Welcome\n\nMine.\n")
-    job_id = str(data["job_id"])
-    (b.path / "posts/welcome.md").write_text("# Welcome\n\nTheirs.\n")
-    b.git("commit", "-qam", "their edit")
-    b.git("push", "-q", "origin", "HEAD:main")
-    assert site.call("push").code == 4
-    conflict = remote_state(site, job_id)
-    assert conflict is not None and conflict["state"] == "CONFLICT"
+    job_id = conflicted_by(site, b)
     r = b.call("resolve", "--json", job_id, "--abandon")
     assert r.code == 0, r.out + r.err
     assert r.json()["jobs"][0]["state"] == "SKIPPED"

@@ -23,7 +23,15 @@ import pytest
 from conftest import Site, git, spawn, wait_stopped
 from netfaults import GitDaemon
 from test_delivery import article, prepare, remote_job_ids
-from test_shared import FAST, JOBS, assert_store_agrees, branch_tip, node, remote_state
+from test_shared import (
+    FAST,
+    JOBS,
+    assert_store_agrees,
+    branch_tip,
+    conflicted_by,
+    node,
+    remote_state,
+)
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
@@ -646,13 +654,8 @@ def test_a_job_waiting_for_a_person_is_not_taken_over(site: Site, daemon: GitDae
     shows it and a person resolves it anywhere."""
     b = node(site, tmp_path, "node-b")
     c = node(site, tmp_path, "node-c")
-    job_id = str(prepare(site, "k1", "posts/welcome.md", "# Welcome\n\nMine.\n")["job_id"])
-    (b.path / "posts/welcome.md").write_text("# Welcome\n\nTheirs.\n")
-    b.git("commit", "-qam", "their edit")
-    b.git("push", "-q", "origin", "HEAD:main")
-    assert site.call("push").code == 4
+    job_id = conflicted_by(site, b)
     conflict = remote_state(site, job_id)
-    assert conflict is not None and conflict["state"] == "CONFLICT"
     r = c.run("reconcile")
     no_traceback(r.out, r.err)
     assert r.code == 0, r.out + r.err
