@@ -35,24 +35,38 @@ import gitpub.verify.confirm
 from gitpub.git import walk
 
 
-def paths(monkeypatch: pytest.MonkeyPatch, *, slow: bool) -> None:
-    """Slow: every walk listed, every diff asked of C git. Fast: every walk filtered by C git,
-    every diff computed in-process where the trees allow it (not only for a few)."""
+def paths(monkeypatch: pytest.MonkeyPatch, *, slow: bool, split: bool = False) -> None:
+    """Slow: every walk listed (never split), every diff asked of C git. Fast: every walk
+    filtered by C git, every diff computed in-process where the trees allow it (not only for
+    a few). Split: listed, and every whole history split in two (at the commit the sampler
+    picks from the clone's pack), diffs as the slow way's."""
     def scan(*args: Any, **kwargs: Any) -> walk.LogScan:
         shallow = bool(walk.shallow_commits(args[0]))  # only a listed walk can say
         return walk.log_scan(*args, **{**kwargs, "listed": slow or shallow})
 
     monkeypatch.setattr(gitpub.verify.confirm, "log_scan", scan)
     monkeypatch.setattr(gitpub.git.diff, "IN_PROCESS", 0 if slow else 10**6)
+    monkeypatch.setattr(walk, "SPLIT_OBJECTS", 0 if split else 10**12)
+    if split:
+        real = walk.split_scan
+
+        def split_scan(*args: Any, **kwargs: Any) -> walk.LogScan:
+            SPLITS.append(args[2])
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(walk, "split_scan", split_scan)
+
+
+SPLITS: list[str] = []  # the points the split walks were made at
 
 
 def verdicts(site: Site, tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch, *,
-             slow: bool) -> tuple[int, dict[str, Any]]:
+             slow: bool, split: bool = False) -> tuple[int, dict[str, Any]]:
     """One confirm run, in-process, in a fresh full clone, notes not pushed."""
     clone = ci_clone(site, tmp_path, name, depth=None)
     with monkeypatch.context() as m:
         m.setenv("GITPUB_CONFIRM_KEY", KEY)
-        paths(m, slow=slow)
+        paths(m, slow=slow or split, split=split)
         r = clone.call("confirm", "--json", "--no-push-notes")
     data = r.json()
     data.pop("remarks")  # a remark may name the path taken
@@ -64,6 +78,9 @@ def both_ways(site: Site, tmp_path: Path, name: str,
     fast = verdicts(site, tmp_path, f"{name}-fast", monkeypatch, slow=False)
     slow = verdicts(site, tmp_path, f"{name}-slow", monkeypatch, slow=True)
     assert fast == slow
+    del SPLITS[:]
+    split = verdicts(site, tmp_path, f"{name}-split", monkeypatch, slow=True, split=True)
+    assert split == slow
     return fast
 
 
@@ -97,6 +114,8 @@ def test_fast_and_slow_paths_agree_on_a_hostile_history(
     git(evil, "push", "-q", "origin", "HEAD:main")
 
     code, first = both_ways(site, tmp_path, "first", monkeypatch)
+    tip = git(site.remote, "rev-parse", "main").strip()
+    assert SPLITS and SPLITS[0] in git(site.remote, "rev-list", f"{tip}~1").split()
     assert code == 1
     assert set(first["bad"]) == {on_side, picked, lower}, first
     assert latin in [c["commit"] for c in first["commits"] if c["ok"]]

@@ -175,15 +175,25 @@ class Pack:
             elif name > raw:
                 hi = mid
             else:
-                at = self.offsets_at + mid * 4
-                offset = int.from_bytes(idx[at:at + 4], "big")
-                if offset & 0x80000000:
-                    at = self.large_at + (offset & 0x7FFFFFFF) * 8
-                    if at + 8 > len(idx) - 40:
-                        raise Unreadable("large offset outside the index")
-                    offset = int.from_bytes(idx[at:at + 8], "big")
-                return offset
+                return self.offset_at(mid)
         return None
+
+    def name_at(self, k: int) -> bytes:
+        """The id (20 bytes) of the index's ``k``-th object (by id)."""
+        at = self.names_at + k * 20
+        return self.idx[at:at + 20]
+
+    def offset_at(self, k: int) -> int:
+        """Where the index's ``k``-th object starts in the pack."""
+        idx = self.idx
+        at = self.offsets_at + k * 4
+        offset = int.from_bytes(idx[at:at + 4], "big")
+        if offset & 0x80000000:
+            at = self.large_at + (offset & 0x7FFFFFFF) * 8
+            if at + 8 > len(idx) - 40:
+                raise Unreadable("large offset outside the index")
+            offset = int.from_bytes(idx[at:at + 8], "big")
+        return offset
 
     def header(self, pos: int) -> tuple[int, int, int]:
         """(type number, size, position after the header) of the entry at ``pos``."""
@@ -265,6 +275,43 @@ class ObjectReader:
         raw = bytes.fromhex(sha)
         return any(p is not None and _safe_offset(p, raw) is not None
                    for p in self._all_packs(rescan=False))
+
+    def sampled_commits(self, n: int, at_least: int) -> list[tuple[int, str]]:
+        """(commit time, id) of the commits among about ``n`` objects spread evenly over the
+        packs' indexes (sorted by id, so spread at random over the history); none when the
+        packs hold fewer than ``at_least`` objects. For a guess (where to split a long walk):
+        an entry this reader cannot read, or a commit of another shape, is passed over."""
+        packs = [p for p in self._all_packs(rescan=False) if p is not None and not p.damaged]
+        total = sum(p.count for p in packs)
+        if total == 0 or total < at_least:
+            return []
+        found = []
+        for pack in packs:
+            share = min(pack.count, max(1, n * pack.count // total))
+            for k in range(share):
+                try:
+                    commit = self._sampled(pack, k * pack.count // share)
+                except (Unreadable, zlib.error, IndexError, ValueError, OverflowError,
+                        RecursionError):
+                    continue
+                if commit is not None:
+                    found.append(commit)
+        return found
+
+    def _sampled(self, pack: Pack, k: int) -> tuple[int, str] | None:
+        offset = entry = pack.offset_at(k)
+        kind, _, pos = pack.header(offset)
+        for _ in range(_MAX_DEPTH):  # a delta's type is its base's: headers only
+            if kind != _OFS_DELTA:
+                break
+            entry, _ = pack.base_offset(entry, pos)
+            kind, _, pos = pack.header(entry)
+        if kind != 1:  # not a commit (or a REF_DELTA: passed over)
+            return None
+        sha = pack.name_at(k).hex()
+        found = _TYPES[1], self._resolve(pack, offset, 0)[1]
+        parsed = parse_commit(found[1]) if _proven(sha, found) else None
+        return None if parsed is None else (parsed[3], sha)
 
     def _loose(self, sha: str) -> tuple[bytes, bytes] | None:
         try:

@@ -107,6 +107,11 @@ class Repository(ObjectReading, ObjectWriter):
         extensions, includes or ``core.worktree``; its objects are read by ``git.odb``."""
         return self._reader is not None
 
+    def sampled_commits(self, n: int, at_least: int) -> list[tuple[int, str]]:
+        """(commit time, id) of commits sampled from the packs (``ObjectReader.sampled_commits``):
+        a guess of the history's spread, made without a walk; none unless plain."""
+        return [] if self._reader is None else self._reader.sampled_commits(n, at_least)
+
     # -- opening ---------------------------------------------------------------------------
 
     @classmethod

@@ -148,7 +148,10 @@ def confirm(repo: Repository, config: F.ConfigFacts, remote: Remote, *, rev_rang
     if rev_range is not None:
         tip = _rev_parse(repo, rev_range.partition("..")[2] or tip)
         report.tip = tip
-    scan, gone = _walk(repo, remote, tip, points, report, progress)
+    # what the ledger will say of the tip's .gitpub.yaml (``_with_facts``), learnt while C git
+    # walks: on a first run that parses the file (PyYAML), on a long walk's time
+    ahead = (lambda: facts.at(tip)) if key is not None and rev_range is None else None
+    scan, gone = _walk(repo, remote, tip, points, report, progress, ahead)
     report.checked = scan.count
     report.start = next((p for p in points if p not in gone), None)
     checked = rules.checked_prefixes(repo, config, memory, scan.candidates, report.start,
@@ -255,7 +258,8 @@ def _points(repo: Repository, ledger: L.Ledger, rev_range: str | None) -> tuple[
 
 
 def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
-          report: ConfirmReport, progress: Progress) -> tuple[LogScan, list[str]]:
+          report: ConfirmReport, progress: Progress,
+          meanwhile: Callable[[], object] | None = None) -> tuple[LogScan, list[str]]:
     """``tip ^points``, deepening a shallow clone until the walk is whole; and the points that
     are not in ``tip``'s history (gone: rewritten). Candidates are the commits that mention
     any ``-Job-Id`` (the prefixes are known only once the start is here).
@@ -272,7 +276,7 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
         present = [p for p in points if repo.has_object(p)]
         if not shallow or len(present) == len(points):
             ancestors = _ancestors(repo, present, tip)
-            scan = log_scan(repo, [tip], ancestors, listed=True)
+            scan = log_scan(repo, [tip], ancestors, listed=True, meanwhile=meanwhile)
             if not shallow or not any(scan.has(c) for c in shallow):
                 return scan, [p for p in points if p not in ancestors]
         progress(f"shallow clone: fetching {depth} more commits of history")
