@@ -160,3 +160,33 @@ def test_one_fetch_brings_exactly_the_notes_ref(site: Site, tmp_path: Path) -> N
         assert repo.read_ref(REMOTE_NOTES) == notes
         assert remote.fetch_ref("refs/notes/pub", REMOTE_NOTES) == notes  # the exact fetch
         assert repo.read_ref("refs/pub/remote-notes-old") is None  # never mirrored here
+
+
+def test_which_claim_came_first_is_ancestry_not_the_walk(
+        site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two sound claims of one job id made in the same second, the later one (a descendant)
+    sorting first by id: the ancestor is the publication, the descendant is BAD — split or
+    not, filtered or listed."""
+    from test_confirm import FORGED_JOB
+
+    report_unrecorded(site)
+    evil = attacker_clone(site, tmp_path)
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "1800000000 +0000")
+    files = {"posts/twice.md": "# Twice\n"}
+    message = job_commit_message(files)
+    first = commit_as(evil, message, files)
+    for attempt in range(64):
+        git(evil, "reset", "-q", "--hard", first)
+        commit_as(evil, b"Remove it %d\n" % attempt, {"posts/twice.md": None})
+        again = commit_as(evil, message, files)
+        if again < first:
+            break
+    else:
+        raise AssertionError("no descendant sorting first by id")
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    monkeypatch.delenv("GIT_COMMITTER_DATE")
+    code, data = both_ways(site, tmp_path, "twice", monkeypatch)
+    assert code == 1 and data["bad"] == [again]
+    row = next(c for c in data["commits"] if c["commit"] == again)
+    assert row["job_id"] == FORGED_JOB
+    assert row["problems"] == [f"job {FORGED_JOB} was already published by {first}"]

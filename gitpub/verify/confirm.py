@@ -154,21 +154,21 @@ def confirm(repo: Repository, config: F.ConfigFacts, remote: Remote, *, rev_rang
     scan, gone = _walk(repo, remote, tip, points, report, progress, ahead)
     report.checked = scan.count
     report.start = next((p for p in points if p not in gone), None)
-    checked = rules.checked_prefixes(repo, config, memory, scan.candidates, report.start,
+    ordered = _oldest_first(repo, scan.candidates)
+    checked = rules.checked_prefixes(repo, config, memory, ordered[::-1], report.start,
                                      report.tip, facts)
     report.prefixes, report.config_changes = checked.prefixes, checked.config_changes
     report.remarks += checked.remarks
     prefixes = checked.prefixes
-    index: dict[str, str] = {}
     lookup = _Earlier(repo, key, memory, tip, rev_range, prefixes)
-    candidates = [(sha, m) for sha, m in reversed(scan.candidates)
-                  if trailers.mentions_job_id(m, prefixes)]
+    candidates = [(sha, m) for sha, m in ordered if trailers.mentions_job_id(m, prefixes)]
     changes = first_parent_changes(repo, [sha for sha, _ in candidates
                                           if _parent_here(repo, sha)])
-    for sha, _message in candidates:
-        found = verify_commit(repo, sha, prefixes, changes=changes.get(sha))
-        if found is not None:
-            report.verdicts.append(_duplicate(found, index, lookup))
+    found = [v for v in (verify_commit(repo, sha, prefixes, changes=changes.get(sha))
+                         for sha, _ in candidates) if v is not None]
+    firsts = _first_publications(repo, found)
+    report.verdicts += [_duplicate(v, firsts, lookup) for v in found]
+    index = {v.job_id: v.commit for v in report.verdicts if v.ok}  # published here first
     store = check_store(repo, remote, tip=tip, verdicts=report.verdicts, prefixes=prefixes,
                         unrecorded=unrecorded_rule(config, report.start, facts), key=key,
                         memory=memory, fetched_with=None if fetched is None else fetched.tip)
@@ -264,12 +264,14 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
     are not in ``tip``'s history (gone: rewritten). Candidates are the commits that mention
     any ``-Job-Id`` (the prefixes are known only once the start is here).
 
-    The walk is C git's, listed (``git.walk.log_scan``): one ``git log`` prints every commit
-    of the range with its message, and the messages are searched here at once. Its cost is
-    C git's walk and about 7 % more for the printing; the filtered way (``--grep``) prints
-    less but needs a second walk to count the commits (``checked``), which costs more than it
-    saves unless a core is idle (measured: ``bench/confirm_ci.py``). A shallow clone must see
-    besides whether the walk reached its boundary, which only a listed walk can say."""
+    The walk is C git's, listed (``git.walk.log_scan``): ``git log`` prints every commit of
+    the range with its message, and the messages are searched here at once; a whole long
+    history (a first run) is walked as two halves at once, on two cores (``split_scan``).
+    One git's cost is C git's walk and about 7 % more for the printing; the filtered way
+    (``--grep``) prints less but needs a second walk to count the commits (``checked``)
+    (measured: ``bench/confirm_ci.py``). A shallow clone must see besides whether the walk
+    reached its boundary, which only a listed walk can say. The candidates' order is not the
+    walk's: ``_oldest_first``."""
     depth = FIRST_DEPTH
     while True:
         shallow = shallow_commits(repo)
@@ -343,17 +345,43 @@ class _Earlier:
         return None
 
 
-def _duplicate(found: Verdict, index: dict[str, str], earlier: _Earlier) -> Verdict:
-    """``found``, made BAD when an earlier commit published its job id (``index`` collects the
-    first publication of each job id found in this run)."""
+def _oldest_first(repo: Repository, candidates: Sequence[tuple[str, bytes]]
+                  ) -> list[tuple[str, bytes]]:
+    """The walk's candidates oldest first, in an order that does not depend on how the
+    history was walked (one git, or two halves at once: ``git.walk.split_scan``): by commit
+    time, then by id. Which of two claims of one job id came first is not left to this order
+    (``_first_publications``)."""
+    return sorted(candidates, key=lambda c: (repo.commit(c[0]).commit_time, c[0]))
+
+
+def _first_publications(repo: Repository, found: Sequence[Verdict]) -> dict[str, str]:
+    """job id → the commit of this run that published it first: of the sound claims of one
+    job id, the one the others descend from — else (claims on lines of history apart) the
+    oldest (``_oldest_first``)."""
+    first: dict[str, str] = {}
+    for v in found:
+        if not v.ok:
+            continue
+        if v.job_id not in first:
+            first[v.job_id] = v.commit
+        elif repo.git("merge-base", "--is-ancestor", v.commit,
+                      first[v.job_id]).returncode == 0:
+            first[v.job_id] = v.commit  # equal times, or a skewed clock: ancestry decides
+    return first
+
+
+def _duplicate(found: Verdict, index: Mapping[str, str], earlier: _Earlier) -> Verdict:
+    """``found``, made BAD when another commit published its job id first: this run's first
+    publication of it (``index``), or one an earlier run verified."""
     if not found.ok:
         return found
-    first = index.get(found.job_id) or earlier(found.job_id, found.commit)
-    if first is not None and first != found.commit:
+    first = index[found.job_id]
+    if first == found.commit:
+        first = earlier(found.job_id, found.commit) or first
+    if first != found.commit:
         return verdict(found.commit, found.job_id,
                        [f"job {found.job_id} was already published by {first}"],
                        found.manifest_sha256, found.manifest)
-    index[found.job_id] = found.commit
     return found
 
 
