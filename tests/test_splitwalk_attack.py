@@ -1,0 +1,103 @@
+"""Attacks on ``git.walk.split_scan`` (and the one walk it must equal): a configuration that
+re-encodes git's output (``i18n.logOutputEncoding``/``i18n.commitEncoding`` UTF-16, in the
+repository or in ``GIT_CONFIG_GLOBAL``) must not blind a walk to the claims in a history; a
+confirm killed while its gits walk (SIGKILL, SIGTERM) leaves no output file behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, git
+from test_logscan import raw_commit
+
+from gitpub.git import walk
+from gitpub.git.repo import Repository
+
+
+def chain(repo: Path, n: int) -> list[str]:
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "hash-object", "-w", "-t", "tree", "--stdin"], cwd=repo, input=b"",
+                   check=True, capture_output=True)
+    commits = [raw_commit(repo, [], b"Root\n")]
+    for i in range(1, n):
+        commits.append(raw_commit(repo, [commits[-1]], b"C%d\n\nBlog-Job-Id: j%d\n" % (i, i),
+                                  when=i))
+    return commits
+
+
+def oracle(repo: Path, tip: str) -> tuple[int, set[str]]:
+    """C git's answer, its output in UTF-8 whatever the configuration says."""
+    count = int(git(repo, "rev-list", "--count", tip).strip())
+    out = subprocess.run(["git", "-c", "i18n.logOutputEncoding=UTF-8", "log", "-z",
+                          "--format=%H%x00%B", tip, "--"], cwd=repo, capture_output=True,
+                         check=True).stdout.split(b"\0")
+    return count, {out[i].decode() for i in range(0, len(out) - 1, 2)
+                   if b"-job-id" in out[i + 1].lower()}
+
+
+@pytest.mark.parametrize("where", ["repo", "global"])
+@pytest.mark.parametrize("key", ["i18n.logOutputEncoding", "i18n.commitEncoding"])
+def test_an_output_encoding_of_the_configuration_blinds_no_walk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, key: str) -> None:
+    """git re-encodes its whole ``log`` output (ids and NULs too) to the configured output
+    encoding: in UTF-16 the filtered walk found no claim at all (and said nothing), the
+    listed ones failed. Each walk reads git's output in the one encoding it parses."""
+    repo = tmp_path / "r"
+    commits = chain(repo, 8)
+    tip = commits[-1]
+    count, expected = oracle(repo, tip)
+    if where == "repo":
+        git(repo, "config", key, "UTF-16")
+    else:
+        (tmp_path / "global").write_text(f"[{key.split('.')[0]}]\n\t{key.split('.')[1]} = "
+                                         "UTF-16\n", encoding="utf-8")
+        monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "global"))
+    with Repository.discover(repo) as r:
+        scans = {"filtered": walk.log_scan(r, [tip], []),
+                 "single": walk._single_scan(r, [tip], walk.JOB_ID_NEEDLE, None),
+                 "split": walk.split_scan(r, tip, commits[3])}
+    for name, scan in scans.items():
+        assert scan.count == count, name
+        assert {sha for sha, _ in scan.candidates} == expected, name
+        assert all(m.startswith(b"C") for _, m in scan.candidates), name  # as UTF-8 shows it
+
+
+_KILLED = """
+import os, signal, sys
+from pathlib import Path
+from gitpub.git import walk
+from gitpub.git.repo import Repository
+how = getattr(signal, sys.argv[4])
+with Repository.discover(Path(sys.argv[1])) as r:
+    if sys.argv[3] == "-":
+        walk._single_scan(r, [sys.argv[2]], walk.JOB_ID_NEEDLE,
+                          lambda: os.kill(os.getpid(), how))
+    else:
+        walk.split_scan(r, sys.argv[2], sys.argv[3], meanwhile=lambda: os.kill(os.getpid(), how))
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize("way", ["split", "single"])
+def test_a_walk_killed_while_git_walks_leaves_no_file(tmp_path: Path, how: str,
+                                                      way: str) -> None:
+    """Killed while its gits walk (``meanwhile`` kills the process: the gits are started),
+    a walk left its output files in ``.git/pub`` — two for a split, each as long as the
+    history's listing — and nothing ever removed them."""
+    repo = tmp_path / "r"
+    commits = chain(repo, 6)
+    point = commits[2] if way == "split" else "-"
+    proc = subprocess.run([sys.executable, "-c", _KILLED, str(repo), commits[-1], point, how],
+                          cwd=ROOT, capture_output=True, timeout=60)
+    assert proc.returncode == -getattr(signal, how), proc.stderr
+    pub = repo / ".git" / "pub"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and list(pub.glob("log-*")):
+        time.sleep(0.05)  # (the orphaned gits may still be writing)
+    assert not os.listdir(pub)
