@@ -101,3 +101,38 @@ def test_a_walk_killed_while_git_walks_leaves_no_file(tmp_path: Path, how: str,
     while time.monotonic() < deadline and list(pub.glob("log-*")):
         time.sleep(0.05)  # (the orphaned gits may still be writing)
     assert not os.listdir(pub)
+
+
+def test_the_configuration_changes_are_read_whatever_the_output_encoding(
+        tmp_path: Path) -> None:
+    """confirm's other ``git log`` (the commits changing ``.gitpub.yaml``) printed its ids in
+    UTF-16 under that configuration, and confirm died on a UnicodeDecodeError; and
+    ``log.follow`` made it follow renames into the file."""
+    from gitpub.verify import rules
+
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "other.yaml").write_text("a: 0\n", encoding="utf-8")
+    git(repo, "add", "other.yaml")
+    git(repo, "commit", "-qm", "c0")
+    start = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "other.yaml").write_text("a: 1\n", encoding="utf-8")
+    git(repo, "commit", "-qam", "c1")
+    git(repo, "mv", "other.yaml", ".gitpub.yaml")
+    git(repo, "commit", "-qm", "c2")
+    for i in (3, 4):
+        (repo / ".gitpub.yaml").write_text(f"a: {i}\n", encoding="utf-8")
+        git(repo, "commit", "-qam", f"c{i}")
+    expected = git(repo, "log", "--format=%H", "--reverse", "HEAD", f"^{start}", "--",
+                   ".gitpub.yaml").split()
+    assert len(expected) == 3
+    git(repo, "config", "i18n.logOutputEncoding", "UTF-16")
+    git(repo, "config", "log.follow", "true")
+
+    class Facts:  # only which blob is at a commit matters here: a different one at each
+        @staticmethod
+        def blob_at(commit: str) -> str:
+            return commit
+
+    with Repository.discover(repo) as r:
+        assert rules._config_changes(r, Facts(), start, "HEAD") == expected  # type: ignore[arg-type]
