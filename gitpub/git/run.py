@@ -42,6 +42,7 @@ from gitpub.core import pushmark
 TYPE_CHECKING = False  # mypy treats this name as True
 if TYPE_CHECKING:
     import subprocess
+    from typing import IO
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -92,12 +93,15 @@ def run_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
 
 
 def spawn_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
-              work_tree: Path | None = None) -> subprocess.Popen[bytes]:
+              work_tree: Path | None = None, stdin: IO[bytes] | None = None,
+              stdout: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
     """Start ``git ARGS`` as ``run_git`` would run it, without waiting: for a walk that runs
-    while the caller does other work. No stdin, no stdout (the command writes its output to a
-    file it is given), stderr piped: ``communicate()`` collects it and waits."""
+    while the caller does other work. stdin and stdout are the files given (none when not:
+    a file, not a pipe — read at once, after, which costs less than a pipe read 32 KiB at a
+    time), stderr piped: ``communicate()`` collects it and waits."""
     import subprocess
 
     return subprocess.Popen(["git", *args], cwd=cwd, env=git_env(git_dir, work_tree),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL if stdin is None else stdin,
+                            stdout=subprocess.DEVNULL if stdout is None else stdout,
                             stderr=subprocess.PIPE)

@@ -23,6 +23,7 @@ from gitpub.git.run import spawn_git
 TYPE_CHECKING = False  # mypy treats this name as True
 if TYPE_CHECKING:
     import subprocess
+    from typing import IO
 
 
 def walk_since(
@@ -150,9 +151,27 @@ _RECORD = "%H%x00%B"
 _MARKED = "%H%x00%m%B"
 
 
-def _log_args(output: str, revs: Sequence[str], *extra: str, fmt: str = _RECORD) -> list[str]:
-    return ["-c", "log.showSignature=false", "log", "-z", "--no-notes", "--no-decorate",
-            f"--output={output}", f"--format={fmt}", *extra, *revs, "--"]
+def _log_args(revs: Sequence[str], *extra: str, fmt: str = _RECORD) -> list[str]:
+    """``git log`` of ``revs``, its records in UTF-8 whatever the configuration says: git
+    re-encodes its whole output (ids and NULs too) to ``i18n.logOutputEncoding`` (by default
+    ``i18n.commitEncoding``), and in UTF-16 no record would be read (nor a claim found)."""
+    return ["-c", "log.showSignature=false", "-c", "i18n.logOutputEncoding=UTF-8", "log",
+            "-z", "--no-notes", "--no-decorate", f"--format={fmt}", *extra, *revs, "--"]
+
+
+def _scratch(repo: Repository) -> IO[bytes]:
+    """A file for a git's output (its stdout: read at once, after — a pipe read 32 KiB at a
+    time costs more than the walk's formatting for a long history), without a name: nothing
+    is left behind when the process is killed while git walks (``O_TMPFILE`` on Linux, else
+    unlinked at once), however long the listing."""
+    repo.pub_dir.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryFile(dir=repo.pub_dir, prefix="log-", suffix=".tmp")
+
+
+def _output(f: IO[bytes]) -> bytes:
+    """All a git wrote to ``f`` (its stdout: the offset is shared, so read from the start)."""
+    f.seek(0)
+    return f.read()
 
 
 def _records(out: bytes, needle: bytes) -> tuple[int, list[tuple[str, bytes]]]:
@@ -205,29 +224,28 @@ def _listed_scan(repo: Repository, revs: Sequence[str], needle: bytes,
 
 def _single_scan(repo: Repository, revs: Sequence[str], needle: bytes,
                  meanwhile: Callable[[], object] | None) -> LogScan:
-    repo.pub_dir.mkdir(parents=True, exist_ok=True)
-    # Into a file, read at once: a pipe read 32 KiB at a time costs more than the walk's
-    # formatting for a long history.
-    with tempfile.NamedTemporaryFile(dir=repo.pub_dir, prefix="log-", suffix=".tmp") as f:
-        (log,) = _spawned(repo, [_log_args(f.name, revs)], meanwhile)
+    with _scratch(repo) as f:
+        (log,) = _spawned(repo, [(_log_args(revs), f)], meanwhile)
         _, err = log.communicate()
         if log.returncode != 0:
             raise _log_failed(err)
-        out = f.read()
+        out = _output(f)
     count, candidates = _records(out, needle)
     return LogScan(count, tuple(candidates), out)
 
 
-def _spawned(repo: Repository, commands: Sequence[Sequence[str]],
+def _spawned(repo: Repository, commands: Sequence[tuple[Sequence[str], IO[bytes]]],
              meanwhile: Callable[[], object] | None) -> list[subprocess.Popen[bytes]]:
-    """The gits of ``commands`` started at once, and ``meanwhile`` run while they work (work
-    of the caller's that needs no walk); if starting one or ``meanwhile`` fails, those
-    started are ended and waited for, and the error goes on."""
+    """The gits of ``commands`` (arguments, the file for the output) started at once, and
+    ``meanwhile`` run while they work (work of the caller's that needs no walk); if starting
+    one or ``meanwhile`` fails, those started are ended and waited for, and the error goes
+    on."""
     started: list[subprocess.Popen[bytes]] = []
     try:
-        for args in commands:
+        for args, output in commands:
             started.append(spawn_git(args, cwd=repo.work_tree or repo.git_dir,
-                                     git_dir=repo.git_dir, work_tree=repo.work_tree))
+                                     git_dir=repo.git_dir, work_tree=repo.work_tree,
+                                     stdout=output))
         if meanwhile is not None:
             meanwhile()
     except BaseException:
@@ -240,18 +258,17 @@ def _spawned(repo: Repository, commands: Sequence[Sequence[str]],
 
 def _filtered_scan(repo: Repository, revs: Sequence[str], needle: bytes,
                    counted: bool, meanwhile: Callable[[], object] | None) -> LogScan:
-    repo.pub_dir.mkdir(parents=True, exist_ok=True)
     grep = ["--regexp-ignore-case", "--fixed-strings",
             "--grep=" + needle.decode("ascii")]
-    with tempfile.NamedTemporaryFile(dir=repo.pub_dir, prefix="log-", suffix=".tmp") as f:
-        (log,) = _spawned(repo, [_log_args(f.name, revs, *grep)], meanwhile)
+    with _scratch(repo) as f:
+        (log,) = _spawned(repo, [(_log_args(revs, *grep), f)], meanwhile)
         try:
             count = _count(repo, revs) if counted else 0
         finally:
             _, err = log.communicate()
         if log.returncode != 0:
             raise _log_failed(err)
-        _, candidates = _records(f.read(), needle)  # git's folding may be wider: ours decides
+        _, candidates = _records(_output(f), needle)  # git's folding: ours decides
     return LogScan(count, tuple(candidates))
 
 
@@ -295,12 +312,10 @@ def split_scan(repo: Repository, tip: str, point: str, needle: bytes = JOB_ID_NE
     message, where it costs nothing to leave (the ids stay whole, for the sets below). git
     prints the boundary after every commit shown; a boundary commit taken for a shown one
     would anyway be counted once, as the point reaches it."""
-    repo.pub_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=repo.pub_dir, prefix="log-", suffix=".tmp") as nf, \
-            tempfile.NamedTemporaryFile(dir=repo.pub_dir, prefix="log-", suffix=".tmp") as of:
+    with _scratch(repo) as nf, _scratch(repo) as of:
         walks = _spawned(repo, [
-            _log_args(nf.name, [tip, f"^{point}"], "--boundary", fmt=_MARKED),
-            _log_args(of.name, [point])], meanwhile)
+            (_log_args([tip, f"^{point}"], "--boundary", fmt=_MARKED), nf),
+            (_log_args([point]), of)], meanwhile)
         ending = _as_they_end(walks)
         newer: _Part | None = None
         older: _Part | None = None
@@ -309,17 +324,17 @@ def split_scan(repo: Repository, tip: str, point: str, needle: bytes = JOB_ID_NE
                 if proc.returncode != 0:
                     raise _NoSplit(err)
                 if proc is walks[0]:
-                    newer = _part(nf.read(), needle, marked=True)
+                    newer = _part(_output(nf), needle, marked=True)
                     if not newer.ids:  # the point reaches the tip: its walk is too long
                         raise _NoSplit(b"")
                     if point.encode("ascii") not in newer.boundary:
                         break  # not in tip's history: the other walk is not part of it
                 else:
-                    older = _part(of.read(), needle, marked=False)
+                    older = _part(_output(of), needle, marked=False)
             _stop(ending, walks)
             assert newer is not None
             if point.encode("ascii") not in newer.boundary:
-                older = _part(_reached(repo, of.name, newer.boundary), needle, marked=False)
+                older = _part(_reached(repo, of, newer.boundary), needle, marked=False)
         except _NoSplit:
             _stop(ending, walks)
             return _single_scan(repo, [tip], needle, None)
@@ -408,15 +423,24 @@ def _as_they_end(procs: Sequence[subprocess.Popen[bytes]]
                 yield proc, b"".join(errors[id(proc)])
 
 
-def _reached(repo: Repository, output: str, starts: Sequence[bytes]) -> bytes:
-    """The listed walk of every commit ``starts`` reach (b"" for none)."""
+def _reached(repo: Repository, output: IO[bytes], starts: Sequence[bytes]) -> bytes:
+    """The listed walk of every commit ``starts`` reach (b"" for none), into ``output``
+    (emptied first: its git was stopped)."""
     if not starts:
         return b""
-    proc = repo.git(*_log_args(output, [], "--stdin"), input=b"".join(s + b"\n" for s in starts))
+    output.seek(0)
+    output.truncate()
+    with _scratch(repo) as ids:
+        ids.write(b"".join(s + b"\n" for s in starts))
+        ids.flush()
+        ids.seek(0)
+        proc = spawn_git(_log_args([], "--stdin"), cwd=repo.work_tree or repo.git_dir,
+                         git_dir=repo.git_dir, work_tree=repo.work_tree, stdin=ids,
+                         stdout=output)
+        _, err = proc.communicate()
     if proc.returncode != 0:
-        raise _log_failed(proc.stderr)
-    with open(output, "rb") as f:
-        return f.read()
+        raise _log_failed(err)
+    return _output(output)
 
 
 def _fields(out: bytes) -> tuple[list[bytes], list[bytes]]:

@@ -78,6 +78,7 @@ def _config_changes(repo: Repository, facts: Resolver, start: str, tip: str) -> 
 
     if facts.blob_at(start) == facts.blob_at(tip):
         return []
-    proc = repo.git("log", "--format=%H", "--full-history", tip, f"^{start}", "--",
-                    CONFIG_FILE)
+    # Ids in ASCII whatever ``i18n.logOutputEncoding`` says; no rename followed into the file.
+    proc = repo.git("-c", "i18n.logOutputEncoding=UTF-8", "-c", "log.follow=false", "log",
+                    "--format=%H", "--full-history", tip, f"^{start}", "--", CONFIG_FILE)
     return list(reversed(proc.stdout.decode().split()))
