@@ -136,3 +136,35 @@ def test_the_configuration_changes_are_read_whatever_the_output_encoding(
 
     with Repository.discover(repo) as r:
         assert rules._config_changes(r, Facts(), start, "HEAD") == expected  # type: ignore[arg-type]
+
+
+def test_messages_that_look_like_marks_and_ids_anywhere(tmp_path: Path) -> None:
+    """Messages that look like the first walk's marks or like records (``-`` or ``>`` and an
+    id, a lone ``-``, NULs, an empty message) on every side of every split point — the last
+    commit shown above the boundary among them — and grafts and a shallow boundary git
+    honours: the split's answer is the one walk's, whatever the point."""
+    from test_splitwalk import same_answer
+
+    repo = tmp_path / "r"
+    commits = chain(repo, 2)
+    hostile = [b"-", b"-\n", b">" + commits[0].encode(), b"-" + commits[1].encode() + b"\n",
+               b"", b"x\0-" + commits[0].encode(), b"-\n\nBlog-Job-Id: m\n", b"\0\0",
+               b">\n\nBlog-Job-Id: g\n"]
+    for i, message in enumerate(hostile):
+        parents = [commits[-1]] + ([commits[-3]] if i % 3 == 0 and len(commits) > 2 else [])
+        commits.append(raw_commit(repo, parents, message, when=10 + i))
+    tip = commits[-1]
+    git(repo, "update-ref", "refs/heads/main", tip)  # (``same_answer`` asks ``has`` of all)
+    with Repository.discover(repo) as r:
+        for point in commits[:-1]:
+            same_answer(r, repo, tip, walk.split_scan(r, tip, point))
+        (repo / ".git" / "shallow").write_text(commits[4] + "\n", encoding="ascii")
+        for point in commits[:-1]:
+            same_answer(r, repo, tip, walk.split_scan(r, tip, point))
+        (repo / ".git" / "shallow").unlink()
+        (repo / ".git" / "info").mkdir(exist_ok=True)
+        (repo / ".git" / "info" / "grafts").write_text(f"{commits[6]} {commits[1]}\n",
+                                                       encoding="ascii")
+        for point in commits[:-1]:
+            same_answer(r, repo, tip, walk.split_scan(r, tip, point))
+        (repo / ".git" / "info" / "grafts").unlink()
