@@ -371,13 +371,12 @@ def _first_publications(repo: Repository, found: Sequence[Verdict]) -> dict[str,
 
 
 def _duplicate(found: Verdict, index: Mapping[str, str], earlier: _Earlier) -> Verdict:
-    """``found``, made BAD when another commit published its job id first: this run's first
-    publication of it (``index``), or one an earlier run verified."""
+    """``found``, made BAD when another commit published its job id first: one an earlier run
+    verified, else this run's first publication of it (``index``) — so every later claim
+    names the publication that stands, not a claim that is itself a duplicate."""
     if not found.ok:
         return found
-    first = index[found.job_id]
-    if first == found.commit:
-        first = earlier(found.job_id, found.commit) or first
+    first = earlier(found.job_id, found.commit) or index[found.job_id]
     if first != found.commit:
         return verdict(found.commit, found.job_id,
                        [f"job {found.job_id} was already published by {first}"],
