@@ -85,7 +85,7 @@ def test_the_installed_man_page_is_the_shipped_one() -> None:
 
 @pytest.mark.skipif(shutil.which("man") is None, reason="needs man (Debian: man-db)")
 def test_git_pub_help_opens_the_man_page(site: Site) -> None:
-    """With the installation's bin/ on PATH (as the README says), and no MANPATH at all."""
+    """With the installation's bin/ on PATH (as docs/install.md says), and no MANPATH at all."""
     page = installed("share/man/man1/git-pub.1")
     bin_dir = page.parents[3] / "bin"
     assert (bin_dir / "git-pub").exists()

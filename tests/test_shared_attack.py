@@ -738,8 +738,9 @@ def forge_artifact(site: Site, job_id: str, path: str, text: bytes) -> str:
 
 @pytest.mark.xfail(strict=True, reason="design: a take-over trusts the artifacts of the "
                    "remote's record; whoever may push refs/pub/* can have another node "
-                   "publish content no gate has seen (README: protect refs/pub/* like the "
-                   "branch). Fix: re-run the gates on artifacts this node did not prepare")
+                   "publish content no gate has seen (docs/several-writers.md: protect "
+                   "refs/pub/* like the branch). Fix: re-run the gates on artifacts this node "
+                   "did not prepare")
 def test_forged_artifacts_are_not_published_by_a_take_over(site: Site, daemon: GitDaemon,
                                                            tmp_path: Path) -> None:
     """A clone that may push ``refs/pub/*`` (but not the branch: its protection asks for a

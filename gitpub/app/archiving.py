@@ -1,7 +1,7 @@
 """When finished jobs are folded into the archive: at the end of ``reconcile``, when due.
 
 ``reconcile`` is the maintenance pass every operator runs periodically (a cron job on at least
-one writer, see README "Operating several writers"), and it fetches the job store anyway; so
+one writer, see docs/several-writers.md), and it fetches the job store anyway; so
 that is where folding happens (``delivery.fold``), once ``archive_after`` finished job refs
 piled up (counted here without the network). ``push`` and ``prepare`` never fold: a publish
 costs what it did, however big the archive is. A fold that cannot run now (the remote does not

@@ -130,7 +130,7 @@ class History(NamedTuple):
 def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[str],
             sources: Sequence[str], push: bool = False) -> Prepared:
     # The pipeline is imported by the command that runs it (``status`` and ``log`` start
-    # without it: see README "Performance").
+    # without it).
     from gitpub.app.sources import read_sources
     from gitpub.app.targets import check_targets
     from gitpub.pipeline.prepare import prepare as run_prepare

@@ -187,7 +187,7 @@ def init_next_steps(result: Initialized) -> list[str]:
         f"commit and push it, so every writer and CI use it: git add {CONFIG_FILE} && "
         f"git commit -m 'Configure gitpub' && git push {result.remote} {result.branch}",
         f"publish an article: git pub prepare --to {example} hello.md && git pub push",
-        "in CI, confirm what reached the remote: git pub confirm (see the README)",
+        "in CI, confirm what reached the remote: git pub confirm (see docs/commands/confirm.md)",
     ]
 
 

@@ -100,8 +100,8 @@ def _rule(n: int, line: str) -> Rule | None:
     where = f"{ALLOWLIST_FILE}:{n}"
     if not matcher_text:
         raise AllowlistError(f"{where}: expected '<path glob> <fingerprint>' or "
-                             "'<path glob> re:<regex>'", hint="see the README, 'Known "
-                             "non-secrets'; '**' as the glob means every path")
+                             "'<path glob> re:<regex>'", hint="see docs/content-rules.md, "
+                             "'Known non-secrets'; '**' as the glob means every path")
     problem = path_problem(glob)
     if problem is not None:
         raise AllowlistError(f"{where}: path glob {problem[0]}", hint=problem[1])

@@ -1,6 +1,7 @@
 """The one verifier: is a commit the publication its trailers claim?
 
-A commit is job J's publication only when all of these hold (README, "Proof of publication"):
+A commit is job J's publication only when all of these hold (docs/data-model.md, "Proof of
+publication"):
 
 1. its message claims J the same way under both of git's readings (``git.trailers.claim``):
    exactly one ``<prefix>-Job-Id`` — a gitpub job id, i.e. a UUID — and one
