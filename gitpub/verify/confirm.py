@@ -265,11 +265,10 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
     any ``-Job-Id`` (the prefixes are known only once the start is here).
 
     The walk is C git's, listed (``git.walk.log_scan``): ``git log`` prints every commit of
-    the range with its message, and the messages are searched here at once; a whole long
-    history (a first run) is walked as two halves at once, on two cores (``split_scan``).
-    One git's cost is C git's walk and about 7 % more for the printing; the filtered way
-    (``--grep``) prints less but needs a second walk to count the commits (``checked``)
-    (measured: ``bench/confirm_ci.py``). A shallow clone must see besides whether the walk
+    the range with its message, and the messages are searched here at once. Its cost is C
+    git's walk and about 7 % more for the printing; the filtered way (``--grep``) prints less
+    but needs a second walk to count the commits (``checked``) (measured:
+    ``bench/confirm_ci.py``). A shallow clone must see besides whether the walk
     reached its boundary, which only a listed walk can say. The candidates' order is not the
     walk's: ``_oldest_first``."""
     depth = FIRST_DEPTH
@@ -348,8 +347,8 @@ class _Earlier:
 def _oldest_first(repo: Repository, candidates: Sequence[tuple[str, bytes]]
                   ) -> list[tuple[str, bytes]]:
     """The walk's candidates oldest first, in an order that does not depend on how the
-    history was walked (one git, or two halves at once: ``git.walk.split_scan``): by commit
-    time, then by id. Which of two claims of one job id came first is not left to this order
+    history was walked (listed or filtered, git's walk order): by commit time, then by id.
+    Which of two claims of one job id came first is not left to this order
     (``_first_publications``)."""
     return sorted(candidates, key=lambda c: (repo.commit(c[0]).commit_time, c[0]))
 
