@@ -11,30 +11,16 @@ from __future__ import annotations
 
 import io
 import shutil
-import subprocess
-import sys
 from contextlib import chdir, redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 from conftest import Site, git
 from test_confirm import KEY, publish
-from test_startup import imported, loaded
 
 from gitpub.cli import quick
 from gitpub.cli.main import main as click_main
 from gitpub.cli.main import run_click
-
-#: Never needed by a plain ``confirm`` in a plain repository (``tests/test_startup.py`` says
-#: what ``status`` may not load; ``confirm`` needs the verifier, the sanitizer and C git).
-CONFIRM_HEAVY = ("click", "gitpub.cli.main", "dulwich", "httpx", "fontTools", "jsonschema",
-                 "brotli", "merge3", "gitpub.pipeline", "gitpub.delivery", "gitpub.fonts",
-                 "gitpub.channels", "gitpub.hooks", "gitpub.app.commands", "gitpub.app.doctor")
-
-#: Not needed either by a run whose configuration the authentic ledger vouches for
-#: (``verify.facts``): PyYAML, the configuration's definitions and validator.
-VOUCHED_HEAVY = ("yaml", "gitpub.config.model", "gitpub.config.schema", "gitpub.config.load",
-                 "gitpub.config.channel_rules")
 
 
 def full_clone(site: Site, tmp_path: Path, name: str, remote: Path | None = None) -> Path:
@@ -105,26 +91,3 @@ def test_the_pushing_form_prints_what_click_prints(site: Site, tmp_path: Path,
     ["confirm", "--"], ["--no-push-notes", "confirm"]])
 def test_every_other_confirm_form_goes_to_click(args: list[str]) -> None:
     assert quick.parse(args) is None
-
-
-def test_a_plain_confirm_loads_neither_click_nor_dulwich(site: Site, tmp_path: Path) -> None:
-    """A real process, as CI starts it, in a fresh full clone of a plain repository: first run
-    (the whole history, notes pushed), then a second one after a new publication (the
-    checked-through point from the remote's notes, notes pushed again)."""
-    publish(site, 1)
-    env = {**site.env, "GITPUB_CONFIRM_KEY": KEY}
-    for n in range(2):
-        if n:
-            publish(site, 1, start=1)
-        clone = full_clone(site, tmp_path, f"ci{n}")
-        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "gitpub", "confirm",
-                               "--json"], cwd=clone, env=env, capture_output=True, text=True,
-                              timeout=120)
-        assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-        assert '"notes_pushed": true' in proc.stdout
-        names = imported(proc.stderr)
-        assert not loaded(names, CONFIRM_HEAVY), loaded(names, CONFIRM_HEAVY)
-        if n:  # the configuration's facts vouched for by the first run's ledger
-            assert not loaded(names, VOUCHED_HEAVY), loaded(names, VOUCHED_HEAVY)
-        else:  # a first run parses and validates the working tree's file
-            assert "yaml" in names

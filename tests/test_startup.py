@@ -27,22 +27,12 @@ from test_delivery import article, prepare
 from gitpub.cli import entry, output, quick
 from gitpub.cli.main import cli, run_click
 from gitpub.cli.main import main as click_main
-from gitpub.git import repo as repo_module
 from gitpub.hooks import install as hooks
 
 #: Never needed to show a version, usage, a job's status or its history.
 HEAVY = ("yaml", "httpx", "fontTools", "jsonschema", "brotli", "merge3", "gitpub.pipeline.prepare",
          "gitpub.fonts.subset", "gitpub.delivery", "gitpub.verify",
          "gitpub.app.sources", "gitpub.app.doctor", "gitpub.hooks.install")
-
-
-#: Never needed by ``status`` or ``log`` of jobs in this clone: the option parser, dulwich, C
-#: git's runner, the configuration's definitions and validator, the sanitizer, OpenSSL's
-#: hashlib, ``dataclasses`` (and ``inspect``, which it imports).
-READING_HEAVY = (*HEAVY, "click", "dulwich", "gitpub.cli.main", "subprocess",
-                 "gitpub.config.model", "gitpub.config.schema", "gitpub.config.load",
-                 "gitpub.core.sanitize", "gitpub.git.remote", "gitpub.git.locks", "hashlib",
-                 "dataclasses", "inspect", "gitpub.channels")
 
 
 def imported(stderr: str) -> set[str]:
@@ -92,71 +82,6 @@ def test_help_loads_click_but_not_the_commands(site: Site) -> None:
     out, names = start(["-m", "gitpub", "-h"], site.path, site.env)
     assert "hooks" in out and "status" in out  # the lazily registered commands are listed
     assert not loaded(names, ("gitpub.app", "gitpub.git", "gitpub.store", "dulwich", *HEAVY))
-
-
-def reading_jobs(site: Site, where: Path | None = None) -> list[tuple[list[str], str]]:
-    """``status``/``log`` forms run in ``where`` (a real process each), checked to load none of
-    ``READING_HEAVY``; what each printed."""
-    job_id = next(iter(site.job_refs())).removeprefix("refs/pub/jobs/")
-    printed = []
-    for args in (["status"], ["status", "--json"], ["--json", "status", "--all"],
-                 ["status", job_id], ["log", job_id], ["log", "--json", job_id[:8]],
-                 ["-C", str(where or site.path), "status", "--json", job_id]):
-        out, names = start(["-m", "gitpub", *args], where or site.path, site.env)
-        assert not loaded(names, READING_HEAVY), (args, loaded(names, READING_HEAVY))
-        printed.append((args, out))
-    return printed
-
-
-def full_path(site: Site, printed: list[tuple[list[str], str]],
-              monkeypatch: pytest.MonkeyPatch, where: Path | None = None) -> None:
-    """The same commands through click with dulwich alone reading (the repository opened as
-    one whose configuration is not plain) print the same bytes."""
-    with monkeypatch.context() as m:
-        m.setattr(repo_module, "is_plain", lambda path, **kw: False)
-        m.chdir(where or site.path)
-        for args, out in printed:
-            clicked = io.StringIO()
-            with redirect_stdout(clicked):
-                assert run_click(list(args)) == 0, args
-            assert clicked.getvalue() == out, args
-
-
-def test_status_and_log_load_only_what_reading_jobs_needs(
-        site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
-    for i in range(3):
-        prepare(site, f"startup-{i}", f"posts/startup-{i}.md", article(f"startup {i}"))
-    site.run("status")  # the configuration's cache is made by the first run
-    printed = reading_jobs(site)
-    assert "LOCAL_COMMITTED" in printed[0][1]
-    full_path(site, printed, monkeypatch)
-
-
-def test_a_packed_store_is_read_without_dulwich(site: Site,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """After ``git gc`` (objects in a pack, with deltas) and ``git pack-refs``: the same. (A
-    published job's channels are shown by the channel code: ``status`` of one loads it.)"""
-    ids = [str(prepare(site, f"packed-{i}", f"posts/packed-{i}.md", article(f"packed {i}"))
-               ["job_id"]) for i in range(3)]
-    assert site.call("resolve", ids[1], "--abandon").code == 0  # a finished job, for --all
-    site.git("gc", "-q", "--aggressive", "--prune=now")
-    site.git("pack-refs", "--all")
-    assert not list((site.path / ".git/objects").glob("??/*"))
-    assert not list((site.path / ".git/refs/pub/jobs").glob("*"))
-    site.run("status")
-    printed = reading_jobs(site)
-    full_path(site, printed, monkeypatch)
-
-
-def test_a_linked_worktree_reads_the_store_without_dulwich(
-        site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    prepare(site, "worktree", "posts/worktree.md", article("worktree"))
-    wt = tmp_path / "wt"
-    site.git("worktree", "add", "-q", "-b", "side", str(wt))
-    Site(wt, site.remote, site.env, []).run("status")
-    printed = reading_jobs(site, wt)
-    full_path(site, printed, monkeypatch, wt)
-    assert printed[:-1] == reading_jobs(site)[:-1]  # the same store, from either checkout
 
 
 def test_an_alternate_is_read_through_dulwich_with_the_same_output(site: Site,

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from gitpub.app.commands import History, Jobs
-from gitpub.config.source import CONFIG_FILE
+from gitpub.config.model import CONFIG_FILE
 from gitpub.core.states import TERMINAL, State
 from gitpub.store.jobs import Job
 

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Literal
+import yaml
 
-    Format = Literal["yaml", "toml", "json"]
+from gitpub.config.load import StrictLoader, bound_aliases
+from gitpub.config.model import ConfigError
+
+Format = Literal["yaml", "toml", "json"]
 
 _OPEN = {"---": "yaml", "+++": "toml"}
 _CLOSE = {"yaml": ("---", "..."), "toml": ("+++",)}
@@ -110,13 +112,8 @@ def _depth(data: object) -> int:
 
 
 def _parse_yaml(fm: FrontMatter) -> tuple[dict[str, object] | None, str | None]:
-    import yaml
-
-    from gitpub.config.load import bound_aliases, strict_loader
-    from gitpub.config.model import ConfigError
-
     try:
-        loader = strict_loader()(fm.block)
+        loader = StrictLoader(fm.block)
         try:
             node = loader.get_single_node()
             if node is not None:

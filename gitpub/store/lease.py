@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
 from typing import NamedTuple
 
 from gitpub.core.record import Lease
@@ -57,24 +56,22 @@ def _this_host() -> str:
 
 
 class Worker(NamedTuple):
-    """This process as a lease holder (a frozen value; a ``NamedTuple``, as cheap to define at
-    start-up as a value can be)."""
+    """This process as a lease holder (a frozen value)."""
 
     token: str
     owner: str
-    #: How long a lease lasts, or how to learn it when a lease is first taken (``open_session``:
-    #: from the configuration, which a command that takes no lease never builds).
-    ttl: float | Callable[[], float] = DEFAULT_TTL
+    #: How long a lease lasts (``open_session``: from the configuration).
+    ttl: float = DEFAULT_TTL
 
     @classmethod
-    def current(cls, ttl: float | Callable[[], float] = DEFAULT_TTL) -> Worker:
+    def current(cls, ttl: float = DEFAULT_TTL) -> Worker:
         pid = os.getpid()
         owner = f"{_this_host()}:{pid}:{_start_time(pid) or '?'}"
-        return cls(os.urandom(16).hex(), owner, ttl)  # random, as uuid4 (without its import)
+        return cls(os.urandom(16).hex(), owner, ttl)  # random, as uuid4
 
     def seconds(self) -> float:
         """How long a lease taken now lasts."""
-        return self.ttl() if callable(self.ttl) else self.ttl
+        return self.ttl
 
     def lease(self, now: float | None = None) -> Lease:
         return Lease(self.token, self.owner,

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from gitpub.config.source import validator_digest
+from gitpub.config.model import CONFIG_FILE
 from gitpub.core.errors import GitpubError, UsageError
 from gitpub.core.sanitize import sanitize
 from gitpub.git import trailers
@@ -111,7 +111,7 @@ def confirm(repo: Repository, config: F.ConfigFacts, remote: Remote, *, rev_rang
             push_notes: bool, progress: Progress, key: L.Key | None = None,
             settle: Settle | None = None) -> ConfirmReport:
     """One run (the module's docstring). ``settle``: ``config`` is only a guess of the working
-    tree's configuration (``config.source.guess_remote_branch``), made without PyYAML; once
+    tree's configuration (``facts.guess_remote_branch``), made without PyYAML; once
     the authentic ledger is read, ``settle`` gives the real facts (vouched for by it, else
     parsed and validated: ``verify.facts``) — and if they name another remote or branch, the
     fetch is made again with those."""
@@ -132,7 +132,7 @@ def confirm(repo: Repository, config: F.ConfigFacts, remote: Remote, *, rev_rang
             remote = Remote(repo, config.remote, config.branch)
             continue
         memory = L.read_memory(repo, notes_tip, key)
-        facts = F.Resolver(repo, F.vouched(memory.ledger.facts, validator_digest())
+        facts = F.Resolver(repo, F.vouched(memory.ledger.facts, F.validator_digest())
                            if key is not None else {})
         if settle is None:
             break
@@ -190,12 +190,11 @@ def _with_facts(ledger: L.Ledger, facts: F.Resolver, tip: str) -> L.Ledger:
     """The ledger with the facts of ``.gitpub.yaml`` at ``tip`` — the next run's start — for
     this validator (``verify.facts``); as it was when the file is absent or does not
     validate."""
-    validator = validator_digest()
     blob = facts.blob_at(tip)
-    found = facts.of_blob(blob, f"{F.CONFIG_FILE} at {tip[:12]}")
-    if validator is None or blob is None or isinstance(found, F.Bad):
+    found = facts.of_blob(blob, f"{CONFIG_FILE} at {tip[:12]}")
+    if blob is None or isinstance(found, F.Bad):
         return ledger
-    return ledger.with_facts(F.facts_line(blob, validator, found))
+    return ledger.with_facts(F.facts_line(blob, F.validator_digest(), found))
 
 
 def _settled_ledger(repo: Repository, final: str | None, key: L.Key | None,
