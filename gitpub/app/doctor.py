@@ -37,6 +37,8 @@ from gitpub.core.sanitize import sanitize
 from gitpub.core.states import TERMINAL
 from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError
 from gitpub.git.repo import Repository
+from gitpub.hooks.install import hooks_directory, install, plan_install, render_shim
+from gitpub.hooks.shared import HOOKS
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import ACTIVE_PREFIX, JOBS_PREFIX, JobStore
 
@@ -142,9 +144,6 @@ def _remote(env: _Env) -> Check:
 
 
 def _hooks(env: _Env) -> Check:
-    from gitpub.hooks.install import hooks_directory, install, plan_install, render_shim
-    from gitpub.hooks.shared import HOOKS
-
     if env.repo.work_tree is None:
         return Check("hooks", "skipped", "a bare repository runs no commit hooks")
     directory = hooks_directory(env.repo.work_tree)  # raises (with a hint) on core.hooksPath
@@ -323,7 +322,7 @@ def _fonts(env: _Env) -> Check:
 
 
 def _hand_edits(env: _Env) -> Check:
-    from gitpub.delivery.sync import discover
+    from gitpub.delivery.sync import discover  # dulwich: cli.main imports this module
 
     config, repo = env.config, env.repo
     assert config is not None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,8 +190,6 @@ def default_node() -> str:
     try:
         host = os.uname().nodename
     except AttributeError:  # pragma: no cover - Windows
-        import socket
-
         host = socket.gethostname()
     return sanitize_node(host)
 

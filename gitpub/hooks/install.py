@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from gitpub.config.load import load_config
+from gitpub.config.model import ConfigError
 from gitpub.core.errors import GitpubError, NotARepositoryError, UsageError
 from gitpub.core.files import fsync_dir, write_atomic
 from gitpub.git.run import run_git
@@ -242,9 +244,6 @@ def notes_refspec(remote: str) -> str:
 def configure_notes(repo_path: Path) -> bool:
     """Configure the notes ref's fetch and merge (see the module docstring); idempotent. False
     when the configured remote does not exist (yet): nothing is written then."""
-    from gitpub.config.load import load_config
-    from gitpub.config.model import ConfigError
-
     top = _git(repo_path, "rev-parse", "--show-toplevel")
     try:
         remote = load_config(Path(top)).remote if top else "origin"

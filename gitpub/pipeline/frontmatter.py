@@ -20,7 +20,9 @@ regular expressions that backtrack: the time is linear in the line's length.
 
 from __future__ import annotations
 
+import json
 import re
+import tomllib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -65,8 +67,6 @@ def split(text: str) -> FrontMatter | None:
 
 
 def _split_json(text: str) -> FrontMatter:
-    import json
-
     try:
         _, end = json.JSONDecoder().raw_decode(text)
     except (ValueError, RecursionError):
@@ -141,8 +141,6 @@ def _parse_yaml(fm: FrontMatter) -> tuple[dict[str, object] | None, str | None]:
 
 
 def _parse_toml(fm: FrontMatter) -> tuple[dict[str, object] | None, str | None]:
-    import tomllib
-
     try:
         return tomllib.loads(fm.block), None
     except tomllib.TOMLDecodeError as e:
@@ -153,8 +151,6 @@ def _parse_toml(fm: FrontMatter) -> tuple[dict[str, object] | None, str | None]:
 
 
 def _parse_json(fm: FrontMatter) -> tuple[dict[str, object] | None, str | None]:
-    import json
-
     try:
         data = json.loads(fm.block)
     except ValueError as e:

@@ -28,6 +28,7 @@ import time
 from typing import NamedTuple
 
 from gitpub.core.record import Lease
+from gitpub.core.sanitize import sanitize
 
 DEFAULT_TTL = 900.0
 #: How many lease durations ahead an expiry may lie and still be believed (see above).
@@ -83,8 +84,6 @@ class Worker(NamedTuple):
 
 def shown_owner(owner: str) -> str:
     """A lease's owner as a message quotes it: another clone may have written it."""
-    from gitpub.core.sanitize import sanitize  # only for a message: not on the status path
-
     text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", sanitize(owner[:1000]))
     return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN - 3] + "..."
 

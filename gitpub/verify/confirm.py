@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from gitpub.config.model import CONFIG_FILE
 from gitpub.core.errors import GitpubError, UsageError
-from gitpub.core.sanitize import sanitize
+from gitpub.core.sanitize import remember_secret, sanitize
 from gitpub.git import trailers
 from gitpub.git.diff import first_parent_changes
 from gitpub.git.notes import NOTES_REF, add_notes, build_notes_commit, read_note
@@ -94,8 +94,6 @@ def confirm_key(value: str | None) -> L.Key | None:
     redacted from everything gitpub writes or shows from now on (``core.sanitize``)."""
     if not value:
         return None
-    from gitpub.core.sanitize import remember_secret
-
     remember_secret(value, "confirm-key")
     secret = value.encode("utf-8", "surrogateescape")
     if len(secret) < L.MIN_KEY_BYTES:
