@@ -27,6 +27,7 @@ def open_session(where: Path, progress: Callable[[str], None], *,
     """The context of one command in the repository at ``where``; closed when done."""
     with Repository.discover(where) as repo:
         repo.notice = progress
+        _ = repo.pub_dir  # something else there (a file): every command says so, with the fix
         config = load_repo_config(repo)
         store = JobStore(repo, Worker.current(config.lease_seconds),
                          keep_lease_in=keep_lease_in)
