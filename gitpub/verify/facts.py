@@ -2,12 +2,12 @@
 
 ``confirm`` reads four values of a configuration: the ``remote`` and ``branch`` it fetches, the
 ``trailer_prefix`` whose claims it checks and ``confirm_unrecorded`` (``ConfigFacts``). Getting
-them the full way means PyYAML, the configuration's definitions and its validator (~60-100 ms
-of a CI run that otherwise costs one push's commits). But the file is the same one run after
-run, and the run that last checked it held CI's key: so each authenticated run writes, in its
-ledger (under the ledger's one MAC, ``verify.ledger``), the facts of the ``.gitpub.yaml`` at
-the point it checked through — keyed by that file's *blob id* and by a digest of the code
-that read it (``validator_digest``). A later run believes them only when all three hold: the
+them the full way means parsing and validating the file at a commit (PyYAML and the
+configuration's validator). But the file is the same one run after run, and the run that last
+checked it held CI's key: so each authenticated run writes, in its ledger (under the ledger's
+one MAC, ``verify.ledger``), the facts of the ``.gitpub.yaml`` at the point it checked through
+— keyed by that file's *blob id* and by a digest of the code that read it
+(``validator_digest``). A later run believes them only when all three hold: the
 ledger is authentic, the blob at the commit (or the working tree's file, hashed here) has
 exactly that id, and this gitpub's code has exactly that digest. Anything else — no key, a
 forged or missing line, another file, another gitpub — and the file is parsed and validated as
