@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -246,29 +243,6 @@ def test_a_listing_sees_every_ref_while_git_packs_them(site: Site,
     assert runs and not (site.path / ".git/refs/pub/jobs").exists()  # all packed now
     assert listed.code == 0, listed.out
     assert sorted(j["job_id"] for j in listed.json()["jobs"]) == sorted(ids)
-
-
-# -- the command line: a reader that goes away --------------------------------------------------
-
-def _to_a_closed_pipe(site: Site, args: list[str]) -> tuple[int, bytes]:
-    """``git pub ARGS`` writing to a pipe whose reader has gone (``git pub status | head
-    -0``): exit code and stderr."""
-    read, write = os.pipe()
-    os.close(read)
-    try:
-        proc = subprocess.run([sys.executable, "-m", "gitpub", "-C", str(site.path), *args],
-                              stdout=write, stderr=subprocess.PIPE, env=site.env, timeout=120)
-    finally:
-        os.close(write)
-    return proc.returncode, proc.stderr
-
-
-@pytest.mark.parametrize("args", [["status", "--all"], ["--json", "status", "--all"]])
-def test_a_closed_pipe_ends_the_run_quietly(site: Site, args: list[str]) -> None:
-    """A run whose stdout is a broken pipe ends quietly, exit 1, as click ends it (not with
-    ``unexpected error: BrokenPipeError``)."""
-    jobs_site(site, 1)
-    assert _to_a_closed_pipe(site, args) == (1, b"")
 
 
 # -- replace refs and grafts: what is stored, both ways ---------------------------------------
