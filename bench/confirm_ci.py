@@ -10,9 +10,8 @@ runs in the same clone, alternating with gitpub, after a warm-up. Rows:
 - *without the key*: nothing in the notes can be believed, so every run is a first run (the
   slow, safe path; no target);
 - *the walk alone*: the first run's walk in-process (no interpreter start, no fetch), listed
-  and split in two halves walked at once as confirm runs it, listed in one git, and filtered
-  by C git with a parallel count, against ``git log --grep`` (no target: they say what the
-  walk costs against C git's own);
+  in one git as confirm runs it, and filtered by C git with a parallel count, against ``git
+  log --grep`` (no target: they say what the walk costs against C git's own);
 - *second run*: the remote's notes say where the last run stopped; one new commit was pushed;
   a fresh clone runs ``confirm`` (which pushes its notes, so the next sample is again one new
   commit), against ``git log --grep`` in the same clone (target ≤ 0.3);
@@ -115,43 +114,32 @@ def _first_run(h: Harness, s: Sizes, clones: _Clones, history: int, *, keyed: bo
 
 def _walks(h: Harness, s: Sizes, clones: _Clones, history: int) -> list[Row]:
     """The first run's walk alone (in-process, no interpreter start, no fetch): the listed way
-    confirm uses — split in two halves walked at once (``git.walk.split_scan``) — the same in
-    one git, and the filtered way (``--grep`` plus a ``rev-list --count`` at the same time,
-    on the other core)."""
+    confirm uses (one git), and the filtered way (``--grep`` plus a ``rev-list --count`` at
+    the same time, on the other core)."""
     from gitpub.git import walk as W
     from gitpub.git.repo import Repository
 
     repo = clones.clone()
 
-    def walk(listed: bool, split: bool = True) -> float:
+    def walk(listed: bool) -> float:
         with Repository.discover(repo) as r:
             tip = r.read_ref("refs/remotes/origin/main")
             assert tip is not None
-            threshold = W.SPLIT_OBJECTS
-            W.SPLIT_OBJECTS = threshold if split else 10**12
-            try:
-                t0 = time.perf_counter()
-                scan = W.log_scan(r, [tip], [], listed=listed)
-                dt = time.perf_counter() - t0
-            finally:
-                W.SPLIT_OBJECTS = threshold
+            t0 = time.perf_counter()
+            scan = W.log_scan(r, [tip], [], listed=listed)
+            dt = time.perf_counter() - t0
         if scan.count != history or len(scan.candidates) != 1:
             raise BenchError(f"the walk counted {scan.count} of {history}")
         return dt
 
     grep = lambda: _grep(h, repo)  # noqa: E731
-    sx, sy = alternate(s.runs, lambda: walk(True), grep)
-    lx, ly = alternate(s.runs, lambda: walk(True, split=False), grep)
+    lx, ly = alternate(s.runs, lambda: walk(True), grep)
     fx, fy = alternate(s.runs, lambda: walk(False), grep)
     what = "`git.walk.log_scan` in-process over the whole history"
     return [
-        Row("first-run walk alone, listed and split (what confirm runs)", median(sx),
-            median(sy), None, str(s.runs),
-            f"{what}: two `git log -z --format=%H%x00%B` at once, `tip ^point` and `point`, "
-            "the point sampled from the pack", GREP_WHAT, "", sx, sy),
-        Row("first-run walk alone, listed in one git", median(lx), median(ly), None,
-            str(s.runs), f"{what}: one `git log -z --format=%H%x00%B`, searched at once",
-            GREP_WHAT, "", lx, ly),
+        Row("first-run walk alone, listed in one git (what confirm runs)", median(lx),
+            median(ly), None, str(s.runs),
+            f"{what}: one `git log -z --format=%H%x00%B`, searched at once", GREP_WHAT, "", lx, ly),
         Row("first-run walk alone, filtered + counted (two gits at once)", median(fx),
             median(fy), None, str(s.runs),
             f"{what}: `git log --grep=-job-id -i -F` and `git rev-list --count` in parallel",

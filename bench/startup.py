@@ -6,10 +6,11 @@ interpreter gitpub is installed in, so the comparison is of what gitpub adds) in
 command, baseline, baseline, command, … — in one run, so that drift on a busy machine hits both
 sides alike, and reports the medians and their ratio:
 
-- ``git-pub --version`` (target ≤ 1.5x) and ``git-pub -h``;
-- ``git-pub status`` over 10 unfinished jobs (target ≤ 2.5x) and ``git-pub log JOB``, then
-  ``status`` again once ``git gc`` and ``git pack-refs`` packed the store (objects read from a
-  pack, refs from ``packed-refs``);
+- ``git-pub --version`` and ``git-pub -h``;
+- ``git-pub status`` over 10 unfinished jobs and ``git-pub log JOB``, then ``status`` again
+  once ``git gc`` and ``git pack-refs`` packed the store (objects read from a pack, refs from
+  ``packed-refs``). The target of ``status`` is absolute: ≤ 150 ms (its notes say so; the
+  ratio to a bare interpreter is shown, not targeted);
 - the post-commit hook on a commit touching no content path (its fast path), run as git runs
   it (the installed shim, in the repository);
 - ``git-pub push`` of one prepared job with gitpub's hooks installed against the same without
@@ -35,6 +36,7 @@ from bench.common import hermetic_env, median, python
 
 CONFIG = 'remote: origin\nbranch: main\narticles: ["posts/**/*.md"]\nnode: bench\n'
 JOBS = 10
+STATUS_TARGET = "target: ≤ 150 ms end to end (absolute, not a ratio)"
 
 
 def git_pub() -> list[str]:
@@ -136,18 +138,19 @@ def measure(root: Path, env: dict[str, str], runs: int) -> list[dict[str, object
         return lambda: _run([*exe, *args], site, env)
 
     rows = []
-    for args, target, name in (
-            (("--version",), 1.5, "`git pub --version`"),
-            (("-h",), None, "`git pub -h`"),
-            (("status",), 2.5, f"`git pub status` ({JOBS} unfinished jobs)"),
-            (("log", jobs[0]), None, "`git pub log JOB`")):
+    for args, notes, name in (
+            (("--version",), "", "`git pub --version`"),
+            (("-h",), "", "`git pub -h`"),
+            (("status",), STATUS_TARGET, f"`git pub status` ({JOBS} unfinished jobs)"),
+            (("log", jobs[0]), "", "`git pub log JOB`")):
         xs, ys = interleaved(runs, command(*args), baseline)
-        rows.append(row(f"start-up: {name}", xs, ys, target, name, bare))
+        rows.append(row(f"start-up: {name}", xs, ys, None, name, bare, notes))
     _git(site, env, "gc", "-q", "--prune=now")
     _git(site, env, "pack-refs", "--all")
     xs, ys = interleaved(runs, command("status"), baseline)
     rows.append(row(f"start-up: `git pub status` ({JOBS} jobs, store packed by git gc)", xs, ys,
-                    2.5, "`git pub status` after `git gc` and `git pack-refs --all`", bare))
+                    None, "`git pub status` after `git gc` and `git pack-refs --all`", bare,
+                    STATUS_TARGET))
 
     install_hooks(site, env)
     hook = site / ".git" / "hooks" / "post-commit"

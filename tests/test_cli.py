@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import Site
+from test_delivery import article, prepare
 
 from gitpub import __version__
 
@@ -97,3 +99,24 @@ def test_unexpected_errors_are_one_line_unless_debug(site: Site) -> None:
     r = site.run("status", "--all")
     assert r.code == 1 and "Traceback" not in r.err
     (site.path / ".git" / "refs" / "pub" / "jobs" / "x").unlink()
+
+
+def _to_a_closed_pipe(site: Site, args: list[str]) -> tuple[int, bytes]:
+    """``git pub ARGS`` writing to a pipe whose reader has gone (``git pub status | head
+    -0``): exit code and stderr."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "gitpub", "-C", str(site.path), *args],
+                              stdout=write, stderr=subprocess.PIPE, env=site.env, timeout=120)
+    finally:
+        os.close(write)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.parametrize("args", [["status", "--all"], ["--json", "status", "--all"]])
+def test_a_closed_pipe_ends_the_run_quietly(site: Site, args: list[str]) -> None:
+    """A run whose stdout is a broken pipe ends quietly, exit 1, as click ends it (not with
+    ``unexpected error: BrokenPipeError``)."""
+    prepare(site, "piped", "posts/piped.md", article("piped"))
+    assert _to_a_closed_pipe(site, args) == (1, b"")

@@ -566,19 +566,6 @@ def test_billion_laughs_in_a_repository_is_a_usage_error_in_bounded_memory(
                                                                 "PYTHONPATH": str(root)})
     assert proc.returncode == 2, proc.stderr
     assert b".gitpub.yaml: the document expands to more than" in proc.stderr
-    assert not (repo / ".git/pub/config-cache.json").exists()
-
-
-def test_invalid_data_is_never_cached(tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    (tmp_path / CONFIG_FILE).write_text("retry: {max_attempts: three}\n", encoding="utf-8")
-    with pytest.raises(ConfigError):
-        load_config(tmp_path, cache)
-    assert not (cache / "config-cache.json").exists()
-    (tmp_path / CONFIG_FILE).write_text("remote: upstream\n", encoding="utf-8")
-    assert load_config(tmp_path, cache).remote == "upstream"
-    assert (cache / "config-cache.json").exists()
-    assert load_config(tmp_path, cache).remote == "upstream"  # from the cache
 
 
 # -- load_config ----------------------------------------------------------------------------------
@@ -760,15 +747,3 @@ _PATHS = st.lists(_PATH_PART, min_size=1, max_size=5).map("/".join)
 @given(glob=_GLOBS, path=_PATHS)
 def test_glob_matches_the_reference(glob: str, path: str) -> None:
     assert matches(glob, path) == reference_match(glob, path)
-
-
-def test_import_is_cheap() -> None:
-    code = "import sys, gitpub.config.load; print(sorted({'yaml', 'difflib'} & set(sys.modules)))"
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=Path(__file__).resolve().parent.parent,
-    )
-    assert result.stdout.strip() == "[]"

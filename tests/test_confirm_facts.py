@@ -19,11 +19,11 @@ from test_confirm_gate import forged_notes_commit
 
 from gitpub.config import load as config_load
 from gitpub.config.model import Config
-from gitpub.config.source import guess_remote_branch, validator_digest
 from gitpub.git.notes import build_notes_commit
 from gitpub.git.repo import Repository
 from gitpub.verify import facts as F
 from gitpub.verify import ledger as L
+from gitpub.verify.facts import guess_remote_branch, validator_digest
 
 JOBS = "refs/pub/jobs/"
 
@@ -118,7 +118,6 @@ def test_facts_of_another_validator_are_not_believed(site: Site, tmp_path: Path,
     assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
     blob = git(site.remote, "rev-parse", "main:.gitpub.yaml").strip()
     digest = validator_digest()
-    assert digest is not None
     lying = F.facts_of(site_config(site))._replace(confirm_unrecorded="report")
     authentic_ledger_with(site, tmp_path, F.facts_line(
         blob, digest if same_validator else "0" * 64, lying))

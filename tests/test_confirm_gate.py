@@ -6,6 +6,7 @@ fresh clone, with the key (``ci_clone``) or without it."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from conftest import Site, git
@@ -20,6 +21,9 @@ from test_confirm import (
     remote_notes,
     report_unrecorded,
 )
+
+from gitpub.git.repo import Repository
+from gitpub.verify import rules
 
 
 def keyless(site: Site, tmp_path: Path, name: str) -> Site:
@@ -236,3 +240,36 @@ def test_a_replace_ref_does_not_hide_a_tampered_publication(site: Site, tmp_path
     assert git(ci.path, "log", "-1", "--format=%s", "main").strip() == "An ordinary change"
     r = ci.run("confirm", "--json")
     assert r.code == 1 and r.json()["bad"] == [bad], r.out
+
+
+def test_the_configuration_changes_are_read_whatever_the_output_encoding(
+        tmp_path: Path) -> None:
+    """confirm's ``git log`` of the commits changing ``.gitpub.yaml`` printed its ids in
+    UTF-16 under ``i18n.logOutputEncoding=UTF-16``, and confirm died on a UnicodeDecodeError;
+    and ``log.follow`` made it follow renames into the file."""
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "other.yaml").write_text("a: 0\n", encoding="utf-8")
+    git(repo, "add", "other.yaml")
+    git(repo, "commit", "-qm", "c0")
+    start = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "other.yaml").write_text("a: 1\n", encoding="utf-8")
+    git(repo, "commit", "-qam", "c1")
+    git(repo, "mv", "other.yaml", ".gitpub.yaml")
+    git(repo, "commit", "-qm", "c2")
+    for i in (3, 4):
+        (repo / ".gitpub.yaml").write_text(f"a: {i}\n", encoding="utf-8")
+        git(repo, "commit", "-qam", f"c{i}")
+    expected = git(repo, "log", "--format=%H", "--reverse", "HEAD", f"^{start}", "--",
+                   ".gitpub.yaml").split()
+    assert len(expected) == 3
+    git(repo, "config", "i18n.logOutputEncoding", "UTF-16")
+    git(repo, "config", "log.follow", "true")
+
+    class Facts:  # only which blob is at a commit matters here: a different one at each
+        @staticmethod
+        def blob_at(commit: str) -> str:
+            return commit
+
+    with Repository.discover(repo) as r:
+        assert rules._config_changes(r, Facts(), start, "HEAD") == expected  # type: ignore[arg-type]

@@ -35,38 +35,24 @@ import gitpub.verify.confirm
 from gitpub.git import walk
 
 
-def paths(monkeypatch: pytest.MonkeyPatch, *, slow: bool, split: bool = False) -> None:
-    """Slow: every walk listed (never split), every diff asked of C git. Fast: every walk
-    filtered by C git, every diff computed in-process where the trees allow it (not only for
-    a few). Split: listed, and every whole history split in two (at the commit the sampler
-    picks from the clone's pack), diffs as the slow way's."""
+def paths(monkeypatch: pytest.MonkeyPatch, *, slow: bool) -> None:
+    """Slow: every walk listed, every diff asked of C git. Fast: every walk filtered by C
+    git, every diff computed in-process where the trees allow it (not only for a few)."""
     def scan(*args: Any, **kwargs: Any) -> walk.LogScan:
         shallow = bool(walk.shallow_commits(args[0]))  # only a listed walk can say
         return walk.log_scan(*args, **{**kwargs, "listed": slow or shallow})
 
     monkeypatch.setattr(gitpub.verify.confirm, "log_scan", scan)
     monkeypatch.setattr(gitpub.git.diff, "IN_PROCESS", 0 if slow else 10**6)
-    monkeypatch.setattr(walk, "SPLIT_OBJECTS", 0 if split else 10**12)
-    if split:
-        real = walk.split_scan
-
-        def split_scan(*args: Any, **kwargs: Any) -> walk.LogScan:
-            SPLITS.append(args[2])
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(walk, "split_scan", split_scan)
-
-
-SPLITS: list[str] = []  # the points the split walks were made at
 
 
 def verdicts(site: Site, tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch, *,
-             slow: bool, split: bool = False) -> tuple[int, dict[str, Any]]:
+             slow: bool) -> tuple[int, dict[str, Any]]:
     """One confirm run, in-process, in a fresh full clone, notes not pushed."""
     clone = ci_clone(site, tmp_path, name, depth=None)
     with monkeypatch.context() as m:
         m.setenv("GITPUB_CONFIRM_KEY", KEY)
-        paths(m, slow=slow or split, split=split)
+        paths(m, slow=slow)
         r = clone.call("confirm", "--json", "--no-push-notes")
     data = r.json()
     data.pop("remarks")  # a remark may name the path taken
@@ -78,9 +64,6 @@ def both_ways(site: Site, tmp_path: Path, name: str,
     fast = verdicts(site, tmp_path, f"{name}-fast", monkeypatch, slow=False)
     slow = verdicts(site, tmp_path, f"{name}-slow", monkeypatch, slow=True)
     assert fast == slow
-    del SPLITS[:]
-    split = verdicts(site, tmp_path, f"{name}-split", monkeypatch, slow=True, split=True)
-    assert split == slow
     return fast
 
 
@@ -114,8 +97,6 @@ def test_fast_and_slow_paths_agree_on_a_hostile_history(
     git(evil, "push", "-q", "origin", "HEAD:main")
 
     code, first = both_ways(site, tmp_path, "first", monkeypatch)
-    tip = git(site.remote, "rev-parse", "main").strip()
-    assert SPLITS and SPLITS[0] in git(site.remote, "rev-list", f"{tip}~1").split()
     assert code == 1
     assert set(first["bad"]) == {on_side, picked, lower}, first
     assert latin in [c["commit"] for c in first["commits"] if c["ok"]]
@@ -165,8 +146,8 @@ def test_one_fetch_brings_exactly_the_notes_ref(site: Site, tmp_path: Path) -> N
 def test_which_claim_came_first_is_ancestry_not_the_walk(
         site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two sound claims of one job id made in the same second, the later one (a descendant)
-    sorting first by id: the ancestor is the publication, the descendant is BAD — split or
-    not, filtered or listed."""
+    sorting first by id: the ancestor is the publication, the descendant is BAD — filtered or
+    listed."""
     from test_confirm import FORGED_JOB
 
     report_unrecorded(site)

@@ -68,6 +68,27 @@ def test_hooks_missing_or_outdated(site: Site) -> None:
     assert "# edited" not in hook.read_text()
 
 
+def test_a_shim_of_an_older_gitpub_fails_and_fix_rewrites_it(site: Site) -> None:
+    """Shims installed by gitpub 0.1 run ``gitpub.hookfast``, which is gone: every push is
+    refused. doctor says so (fail, naming each shim and the module), and --fix rewrites them."""
+    healthy(site)
+    hooks = site.path / ".git" / "hooks"
+    for name in ("pre-push", "post-commit"):
+        text = (hooks / name).read_text()
+        (hooks / name).write_text(text.replace("from gitpub.hooks.fast import main",
+                                               "from gitpub.hookfast import main"))
+    code, checks = doctor(site)
+    assert code == 1 and checks["hooks"]["status"] == "fail", checks["hooks"]
+    assert "post-commit runs gitpub.hookfast" in checks["hooks"]["message"]
+    assert "pre-push runs gitpub.hookfast" in checks["hooks"]["message"]
+    assert checks["hooks"]["safe_fix"] and checks["hooks"]["fix"] is not None
+    code, checks = doctor(site, "--fix")
+    assert code == 0 and checks["hooks"]["fixed"], checks["hooks"]
+    code, checks = doctor(site)
+    assert code == 0 and checks["hooks"]["status"] == "ok", checks["hooks"]
+    assert not [p.name for p in hooks.iterdir() if "hookfast" in p.read_text()]
+
+
 def test_a_clobbering_notes_refspec_is_reported_not_changed(site: Site) -> None:
     healthy(site)
     site.git("config", "--add", "remote.origin.fetch", "+refs/notes/*:refs/notes/*")

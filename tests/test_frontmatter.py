@@ -18,7 +18,7 @@ from conftest import Site
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gitpub.config.load import strict_loader
+from gitpub.config.load import StrictLoader
 from gitpub.pipeline.frontmatter import atx_heading, first_heading, problem, split, title
 
 
@@ -106,7 +106,7 @@ def test_toml_and_json_front_matter_read_as_their_parsers_do(data: dict[str, obj
 def test_a_yaml_title_reads_as_yaml_does(value: str) -> None:
     text = f"---\ntitle: {json.dumps(value)}\n---\n"
     try:
-        parsed = yaml.load(text.split("---")[1], strict_loader())
+        parsed = yaml.load(text.split("---")[1], StrictLoader)
     except yaml.YAMLError:  # (libyaml refuses surrogate escapes): the gate says so
         assert problem(text) is not None and title(text) is None
         return

@@ -5,7 +5,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gitpub.config.load import strict_loader
+from gitpub.config.load import StrictLoader
 from gitpub.pipeline.frontmatter import problem as front_matter_problem
 from gitpub.pipeline.gates import title_of
 
@@ -21,7 +21,7 @@ def test_titles_read_as_yaml_does(line: str) -> None:
 def test_a_title_line_agrees_with_yaml(value: str) -> None:
     line = f"title: {value}"
     try:
-        parsed = yaml.load(line, strict_loader())
+        parsed = yaml.load(line, StrictLoader)
     except yaml.YAMLError:
         assert front_matter_problem(f"---\n{line}\n---\n") is not None
         return

@@ -128,6 +128,39 @@ def test_reinstall_is_idempotent(site: Site, monkeypatch: pytest.MonkeyPatch) ->
     assert (hooks_dir(site) / "pre-push.legacy").read_text() == LEGACY_PRE_PUSH
 
 
+CURRENT_ENTRY = "from gitpub.hooks.fast import main"
+OLD_ENTRY = "from gitpub.hookfast import main"  # gitpub 0.1's shims; that module is gone
+
+
+def older_shims(site: Site) -> None:
+    """The shims an older gitpub installed: the same, but running ``gitpub.hookfast``."""
+    for hook in shared.HOOKS:
+        path = hooks_dir(site) / hook
+        text = path.read_text()
+        assert CURRENT_ENTRY in text
+        path.write_text(text.replace(CURRENT_ENTRY, OLD_ENTRY))
+
+
+def test_a_shim_of_an_older_gitpub_is_rewritten_not_chained(
+        site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its entry point is gone, so it fails every time (a push is refused); install
+    recognises it as ours and rewrites it in place, and the push goes through."""
+    installed(site, monkeypatch)
+    job_branch(site)
+    older_shims(site)
+    assert hooks.missing_entry(hooks_dir(site) / "pre-push") == "gitpub.hookfast"
+    assert run_git(site, "push", "-q", "origin", "pub").code != 0
+    r = pub(site, "hooks", "install", "--json", monkeypatch=monkeypatch)
+    assert r.code == 0, r.err
+    assert all(s["changed"] and s["legacy"] is None for s in json.loads(r.out)["hooks"])
+    for hook in shared.HOOKS:
+        assert CURRENT_ENTRY in (hooks_dir(site) / hook).read_text()
+        assert hooks.missing_entry(hooks_dir(site) / hook) is None
+        assert not (hooks_dir(site) / f"{hook}.legacy").exists()
+    r = run_git(site, "push", "-q", "origin", "pub")
+    assert r.code == 0, r.err
+
+
 def test_our_shim_parked_as_legacy_is_dropped_not_chained(site: Site) -> None:
     hooks.install(site.path)
     shim = hooks_dir(site) / "post-commit"

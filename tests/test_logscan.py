@@ -5,16 +5,23 @@ as ``git log`` shows it contains ``-job-id`` in any ASCII case, on a history bui
 awkward: merges with claims on the side branch, claims in odd cases, messages in ISO-8859-1
 (git re-encodes it) and UTF-16 (git reads it only to its first NUL), a message that opens
 with a blank line, an empty message, a message that is a commit id, the needle only in a
-subject."""
+subject. And the walk's hazards: a configuration that re-encodes git's output, messages that
+look like records, a shallow boundary and grafts, a damaged history, the caller's work done
+while git walks, a process killed while git walks."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from conftest import git
+from conftest import ROOT, git
 
+from gitpub.core.errors import CorruptStateError
 from gitpub.git.repo import Repository
 from gitpub.git.walk import log_scan
 
@@ -97,3 +104,152 @@ def test_a_counted_walk_cannot_say_what_it_walked(history: tuple[Path, dict[str,
         assert log_scan(r, [c["tip"]], [], counted=False).candidates == scan.candidates
     with pytest.raises(ValueError):
         scan.has(c["root"])
+
+
+History = tuple[Path, dict[str, str]]
+
+
+def chain(repo: Path, n: int) -> list[str]:
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "hash-object", "-w", "-t", "tree", "--stdin"], cwd=repo, input=b"",
+                   check=True, capture_output=True)
+    commits = [raw_commit(repo, [], b"Root\n")]
+    for i in range(1, n):
+        commits.append(raw_commit(repo, [commits[-1]], b"C%d\n\nBlog-Job-Id: j%d\n" % (i, i),
+                                  when=i))
+    return commits
+
+
+def both_walks_are_gits(r: Repository, repo: Path, tips: list[str]) -> None:
+    """The filtered and the listed walk of ``tips`` give the oracle's answer."""
+    count, expected = oracle(repo, tips)
+    walked = set(git(repo, "rev-list", *tips).split())
+    every = git(repo, "rev-list", "--all").split()
+    for listed in (False, True):
+        scan = log_scan(r, tips, [], listed=listed)
+        assert scan.count == count, listed
+        assert {sha for sha, _ in scan.candidates} == expected, listed
+        assert len(scan.candidates) == len(expected), listed
+        if listed:
+            assert all(scan.has(sha) == (sha in walked) for sha in every)
+
+
+@pytest.mark.parametrize("where", ["repo", "global"])
+@pytest.mark.parametrize("key", ["i18n.logOutputEncoding", "i18n.commitEncoding"])
+def test_an_output_encoding_of_the_configuration_blinds_no_walk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, key: str) -> None:
+    """git re-encodes its whole ``log`` output (ids and NULs too) to the configured output
+    encoding: in UTF-16 the filtered walk found no claim at all (and said nothing), the
+    listed one failed. Each walk reads git's output in the one encoding it parses."""
+    repo = tmp_path / "r"
+    tip = chain(repo, 8)[-1]
+    count, expected = oracle(repo, [tip])
+    if where == "repo":
+        git(repo, "config", key, "UTF-16")
+    else:
+        (tmp_path / "global").write_text(f"[{key.split('.')[0]}]\n\t{key.split('.')[1]} = "
+                                         "UTF-16\n", encoding="utf-8")
+        monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "global"))
+    with Repository.discover(repo) as r:
+        for listed in (False, True):
+            scan = log_scan(r, [tip], [], listed=listed)
+            assert scan.count == count, listed
+            assert {sha for sha, _ in scan.candidates} == expected, listed
+            assert all(m.startswith(b"C") for _, m in scan.candidates), listed  # as UTF-8
+
+
+def test_messages_that_look_like_records_anywhere(tmp_path: Path) -> None:
+    """Messages that look like records (``-`` or ``>`` and an id, a lone ``-``, NULs, an
+    empty message), merges among them, and then a shallow boundary and grafts git honours:
+    each walk's answer is git's."""
+    repo = tmp_path / "r"
+    commits = chain(repo, 2)
+    hostile = [b"-", b"-\n", b">" + commits[0].encode(), b"-" + commits[1].encode() + b"\n",
+               b"", b"x\0-" + commits[0].encode(), b"-\n\nBlog-Job-Id: m\n", b"\0\0",
+               b">\n\nBlog-Job-Id: g\n"]
+    for i, message in enumerate(hostile):
+        parents = [commits[-1]] + ([commits[-3]] if i % 3 == 0 and len(commits) > 2 else [])
+        commits.append(raw_commit(repo, parents, message, when=10 + i))
+    tip = commits[-1]
+    git(repo, "update-ref", "refs/heads/main", tip)  # (``has`` is asked of every commit)
+    with Repository.discover(repo) as r:
+        both_walks_are_gits(r, repo, [tip])
+        (repo / ".git" / "shallow").write_text(commits[4] + "\n", encoding="ascii")
+        both_walks_are_gits(r, repo, [tip])
+        (repo / ".git" / "shallow").unlink()
+        (repo / ".git" / "info").mkdir(exist_ok=True)
+        (repo / ".git" / "info" / "grafts").write_text(f"{commits[6]} {commits[1]}\n",
+                                                       encoding="ascii")
+        both_walks_are_gits(r, repo, [tip])
+
+
+def test_a_damaged_history_is_reported(tmp_path: Path) -> None:
+    repo = tmp_path / "damaged"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "hash-object", "-w", "-t", "tree", "--stdin"], cwd=repo, input=b"",
+                   check=True, capture_output=True)
+    a = raw_commit(repo, [], b"A\n")
+    b = raw_commit(repo, [a], b"B\n", when=1)
+    tip = raw_commit(repo, [b], b"C\n", when=2)
+    (repo / ".git/objects" / a[:2] / a[2:]).unlink()  # gone
+    with Repository.discover(repo) as r:
+        for listed in (False, True):
+            with pytest.raises(CorruptStateError, match="git log failed"):
+                log_scan(r, [tip], [], listed=listed)
+
+
+def children() -> set[int]:
+    found: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            found |= {int(p) for p in f.read().split()}
+    return found
+
+
+def test_work_done_meanwhile_once_and_a_failure_ends_the_walk(history: History) -> None:
+    repo, c = history
+    calls: list[bool] = []
+    with Repository.discover(repo) as r:
+        before = children()
+        for listed in (True, False):
+            scan = log_scan(r, [c["tip"]], [c["root"]], listed=listed,
+                            meanwhile=lambda: calls.append(listed))  # noqa: B023
+            assert scan.count == oracle(repo, [c["tip"], f"^{c['root']}"])[0]
+        assert calls == [True, False]
+
+        def fail() -> None:
+            raise RuntimeError("meanwhile failed")
+
+        for listed in (True, False):
+            with pytest.raises(RuntimeError):
+                log_scan(r, [c["tip"]], [], listed=listed, meanwhile=fail)
+        assert children() == before  # every git started was ended and waited for
+        assert not list(r.pub_dir.glob("log-*"))  # and its output file removed
+
+
+_KILLED = """
+import os, signal, sys
+from pathlib import Path
+from gitpub.git import walk
+from gitpub.git.repo import Repository
+how = getattr(signal, sys.argv[3])
+with Repository.discover(Path(sys.argv[1])) as r:
+    walk.log_scan(r, [sys.argv[2]], [], listed=True, meanwhile=lambda: os.kill(os.getpid(), how))
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_a_walk_killed_while_git_walks_leaves_no_file(tmp_path: Path, how: str) -> None:
+    """Killed while its git walks (``meanwhile`` kills the process: the git is started), a
+    walk left its output file in ``.git/pub`` — as long as the history's listing — and
+    nothing ever removed it."""
+    repo = tmp_path / "r"
+    tip = chain(repo, 6)[-1]
+    proc = subprocess.run([sys.executable, "-c", _KILLED, str(repo), tip, how],
+                          cwd=ROOT, capture_output=True, timeout=60)
+    assert proc.returncode == -getattr(signal, how), proc.stderr
+    pub = repo / ".git" / "pub"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and list(pub.glob("log-*")):
+        time.sleep(0.05)  # (the orphaned git may still be writing)
+    assert not os.listdir(pub)

@@ -79,9 +79,9 @@ def pub_files_holding(site: Site, secret: str) -> list[str]:
 
 
 def test_caches_hold_no_secret_from_the_configuration(site: Site) -> None:
-    """A token inside a gate command of .gitpub.yaml: prepare (config cache), a commit with the
-    hooks installed (hook cache); nothing under .git/pub holds the token, and both caches
-    still work for a file without one."""
+    """A token inside a gate command of .gitpub.yaml: prepare, a commit with the hooks
+    installed (hook cache); nothing under .git/pub holds the token, and the hook cache still
+    works for a file without one."""
     from gitpub.hooks import shared
 
     assert site.run("hooks", "install").code == 0
@@ -96,34 +96,14 @@ def test_caches_hold_no_secret_from_the_configuration(site: Site) -> None:
     config_bytes = (site.path / ".gitpub.yaml").read_bytes()
     assert shared.read_cache(git_dir, config_bytes) == ("Blog", ("posts/",))  # by its digest
     assert shared.read_cache(git_dir, config_bytes + b"\n") is None
-    assert not (site.path / ".git" / "pub" / "config-cache.json").exists()
 
-    site.write_config()  # no secret: both caches are written with the file's data again
+    site.write_config()  # no secret: the hook cache is written with the file's data again
     assert site.run("status").code == 0
     (site.path / "posts" / "hand2.md").write_text("# Hand 2\n")
     site.git("add", "posts/hand2.md")
     site.git("commit", "-q", "-m", "another hand edit")
-    assert (site.path / ".git" / "pub" / "config-cache.json").exists()
     assert (site.path / ".gitpub.yaml").read_bytes() in (
         site.path / ".git" / "pub" / shared.CACHE_NAME).read_bytes()
-
-
-def test_an_old_cache_holding_a_secret_is_dropped(site: Site) -> None:
-    """Caches of an earlier version copied secrets: they are not trusted, and go."""
-    import hashlib
-    import json
-
-    from gitpub.config.load import load_config
-
-    site.write_config(SECRET_GATE)
-    text = (site.path / ".gitpub.yaml").read_text()
-    cache = site.path / ".git" / "pub" / "config-cache.json"
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps({"key": hashlib.sha256(text.encode()).hexdigest(),
-                                 "data": {"gates": [{"name": "x", "run": GITHUB}]}}))
-    config = load_config(site.path, cache.parent)
-    assert config.gates[0].name == "notify"  # the file, not the stale cache
-    assert not cache.exists()
 
 
 @pytest.mark.parametrize("key", ["node", "trailer_prefix"])

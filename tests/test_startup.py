@@ -1,51 +1,27 @@
-"""What a command imports before it answers: a deterministic guard on start-up cost.
+"""What starting the ``git-pub`` executable shows, and the post-commit hook's fast path.
 
-Times are measured in ``bench/startup.py``, never asserted here; *which modules* a command loads
-is exact, and it is what the time follows. Each test starts a real process with
-``-X importtime`` (every module imported, on stderr) and checks the set.
-
-``status`` and ``log`` run without click (``cli.quick``), without dulwich (``git.odb`` reads the
-store), without building the configuration (``config.source``) and without defining a single
-dataclass: the tests below hold them to it on every layout of the store (loose, packed by
-``git gc``, refs packed, a linked worktree), check that what they print is what the full path
-(click; dulwich) prints, and that where the fast reader cannot answer (objects in an alternate)
-dulwich does, with the same output.
+Times are measured in ``bench/startup.py``, never asserted here. Asserted: the exact bytes of
+``--version`` (scripts parse them), the command list of ``-h``, a repository whose objects are
+in an alternate read as its source is, and the post-commit hook's fast path loading nothing
+but the standard library (every commit pays for it).
 """
 
 from __future__ import annotations
 
-import io
 import subprocess
 import sys
-from contextlib import chdir, redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 from conftest import Site
 from test_delivery import article, prepare
 
-from gitpub.cli import entry, output, quick
-from gitpub.cli.main import cli, run_click
-from gitpub.cli.main import main as click_main
-from gitpub.git import repo as repo_module
+from gitpub import __version__
 from gitpub.hooks import install as hooks
-
-#: Never needed to show a version, usage, a job's status or its history.
-HEAVY = ("yaml", "httpx", "fontTools", "jsonschema", "brotli", "merge3", "gitpub.pipeline.prepare",
-         "gitpub.fonts.subset", "gitpub.delivery", "gitpub.verify",
-         "gitpub.app.sources", "gitpub.app.doctor", "gitpub.hooks.install")
-
-
-#: Never needed by ``status`` or ``log`` of jobs in this clone: the option parser, dulwich, C
-#: git's runner, the configuration's definitions and validator, the sanitizer, OpenSSL's
-#: hashlib, ``dataclasses`` (and ``inspect``, which it imports).
-READING_HEAVY = (*HEAVY, "click", "dulwich", "gitpub.cli.main", "subprocess",
-                 "gitpub.config.model", "gitpub.config.schema", "gitpub.config.load",
-                 "gitpub.core.sanitize", "gitpub.git.remote", "gitpub.git.locks", "hashlib",
-                 "dataclasses", "inspect", "gitpub.channels")
 
 
 def imported(stderr: str) -> set[str]:
+    """The modules ``-X importtime`` (or ``PYTHONPROFILEIMPORTTIME``) reported on ``stderr``."""
     names = set()
     for line in stderr.splitlines():
         if line.startswith("import time:") and "self [us]" not in line:
@@ -53,115 +29,34 @@ def imported(stderr: str) -> set[str]:
     return names
 
 
-def start(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[str, set[str]]:
-    proc = subprocess.run([sys.executable, "-X", "importtime", *argv], cwd=cwd, env=env,
+def start(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
+    proc = subprocess.run([sys.executable, "-m", "gitpub", *argv], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout, imported(proc.stderr)
-
-
-def loaded(names: set[str], prefixes: tuple[str, ...]) -> set[str]:
-    return {n for n in names if any(n == p or n.startswith(p + ".") for p in prefixes)}
+    assert proc.stderr == ""
+    return proc.stdout
 
 
 @pytest.mark.parametrize("args", [["--version"], ["--json", "--version"],
-                                  ["--version", "--debug", "--json"]])
-def test_version_imports_nothing_but_its_answer(site: Site, args: list[str]) -> None:
-    out, names = start(["-m", "gitpub", *args], site.path, site.env)
-    assert {n for n in names if n.startswith("gitpub")} == {"gitpub", "gitpub.cli",
-                                                             "gitpub.cli.entry"}
-    assert "click" not in names
-    clicked = io.StringIO()
-    with redirect_stdout(clicked):
-        assert click_main(args) == 0
-    assert out == clicked.getvalue()  # the same bytes as the click command writes
+                                  ["--version", "--debug", "--json"], ["--version", "status"],
+                                  ["-C", ".", "--version"]])
+def test_the_version_bytes(site: Site, args: list[str]) -> None:
+    expected = (f'{{"schema_version": 1, "version": "{__version__}"}}\n' if "--json" in args
+                else f"git-pub {__version__}\n")
+    assert start(args, site.path, site.env) == expected
 
 
-def test_version_fast_path_and_output_agree_on_the_schema_version() -> None:
-    assert entry.SCHEMA_VERSION == output.SCHEMA_VERSION
-    assert entry.version_text(True) == output.as_json({"version": entry.__version__})
+def test_help_lists_every_command(site: Site) -> None:
+    out = start(["-h"], site.path, site.env)
+    for command in ("init", "prepare", "status", "log", "push", "sync", "doctor", "reconcile",
+                    "resolve", "metrics", "confirm", "demo", "hooks"):
+        assert f"\n  {command} " in out, command
+    assert "hook-impl" not in out  # hidden: what the shims fall back to
 
 
-def test_other_arguments_go_to_the_command_line(site: Site) -> None:
-    for args in (["-C", str(site.path), "--version"], ["--version", "status"]):
-        _, names = start(["-m", "gitpub", *args], site.path, site.env)
-        assert "click" in names, args
-
-
-def test_help_loads_click_but_not_the_commands(site: Site) -> None:
-    out, names = start(["-m", "gitpub", "-h"], site.path, site.env)
-    assert "hooks" in out and "status" in out  # the lazily registered commands are listed
-    assert not loaded(names, ("gitpub.app", "gitpub.git", "gitpub.store", "dulwich", *HEAVY))
-
-
-def reading_jobs(site: Site, where: Path | None = None) -> list[tuple[list[str], str]]:
-    """``status``/``log`` forms run in ``where`` (a real process each), checked to load none of
-    ``READING_HEAVY``; what each printed."""
-    job_id = next(iter(site.job_refs())).removeprefix("refs/pub/jobs/")
-    printed = []
-    for args in (["status"], ["status", "--json"], ["--json", "status", "--all"],
-                 ["status", job_id], ["log", job_id], ["log", "--json", job_id[:8]],
-                 ["-C", str(where or site.path), "status", "--json", job_id]):
-        out, names = start(["-m", "gitpub", *args], where or site.path, site.env)
-        assert not loaded(names, READING_HEAVY), (args, loaded(names, READING_HEAVY))
-        printed.append((args, out))
-    return printed
-
-
-def full_path(site: Site, printed: list[tuple[list[str], str]],
-              monkeypatch: pytest.MonkeyPatch, where: Path | None = None) -> None:
-    """The same commands through click with dulwich alone reading (the repository opened as
-    one whose configuration is not plain) print the same bytes."""
-    with monkeypatch.context() as m:
-        m.setattr(repo_module, "is_plain", lambda path, **kw: False)
-        m.chdir(where or site.path)
-        for args, out in printed:
-            clicked = io.StringIO()
-            with redirect_stdout(clicked):
-                assert run_click(list(args)) == 0, args
-            assert clicked.getvalue() == out, args
-
-
-def test_status_and_log_load_only_what_reading_jobs_needs(
-        site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
-    for i in range(3):
-        prepare(site, f"startup-{i}", f"posts/startup-{i}.md", article(f"startup {i}"))
-    site.run("status")  # the configuration's cache is made by the first run
-    printed = reading_jobs(site)
-    assert "LOCAL_COMMITTED" in printed[0][1]
-    full_path(site, printed, monkeypatch)
-
-
-def test_a_packed_store_is_read_without_dulwich(site: Site,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """After ``git gc`` (objects in a pack, with deltas) and ``git pack-refs``: the same. (A
-    published job's channels are shown by the channel code: ``status`` of one loads it.)"""
-    ids = [str(prepare(site, f"packed-{i}", f"posts/packed-{i}.md", article(f"packed {i}"))
-               ["job_id"]) for i in range(3)]
-    assert site.call("resolve", ids[1], "--abandon").code == 0  # a finished job, for --all
-    site.git("gc", "-q", "--aggressive", "--prune=now")
-    site.git("pack-refs", "--all")
-    assert not list((site.path / ".git/objects").glob("??/*"))
-    assert not list((site.path / ".git/refs/pub/jobs").glob("*"))
-    site.run("status")
-    printed = reading_jobs(site)
-    full_path(site, printed, monkeypatch)
-
-
-def test_a_linked_worktree_reads_the_store_without_dulwich(
-        site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    prepare(site, "worktree", "posts/worktree.md", article("worktree"))
-    wt = tmp_path / "wt"
-    site.git("worktree", "add", "-q", "-b", "side", str(wt))
-    Site(wt, site.remote, site.env, []).run("status")
-    printed = reading_jobs(site, wt)
-    full_path(site, printed, monkeypatch, wt)
-    assert printed[:-1] == reading_jobs(site)[:-1]  # the same store, from either checkout
-
-
-def test_an_alternate_is_read_through_dulwich_with_the_same_output(site: Site,
-                                                                  tmp_path: Path) -> None:
-    """Objects only in an alternate: the fast reader does not answer, dulwich does."""
+def test_objects_in_an_alternate_are_read(site: Site, tmp_path: Path) -> None:
+    """A clone made with ``--shared`` (its objects in the source's store, an alternate) shows
+    what the source shows."""
     prepare(site, "alternate", "posts/alternate.md", article("alternate"))
     shared = tmp_path / "shared"
     site.git("clone", "-q", "--shared", str(site.path), str(shared))
@@ -169,45 +64,7 @@ def test_an_alternate_is_read_through_dulwich_with_the_same_output(site: Site,
                    env=site.env, check=True)
     site.repos.append(shared)
     for args in (["status", "--all", "--json"], ["log", next(iter(site.job_refs()))[14:]]):
-        out, names = start(["-m", "gitpub", *args], shared, site.env)
-        assert "dulwich.repo" in names and "click" not in names, args
-        assert out == start(["-m", "gitpub", *args], site.path, site.env)[0], args
-
-
-PLAIN = [["status"], ["--json", "status"], ["status", "--all"], ["status", "--json", "JOB"],
-         ["--debug", "status", "JOB", "--json"], ["log", "JOB"], ["log", "JOB", "--json"],
-         ["-C", "SITE", "--json", "status"], ["status", "zzzz"], ["status", "zz"],
-         ["log", "zzzzzzzz", "--json"], ["-C", "/no/such/dir", "status"],
-         ["-C", "/no/such/dir", "--json", "log", "JOB"]]
-
-
-@pytest.mark.parametrize("args", PLAIN, ids=" ".join)
-def test_the_quick_way_prints_what_click_prints(site: Site, args: list[str]) -> None:
-    """Every plain form (errors included) gives the same code, stdout and stderr both ways."""
-    job = prepare(site, "quick", "posts/quick.md", article("quick"))
-    args = [str(job["job_id"]) if a == "JOB" else str(site.path) if a == "SITE" else a
-            for a in args]
-    assert quick.parse(args) is not None
-    runs = []
-    for way in (click_main, run_click):  # main takes the quick way for these
-        out, err = io.StringIO(), io.StringIO()
-        with redirect_stdout(out), redirect_stderr(err), chdir(site.path):
-            code = way(list(args))
-        runs.append((code, out.getvalue(), err.getvalue()))
-    assert runs[0] == runs[1]
-
-
-@pytest.mark.parametrize("args", [
-    [], ["-h"], ["status", "-h"], ["status", "--help"], ["--version", "status"], ["status", "--"],
-    ["status", "a", "b"], ["status", "--bogus"], ["log"], ["log", "--all", "x"], ["-C"],
-    ["-C", "-x", "status"], ["status", "-C", "x"], ["--all", "status"], ["log", "-"],
-    ["log", ""], ["status", "--json=1"], ["prepare", "--key", "k"], ["-Cx", "status"]])
-def test_every_other_form_goes_to_click(args: list[str]) -> None:
-    assert quick.parse(args) is None
-
-
-def test_the_quick_way_knows_the_commands_click_defines() -> None:
-    assert set(quick.COMMANDS) == set(cli.commands) - {"hooks", "hook-impl"}
+        assert start(args, shared, site.env) == start(args, site.path, site.env), args
 
 
 def test_post_commit_fast_path_is_stdlib_only(site: Site) -> None:
@@ -223,4 +80,3 @@ def test_post_commit_fast_path_is_stdlib_only(site: Site) -> None:
     assert {n for n in names if n.startswith("gitpub")} == {
         "gitpub", "gitpub.hooks", "gitpub.hooks.fast", "gitpub.hooks.shared"}
     assert not {"site", "re", "subprocess", "typing"} & names, names & {"site", "re"}
-

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -246,35 +243,6 @@ def test_a_listing_sees_every_ref_while_git_packs_them(site: Site,
     assert runs and not (site.path / ".git/refs/pub/jobs").exists()  # all packed now
     assert listed.code == 0, listed.out
     assert sorted(j["job_id"] for j in listed.json()["jobs"]) == sorted(ids)
-
-
-# -- the command line: a reader that goes away --------------------------------------------------
-
-def _to_a_closed_pipe(site: Site, way: str, args: list[str]) -> tuple[int, bytes]:
-    """``git pub ARGS`` (``quick``: the entry point; ``click``: the option parser) writing to
-    a pipe whose reader has gone (``git pub status | head -0``): exit code and stderr."""
-    code = {"quick": "from gitpub.cli.entry import main as run",
-            "click": "from gitpub.cli.main import run_click as run"}[way]
-    read, write = os.pipe()
-    os.close(read)
-    try:
-        proc = subprocess.run([sys.executable, "-c", f"import sys\n{code}\n"
-                               "sys.exit(run(sys.argv[1:]))", "-C", str(site.path), *args],
-                              stdout=write, stderr=subprocess.PIPE, env=site.env, timeout=120)
-    finally:
-        os.close(write)
-    return proc.returncode, proc.stderr
-
-
-@pytest.mark.parametrize("args", [["status", "--all"], ["--json", "status", "--all"]])
-def test_a_closed_pipe_ends_the_quick_way_as_it_ends_the_option_parsers(
-        site: Site, args: list[str]) -> None:
-    """click ends a run whose stdout is a broken pipe quietly, exit 1; the quick way printed
-    ``unexpected error: BrokenPipeError``."""
-    jobs_site(site, 1)
-    quick_way = _to_a_closed_pipe(site, "quick", args)
-    assert quick_way == _to_a_closed_pipe(site, "click", args)
-    assert quick_way == (1, b"")
 
 
 # -- replace refs and grafts: what is stored, both ways ---------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from gitpub.core.manifest import content_sha256
 from gitpub.core.states import LOCAL, FailureCode, State
 from gitpub.git.values import MODE_TREE
 from gitpub.pipeline.context import Context
@@ -95,7 +96,7 @@ def _conflict(ctx: Context, job: Job) -> str:
 def conflict_diffs(ctx: Context, job: Job) -> list[str]:
     """For each conflicting file, the command that shows theirs against ours (``git diff
     THEIRS OURS`` of two blob ids, or ``git show`` when one side has no file)."""
-    from gitpub.core.manifest import content_sha256  # only for a CONFLICT: a faster start
+    # only for a CONFLICT: the pipeline (dulwich) and the font code, not for every `status`
     from gitpub.fonts.step import font_outputs
     from gitpub.pipeline.commit import target_problems
 

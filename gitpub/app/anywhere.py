@@ -15,8 +15,13 @@ from gitpub.app.contain import Failures
 from gitpub.app.session import find_job
 from gitpub.core.errors import LostRace, TryLaterError, UsageError
 from gitpub.core.states import SETTLED, TERMINAL
+from gitpub.delivery.lock import delivery_lock
+from gitpub.delivery.shared import Shared
+from gitpub.git.locks import LockedError
+from gitpub.git.remote import RemoteConfigError, RemoteError
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job
+from gitpub.store.shared import SharedView
 
 if TYPE_CHECKING:
     from gitpub.delivery.deliver import Deliverer
@@ -32,10 +37,6 @@ def find_anywhere(ctx: Context, ref: str) -> Job:
     except UsageError as missing:
         if not missing.message.startswith("no job"):
             raise
-        # only now: a job of this clone costs `status`/`log` no delivery code (a fast start)
-        from gitpub.delivery.shared import Shared
-        from gitpub.git.remote import RemoteConfigError, RemoteError
-
         try:
             found = Shared(ctx, ctx.remote()).locate(ref)
         except (RemoteError, RemoteConfigError) as e:
@@ -64,8 +65,6 @@ def find_here(ctx: Context, ref: str) -> Job:
 
 def _in_archive(ctx: Context, ref: str) -> Job | None:
     """The job ``ref`` names in the archive this clone last fetched (one match), or None."""
-    from gitpub.store.shared import SharedView  # not for a job found here (``status``)
-
     view = SharedView(ctx.store, ctx.remote().store_prefix)
     ids = view.archived_matching(ref)
     if len(ids) > 1:
@@ -91,9 +90,6 @@ def share(ctx: Context, job: Job) -> None:
     over between this clone's probe and its record), the person's decision did not stand:
     the remote's state is adopted here (ours kept under ``refs/pub/superseded/``) and
     ``TryLaterError`` says so (exit 5) — never "abandoned" for a job another node publishes."""
-    from gitpub.delivery.shared import Shared
-    from gitpub.git.remote import RemoteConfigError, RemoteError
-
     shared = Shared(ctx, ctx.remote())
     try:
         if shared.view.remote_value(job.job_id) is None:
@@ -119,10 +115,6 @@ def take_over(ctx: Context, deliverer: Deliverer,
     to be delivered like this clone's own: probed first. A remote that does not answer is a
     transient (returned: not confirmed, exit 5); one that is not configured leaves only this
     clone's jobs to recover; a damaged remote job is reported."""
-    from gitpub.delivery.lock import delivery_lock
-    from gitpub.git.locks import LockedError
-    from gitpub.git.remote import RemoteConfigError, RemoteError
-
     try:
         with delivery_lock(ctx.repo, progress=ctx.progress):  # the network segment's lock
             deliverer.shared.fetch()

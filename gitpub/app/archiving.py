@@ -15,23 +15,25 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gitpub.app.contain import Failures
+from gitpub.channels.state import ChannelState
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import State
+from gitpub.delivery.fold import Folded, due, fold
+from gitpub.delivery.lock import delivery_lock
+from gitpub.git.locks import LockedError
+from gitpub.git.remote import RemoteConfigError, RemoteError
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import DISTRIBUTING_PREFIX, Job
 
 if TYPE_CHECKING:
     from gitpub.delivery.deliver import Deliverer
-    from gitpub.delivery.fold import Folded
 
 
 def settled(ctx: Context) -> Callable[[Job], bool]:
     """``job -> bool``: whether a finished job's distribution is settled — SKIPPED, or
     PUBLISHED with no channel left to drive (none recorded, or every one final) and not in
     this clone's distribution index (its channels are about to be recorded)."""
-    from gitpub.channels.state import ChannelState
-
     channels = ChannelState(ctx.store)
 
     def check(job: Job) -> bool:
@@ -51,11 +53,6 @@ def settled(ctx: Context) -> Callable[[Job], bool]:
 def fold_if_due(ctx: Context, deliverer: Deliverer, failures: Failures) -> Folded | None:
     """Fold the finished jobs into the archive when ``archive_after`` of them piled up; what
     the fold did, or None when it did not run."""
-    from gitpub.delivery.fold import due, fold
-    from gitpub.delivery.lock import delivery_lock
-    from gitpub.git.locks import LockedError
-    from gitpub.git.remote import RemoteConfigError, RemoteError
-
     shared = deliverer.shared
     if not due(shared, ctx.config.archive_after):
         return None

@@ -1,17 +1,14 @@
 """``git pub confirm``: what CI runs, in a fresh clone, on every push.
 
-Its own module, apart from ``commands``, because CI pays for every import on every run: this
-one opens the repository, reads its configuration and hands over to ``verify.confirm``,
-without the job store, the pipeline or the delivery machinery the other commands load.
+This module opens the repository, reads its configuration and hands over to
+``verify.confirm``; it needs neither the job store nor the pipeline.
 
-In a fresh clone the configuration has no validated cache, and parsing it costs PyYAML and the
-validator (~60-100 ms). So with CI's key, in a working tree, the run starts from a *guess* of
-the remote and branch (``config.source.guess_remote_branch``: plain ``key: value`` lines, no
-PyYAML), and ``verify.confirm`` settles the configuration once the authentic ledger is read:
-the facts it vouches for this very file (by blob id, for this validator: ``verify.facts``),
-else the file parsed and validated as before (``settle``) — refetching if the guess was wrong.
-Without the key, for ``--accept``, in a bare repository, or when no guess can be made, the
-configuration is read the full way first, as always.
+With CI's key, in a working tree, the run starts from a *guess* of the remote and branch
+(``verify.facts.guess_remote_branch``: plain ``key: value`` lines), and ``verify.confirm``
+settles the configuration once the authentic ledger is read: the facts it vouches for this
+very file (by blob id, for this gitpub: ``verify.facts``), else the file parsed and validated
+(``settle``) — refetching if the guess was wrong. Without the key, for ``--accept``, in a bare
+repository, or when no guess can be made, the configuration is read the full way first.
 """
 
 from __future__ import annotations
@@ -21,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gitpub.app.repoconfig import load_repo_config
+from gitpub.config.model import CONFIG_FILE
 from gitpub.core.errors import UsageError
 from gitpub.git.remote import Remote
 from gitpub.git.repo import Repository
@@ -60,9 +58,7 @@ def confirm(where: Path, progress: Callable[[str], None], rev_range: str | None,
 
 def _guess(repo: Repository) -> tuple[F.ConfigFacts, Settle] | None:
     """A guess of the working tree's configuration and how to settle it (None: read it the
-    full way now: no working tree, a validated cache to use, or no guess possible)."""
-    from gitpub.config.source import CONFIG_FILE, guess_remote_branch, validated_data
-
+    full way now: no working tree, or no guess possible)."""
     if repo.work_tree is None:
         return None
     try:
@@ -78,9 +74,7 @@ def _guess(repo: Repository) -> tuple[F.ConfigFacts, Settle] | None:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return None  # load_config says what is wrong, at once
-    if validated_data(text, repo.pub_dir)[0]:
-        return None  # the cache holds it: the full way costs no PyYAML
-    guessed = guess_remote_branch(text)
+    guessed = F.guess_remote_branch(text)
     if guessed is None:
         return None
     blob = F.blob_id(data)

@@ -4,18 +4,25 @@ The command line (``gitpub.cli``) parses options, calls one of these and renders
 returns, as text or as ``--json``; nothing here prints, except progress through the callback it
 is given. A command that handles several jobs goes on past a job it cannot handle: that job's
 error is part of the result, and the exit code aggregates.
+
+The pipeline, the delivery machinery (which write objects: dulwich) and the channel code are
+imported by the commands that run them, where they run: ``status`` and ``log`` start without
+them (together they cost more than everything ``status`` loads).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gitpub.app.advice import next_step
 from gitpub.app.anywhere import find_anywhere, find_here, find_job_or_adopt, share, take_over
 from gitpub.app.contain import Failures
+from gitpub.app.initialize import Initialized
+from gitpub.app.initialize import init as run_init
 from gitpub.app.session import open_session
+from gitpub.app.targets import check_targets
 from gitpub.core.errors import (
     EXIT_ERROR,
     EXIT_KEY_REUSED,
@@ -25,19 +32,21 @@ from gitpub.core.errors import (
     CorruptStateError,
 )
 from gitpub.core.states import LOCAL, TERMINAL, State, exit_code_for
+from gitpub.git.remote import RemoteConfigError, RemoteError
+from gitpub.hooks.install import HookState
+from gitpub.hooks.install import install as install_hooks
+from gitpub.hooks.install import uninstall as uninstall_hooks
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import DISTRIBUTING_PREFIX, Event, Job
+from gitpub.store.maintenance import pack_refs_if_needed
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from gitpub.app.initialize import Initialized
     from gitpub.channels.drive import Driver, Report
     from gitpub.channels.resolve import Decision
     from gitpub.delivery.deliver import Deliverer
     from gitpub.delivery.handplan import Outcome
     from gitpub.delivery.resolve import Action
     from gitpub.delivery.sync import Pending
-    from gitpub.hooks.install import HookState
 
 Progress = Callable[[str], None]
 
@@ -129,10 +138,7 @@ class History(NamedTuple):
 
 def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[str],
             sources: Sequence[str], push: bool = False) -> Prepared:
-    # The pipeline is imported by the command that runs it (``status`` and ``log`` start
-    # without it).
     from gitpub.app.sources import read_sources
-    from gitpub.app.targets import check_targets
     from gitpub.pipeline.prepare import prepare as run_prepare
     from gitpub.pipeline.request import Request
 
@@ -179,7 +185,7 @@ def status(where: Path, progress: Progress, job_ref: str | None,
     """One job, or the unfinished ones (``show_all``: every job); a published job whose
     channels are not settled yet is unfinished too. Channel records are shown as they are
     (the channel code is loaded only when a job can have some: a published one, or one in the
-    distribution index — a fast start otherwise)."""
+    distribution index)."""
     with open_session(where, progress) as ctx:
         if job_ref is not None:
             job = find_anywhere(ctx, job_ref)
@@ -218,8 +224,6 @@ def log(where: Path, progress: Progress, job_ref: str) -> History:
 
 def init(where: Path, remote: str | None = None, branch: str | None = None) -> Initialized:
     """Write ``.gitpub.yaml`` for this repository if absent; install the hooks."""
-    from gitpub.app.initialize import init as run_init
-
     return run_init(where, remote, branch)
 
 
@@ -246,7 +250,6 @@ def _deliver_one(ctx: Context, job: Job, deliverer: Deliverer, failures: Failure
     misconfigured remote or a missing branch is not the job's error: it stops the command
     (exit 2) and changes nothing."""
     from gitpub.delivery.deliver import BranchMissingError
-    from gitpub.git.remote import RemoteConfigError
 
     return failures.contain(ctx, job, deliverer.deliver,
                             stop=(BranchMissingError, RemoteConfigError))
@@ -267,8 +270,6 @@ def _maintain(ctx: Context, failures: Failures, *, sweep: bool = False) -> None:
     try:
         if sweep:
             ctx.repo.sweep_stale_locks()
-        from gitpub.store.maintenance import pack_refs_if_needed
-
         pack_refs_if_needed(ctx.repo)
     except Exception as e:
         failures.add(None, e)
@@ -327,7 +328,6 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
     from gitpub.app.archiving import fold_if_due
     from gitpub.delivery.deliver import Deliverer
     from gitpub.delivery.sync import settle_outbox
-    from gitpub.git.remote import RemoteConfigError
     from gitpub.pipeline.prepare import drive
 
     with open_session(where, progress) as ctx:
@@ -411,7 +411,6 @@ def sync(where: Path, progress: Progress) -> Jobs:
     content changes (``delivery.sync``): whole, or not at all."""
     from gitpub.delivery.deliver import DELIVERABLE, Deliverer
     from gitpub.delivery.sync import settle_outbox, supersede, sync_changes
-    from gitpub.git.remote import RemoteError
 
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
@@ -452,12 +451,8 @@ def sync(where: Path, progress: Progress) -> Jobs:
 # -- CI and hooks --------------------------------------------------------------------------
 
 def hooks_install(where: Path, hooks_path_ok: bool) -> list[HookState]:
-    from gitpub.hooks.install import install
-
-    return install(where, hooks_path_ok=hooks_path_ok)
+    return install_hooks(where, hooks_path_ok=hooks_path_ok)
 
 
 def hooks_uninstall(where: Path) -> list[HookState]:
-    from gitpub.hooks.install import uninstall
-
-    return uninstall(where)
+    return uninstall_hooks(where)

@@ -15,9 +15,11 @@ reported and left exactly as it is. ``--debug`` shows the traceback of each unex
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 
 from gitpub.core.errors import CorruptStateError, GitpubError, LostRace
+from gitpub.core.sanitize import sanitize
 from gitpub.core.states import SETTLED, FailureCode, Stage, State
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job
@@ -30,8 +32,6 @@ _MAX_CAUSE = 300
 
 def one_line(text: str) -> str:
     """``text`` sanitized, on one line, cut to a readable length."""
-    from gitpub.core.sanitize import sanitize  # only when something failed: a fast start
-
     line = " ".join(sanitize(text).split())
     return line if len(line) <= _MAX_CAUSE else line[: _MAX_CAUSE - 3] + "..."
 
@@ -55,10 +55,6 @@ class Failures:
         self.errors.append(cause if job_id is None or cause.startswith(prefix)
                            else f"{prefix}: {cause}")
         if not isinstance(error, GitpubError):
-            import traceback
-
-            from gitpub.core.sanitize import sanitize
-
             self.tracebacks.append(sanitize("".join(traceback.format_exception(error))))
         return cause
 

@@ -37,6 +37,14 @@ from gitpub.core.sanitize import sanitize
 from gitpub.core.states import TERMINAL
 from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError
 from gitpub.git.repo import Repository
+from gitpub.hooks.install import (
+    hooks_directory,
+    install,
+    missing_entry,
+    plan_install,
+    render_shim,
+)
+from gitpub.hooks.shared import HOOKS
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import ACTIVE_PREFIX, JOBS_PREFIX, JobStore
 
@@ -142,9 +150,6 @@ def _remote(env: _Env) -> Check:
 
 
 def _hooks(env: _Env) -> Check:
-    from gitpub.hooks.install import hooks_directory, install, plan_install, render_shim
-    from gitpub.hooks.shared import HOOKS
-
     if env.repo.work_tree is None:
         return Check("hooks", "skipped", "a bare repository runs no commit hooks")
     directory = hooks_directory(env.repo.work_tree)  # raises (with a hint) on core.hooksPath
@@ -153,8 +158,15 @@ def _hooks(env: _Env) -> Check:
         return Check("hooks", "ok", f"pre-push and post-commit installed and current in "
                                     f"{directory}")
     what = ", ".join(sorted({s.path.name for s in steps}))
-    check = Check("hooks", "warn", f"not installed or not current: {what}",
-                  "`git pub hooks install`", safe_fix=True)
+    broken = {s.path.name: module for s in steps if (module := missing_entry(s.path))}
+    if broken:  # a shim of an older gitpub: each run of the hook fails (pre-push: no push)
+        names = ", ".join(f"{name} runs {module}" for name, module in sorted(broken.items()))
+        check = Check("hooks", "fail", f"shims of an older gitpub that fail every time: {names}, "
+                      "which this gitpub does not have", "`git pub hooks install` rewrites them",
+                      safe_fix=True)
+    else:
+        check = Check("hooks", "warn", f"not installed or not current: {what}",
+                      "`git pub hooks install`", safe_fix=True)
     if env.fix:
         install(env.repo.work_tree)
         return replace(check, fixed=True)
@@ -323,7 +335,7 @@ def _fonts(env: _Env) -> Check:
 
 
 def _hand_edits(env: _Env) -> Check:
-    from gitpub.delivery.sync import discover
+    from gitpub.delivery.sync import discover  # dulwich: cli.main imports this module
 
     config, repo = env.config, env.repo
     assert config is not None

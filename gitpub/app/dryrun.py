@@ -9,26 +9,21 @@ taken, no index entry tidied, no commit built: no ref and no object is written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from gitpub.app.session import find_job, open_session
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.states import LOCAL, State
+from gitpub.delivery.deliver import DELIVERABLE, Deliverer
+from gitpub.delivery.sync import Pending, discover
 from gitpub.fonts.step import font_outputs
 from gitpub.git.remote import RemoteError
 from gitpub.pipeline.commit import target_problems
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job
 from gitpub.verify.probe import find_job_commit
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from gitpub.delivery.deliver import Deliverer
-    from gitpub.delivery.sync import Pending
 
 S = State
 
@@ -51,9 +46,6 @@ class Plan:
 
 def plan(where: Path, progress: Callable[[str], None], job_refs: Sequence[str],
          hand_edits: bool) -> Plan:
-    from gitpub.delivery.deliver import DELIVERABLE, Deliverer
-    from gitpub.delivery.sync import discover
-
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote(), now_please=bool(job_refs))
         remote = deliverer.remote

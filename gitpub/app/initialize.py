@@ -22,6 +22,7 @@ from gitpub.core.errors import GitpubError, UsageError
 from gitpub.core.globs import matcher
 from gitpub.git.remote import default_branch, remote_names
 from gitpub.git.repo import Repository
+from gitpub.hooks.install import install
 
 MARKDOWN = ("*.md", "*.markdown", "*.mdx")
 
@@ -54,8 +55,6 @@ def init(where: Path, remote: str | None = None, branch: str | None = None) -> I
             path.write_text(text, encoding="utf-8")
         load_repo_config(repo)  # validate what is there
         work_tree = repo.work_tree
-    from gitpub.hooks.install import install
-
     try:
         hooks, error = tuple(state.path for state in install(work_tree)), None
     except UsageError as e:  # e.g. core.hooksPath points elsewhere: config is still written

@@ -1,42 +1,32 @@
 """A repository's configuration, as every command reads it (``session``, ``ci``).
 
-Kept apart from ``session`` (which also opens the job store and builds the pipeline's context)
-so that ``git pub confirm`` — CI's command, started in a fresh clone on every run — imports
-only what it needs.
+Kept apart from ``session`` (which also opens the job store and builds the pipeline's context):
+``git pub confirm`` needs the configuration, not the job store.
 """
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # mypy treats this name as True
-if TYPE_CHECKING:
-    from gitpub.config.model import Config
-    from gitpub.git.repo import Repository
-
-# The configuration's definitions are imported where used: ``status`` and ``log`` build their
-# configuration from the validated cache (``session.config_source``) and never need them.
+from gitpub.config.load import decode_config, load_config, parse_config
+from gitpub.config.model import CONFIG_FILE, DEFAULT_BRANCH, Config, ConfigError
+from gitpub.git.repo import Repository
 
 
 def load_repo_config(repo: Repository) -> Config:
     """The repository's configuration: ``.gitpub.yaml`` in the working tree (where a person
     edits it before committing it); in a repository without one (bare), the file committed on
     the configured branch (``bare_config``)."""
-    from gitpub.config.load import load_config
-
     if repo.work_tree is not None:
-        return load_config(repo.work_tree, repo.pub_dir)
+        return load_config(repo.work_tree)
     return bare_config(repo)
 
 
 def _config_at(repo: Repository, ref: str) -> Config:
-    from gitpub.config.load import config_from_text, decode_config
-    from gitpub.config.model import CONFIG_FILE, Config
-
     tip = repo.read_ref(ref)
     data = None if tip is None else repo.file_at(tip, CONFIG_FILE)
     if data is None:
         return Config()
     source = f"{CONFIG_FILE} (at {ref})"
-    return config_from_text(decode_config(data, source), source, repo.pub_dir)
+    return parse_config(decode_config(data, source), source)
 
 
 def bare_config(repo: Repository) -> Config:
@@ -44,8 +34,6 @@ def bare_config(repo: Repository) -> Config:
     branch HEAD names (``main`` if none); and if that file configures another ``branch``, the
     one at that branch's tip — which must name the same branch (else the configuration would
     depend on where it was read). A file in the git directory is never read."""
-    from gitpub.config.model import CONFIG_FILE, DEFAULT_BRANCH, ConfigError
-
     head = repo.symbolic_head() or f"refs/heads/{DEFAULT_BRANCH}"
     config = _config_at(repo, head)
     configured = f"refs/heads/{config.branch}"

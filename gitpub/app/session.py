@@ -1,14 +1,9 @@
 """Opening a repository for a command: the repository, its configuration, the job store.
 
 Every command that works on jobs runs inside ``open_session``: the repository found from the
-working directory as git finds it, its ``.gitpub.yaml`` (cached under ``.git/pub/``; in a bare
-repository, the file committed on the configured branch), and a job store written on
+working directory as git finds it, its ``.gitpub.yaml`` (in a bare repository, the file
+committed on the configured branch), read and validated at once, and a job store written on
 behalf of this process. ``find_job`` turns what a person typed (an id or a prefix) into a job.
-
-The configuration is built when the command first uses it if the cache holds this very file's
-data, validated by this same validator (``config.source``); a command that never needs it —
-``status`` of jobs in most states — then starts without its definitions (a fast start). Any
-other file is read, validated and reported on the full way, at once, as always.
 """
 
 from __future__ import annotations
@@ -18,17 +13,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gitpub.app.repoconfig import load_repo_config
-from gitpub.config import source
 from gitpub.core.errors import UsageError
 from gitpub.core.states import State
 from gitpub.git.repo import Repository
 from gitpub.pipeline.context import Context
 from gitpub.store.jobs import Job, JobStore
 from gitpub.store.lease import Worker
-
-TYPE_CHECKING = False  # mypy treats this name as True
-if TYPE_CHECKING:
-    from gitpub.config.model import Config
 
 
 @contextmanager
@@ -37,37 +27,11 @@ def open_session(where: Path, progress: Callable[[str], None], *,
     """The context of one command in the repository at ``where``; closed when done."""
     with Repository.discover(where) as repo:
         repo.notice = progress
-        config = config_source(repo)
-        store = JobStore(repo, Worker.current(lambda: config().lease_seconds),
+        _ = repo.pub_dir  # something else there (a file): every command says so, with the fix
+        config = load_repo_config(repo)
+        store = JobStore(repo, Worker.current(config.lease_seconds),
                          keep_lease_in=keep_lease_in)
         yield Context(repo, store, config, progress=progress)
-
-
-def config_source(repo: Repository) -> Callable[[], Config]:
-    """The repository's configuration (``load_repo_config``) as a function that gives it: built
-    on first use when the cache holds this very file's data, validated by this same validator;
-    else loaded (and any error in it raised) now."""
-    if repo.work_tree is not None:
-        text = source.read_text(repo.work_tree)
-        found, data = (False, None) if text is None else source.validated_data(text,
-                                                                               repo.pub_dir)
-        if found:
-            return _built_later(data)
-    config = load_repo_config(repo)
-    return lambda: config
-
-
-def _built_later(data: object) -> Callable[[], Config]:
-    built: list[Config] = []
-
-    def config() -> Config:
-        if not built:
-            from gitpub.config.load import from_validated
-
-            built.append(from_validated(data))
-        return built[0]
-
-    return config
 
 
 def find_job(store: JobStore, ref: str) -> Job:

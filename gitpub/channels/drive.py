@@ -44,6 +44,7 @@ from gitpub.channels.model import (
 )
 from gitpub.channels.payload import article_path, build_payload, payload_sha256
 from gitpub.channels.state import ChannelState, Distribution
+from gitpub.channels.webhook import WebhookAdapter
 from gitpub.config.model import ChannelSpec
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import (
@@ -426,10 +427,8 @@ class _Held:
 
 
 def adapter_for(spec: ChannelSpec, scratch_root: Path) -> Adapter:
-    """The adapter of ``spec``'s kind (httpx is imported only for a webhook)."""
+    """The adapter of ``spec``'s kind."""
     if spec.kind == "webhook":
-        from gitpub.channels.webhook import WebhookAdapter
-
         return WebhookAdapter(spec)
     return CommandAdapter(spec, scratch_root)
 

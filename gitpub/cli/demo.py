@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gitpub.core.errors import EXIT_ERROR, EXIT_OK
+from gitpub.store.jobs import job_id_for_key
 
 ARTICLE = """---
 title: Hello from gitpub
@@ -155,6 +156,4 @@ def run_demo(keep: bool = False, quiet: bool = False) -> tuple[int, dict[str, An
 
 
 def _job_id(key: str) -> str:
-    from gitpub.store.jobs import job_id_for_key
-
     return job_id_for_key(key)

@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from gitpub import __version__
+from gitpub.cli.main import cli
 
 PACKAGE = Path(__file__).resolve().parent.parent
 #: The order a person reads the commands in; any other command follows, alphabetically.
@@ -57,8 +58,6 @@ def _context(cmd: Command) -> click.Context:
 
 def commands() -> list[Command]:
     """Every visible command (subcommands of a group by their full name), in reading order."""
-    from gitpub.cli.main import cli
-
     ctx = click.Context(cli)
     names = cli.list_commands(ctx)
     ordered = [n for n in ORDER if n in names] + sorted(set(names) - set(ORDER))
@@ -76,8 +75,6 @@ def _walk(command: click.Command | None, path: tuple[str, ...]) -> Iterator[Comm
 
 
 def top_options() -> list[click.Option]:
-    from gitpub.cli.main import cli
-
     return [p for p in cli.params if isinstance(p, click.Option) and "--help" not in p.opts]
 
 
@@ -351,8 +348,6 @@ def zsh_completion() -> str:
 
 
 def _group_help(name: str) -> str:
-    from gitpub.cli.main import cli
-
     group = cli.get_command(click.Context(cli), name)
     return (group.help or "") if group is not None else ""
 

@@ -1,19 +1,29 @@
-"""Every outcome of a run as an exit code and one error format — without click.
+"""Every outcome of a run as an exit code and one error format.
 
-Both ways into a command share this: the option parser (``cli.main``, click) and the quick way
-for ``status`` and ``log`` (``cli.quick``), which must not import click. A ``GitpubError`` is
-its one line and its ``hint:`` (or the fallback hint, below), a lost race is exit 5 with a hint,
-anything unexpected is one line (a traceback only with ``--debug``), ^C is 130; the working
-directory that ``-C`` changed is restored.
+A ``GitpubError`` is its one line and its ``hint:`` (or the fallback hint, below), a lost race
+is exit 5 with a hint, anything unexpected is one line (a traceback only with ``--debug``), ^C
+is 130; the working directory that ``-C`` changed is restored.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+import traceback
 from collections.abc import Callable, Collection, Sequence
 
 from gitpub.cli.output import report_error
-from gitpub.core.errors import EXIT_ERROR, EXIT_UNCONFIRMED, GitpubError, LostRace, UsageError
+from gitpub.config.model import CONFIG_FILE, ConfigError
+from gitpub.core.errors import (
+    EXIT_ERROR,
+    EXIT_UNCONFIRMED,
+    CorruptStateError,
+    GitpubError,
+    LostRace,
+    TryLaterError,
+    UsageError,
+)
 
 #: The exit status of a run interrupted by ^C, as shells report it.
 EXIT_INTERRUPTED = 130
@@ -23,9 +33,6 @@ def fallback_hint(error: GitpubError, args: Sequence[str], commands: Collection[
     """The next step for an error raised without a hint of its own: every non-OK outcome
     says what to do, even where the code that failed could not know. ``commands``: the
     command names the command line knows (for a usage error: `git pub CMD -h`)."""
-    from gitpub.config.model import CONFIG_FILE, ConfigError
-    from gitpub.core.errors import CorruptStateError, TryLaterError
-
     if isinstance(error, ConfigError):
         return (f"fix {error.source or CONFIG_FILE} (a committed file: commit and push the fix); "
                 "`git pub doctor` checks the configuration")
@@ -45,8 +52,7 @@ def guarded(body: Callable[[], int], args: Sequence[str], commands: Collection[s
     """``body()``'s exit code; whatever it raises, reported as the command line reports it.
     A reader that went away (``git pub status | head -1``: a broken pipe, while the command
     wrote or while it reported an error) ends the run quietly with exit 1, as click ends it
-    (``click.BaseCommand.main``) — the quick way must not print what the option parser does
-    not."""
+    (``click.BaseCommand.main``)."""
     try:
         return _guarded(body, args, commands)
     except BrokenPipeError:
@@ -57,9 +63,6 @@ def guarded(body: Callable[[], int], args: Sequence[str], commands: Collection[s
 def _silence_broken_streams() -> None:
     """Point stdout and stderr at the null device: the interpreter flushes them at exit, and
     a flush into the broken pipe would print ``Exception ignored … BrokenPipeError``."""
-    import contextlib
-    import sys
-
     null = os.open(os.devnull, os.O_WRONLY)
     try:
         for stream in (sys.stdout, sys.stderr):
@@ -91,8 +94,6 @@ def _guarded(body: Callable[[], int], args: Sequence[str], commands: Collection[
         raise  # not the command's failure: ``guarded`` ends the run quietly
     except Exception as e:
         if debug:
-            import traceback
-
             traceback.print_exc()
         report_error(f"unexpected error: {type(e).__name__}: {e}",
                      "rerun with --debug for details", as_json, EXIT_ERROR)

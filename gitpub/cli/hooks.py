@@ -1,8 +1,4 @@
-"""``git pub hooks install|uninstall`` and ``git pub hook-impl`` (what the shims fall back to).
-
-Loaded only when one of these commands is used or listed (``cli.main``), so the other commands
-do not pay for it.
-"""
+"""``git pub hooks install|uninstall`` and ``git pub hook-impl`` (what the shims fall back to)."""
 
 from __future__ import annotations
 
@@ -13,17 +9,12 @@ from pathlib import Path
 
 import click
 
-from gitpub.cli.lazy import lazy
+from gitpub.app import commands
 from gitpub.cli.options import common_options, out_for, where
 from gitpub.core.errors import EXIT_OK
+from gitpub.hooks import fast
+from gitpub.hooks.install import HookState
 from gitpub.hooks.shared import HOOKS
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from gitpub.app import commands
-    from gitpub.hooks.install import HookState
-else:  # `git pub -h` lists these commands: it must not import their work (see ``cli.lazy``)
-    commands = lazy("gitpub.app.commands")
 
 
 def describe_install(states: Sequence[HookState]) -> str:
@@ -84,6 +75,4 @@ def uninstall_command(ctx: click.Context) -> None:
 @click.pass_context
 def hook_impl_command(ctx: click.Context, hook: str, args: tuple[str, ...]) -> None:
     """Run a hook (what the shims and the pre-commit framework call)."""
-    from gitpub.hooks import fast
-
     ctx.exit(fast.main([hook, *args]))  # in the working directory, which -C has set

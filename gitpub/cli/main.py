@@ -12,45 +12,32 @@ one ``{"error", "hint", "exit"}`` object.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import io
 import os
 import sys
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
 
 from gitpub import __version__
-from gitpub.cli import quick
+from gitpub.app import ci, commands
+from gitpub.app.doctor import doctor as run_doctor
+from gitpub.cli import confirm_view, render
+from gitpub.cli.demo import run_demo
 from gitpub.cli.guard import EXIT_INTERRUPTED, guarded
-from gitpub.cli.lazy import lazy
+from gitpub.cli.hooks import hook_impl_command, hooks_group
 from gitpub.cli.options import State, common_options, out_for, where
 from gitpub.cli.output import Output, as_json, report_error
-from gitpub.core.errors import EXIT_OK, EXIT_USAGE, UsageError
+from gitpub.core.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from gitpub.app import commands
-    from gitpub.cli import render
     from gitpub.delivery.resolve import Action
-else:  # imported when a command runs, not for `-h` or a usage error (see ``cli.lazy``)
-    commands = lazy("gitpub.app.commands")
-    render = lazy("gitpub.cli.render")
 
 
-class _Group(click.Group):
-    """The top-level group; the hook commands are loaded on first use (import cost)."""
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in _LAZY:
-            _register_hooks()
-        return super().get_command(ctx, cmd_name)
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        _register_hooks()
-        return super().list_commands(ctx)
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-C", "paths", multiple=True, metavar="PATH",
               help="Run as if started in PATH (as git -C).")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
@@ -129,7 +116,19 @@ def prepare(ctx: click.Context, key: str | None, targets: tuple[str, ...], push_
 @click.pass_context
 def status(ctx: click.Context, job: str | None, show_all: bool) -> None:
     """Show one job, or every job not yet finished."""
-    ctx.exit(quick.status(out_for(ctx), _debugging(ctx), job, show_all))
+    out = out_for(ctx)
+    result = commands.status(where(), out.progress, job, show_all)
+    if isinstance(result, commands.Shown):
+        report = result.channels
+        out.emit(render.job_json(result.job, hint=result.hint) | render.channels_json(report),
+                 render.with_hint("\n".join([render.describe_job(result.job),
+                                             *render.channels_text(report, "  ")]),
+                                  result.hint))
+        ctx.exit(EXIT_OK)
+    _debug_tracebacks(ctx, result)
+    out.emit(render.jobs_json(result),
+             render.jobs_text(result, "no jobs" if show_all else "no unfinished jobs"))
+    ctx.exit(EXIT_ERROR if result.errors else EXIT_OK)
 
 
 @cli.command()
@@ -138,7 +137,10 @@ def status(ctx: click.Context, job: str | None, show_all: bool) -> None:
 @click.pass_context
 def log(ctx: click.Context, job: str) -> None:
     """Show a job's event history."""
-    ctx.exit(quick.log(out_for(ctx), job))
+    out = out_for(ctx)
+    history = commands.log(where(), out.progress, job)
+    out.emit(render.history_json(history), render.history_text(history))
+    ctx.exit(EXIT_OK)
 
 
 def _jobs(ctx: click.Context, out: Output, result: commands.Jobs, empty: str) -> None:
@@ -197,7 +199,7 @@ def sync(ctx: click.Context, dry_run: bool) -> None:
 
 
 def _plan(ctx: click.Context, out: Output, jobs: tuple[str, ...], hand_edits: bool) -> None:
-    from gitpub.app.dryrun import plan
+    from gitpub.app.dryrun import plan  # the delivery machinery (dulwich): not for `status`
 
     result = plan(where(), out.progress, jobs, hand_edits)
     out.emit(render.plan_json(result), render.plan_text(result))
@@ -211,8 +213,6 @@ def _plan(ctx: click.Context, out: Output, jobs: tuple[str, ...], hand_edits: bo
 @click.pass_context
 def doctor(ctx: click.Context, fix: bool) -> None:
     """Check configuration, remote access, hooks, notes refspec, locks and job refs."""
-    from gitpub.app.doctor import doctor as run_doctor
-
     report = run_doctor(where(), fix)
     out_for(ctx).emit(render.doctor_json(report), render.doctor_text(report, fix))
     ctx.exit(report.exit_code)
@@ -299,7 +299,7 @@ def channel_decision(channel: str | None, confirmed_url: str | None,
 def resolve_action(retry: bool, overwrite: bool, from_file: str | None, push_now: bool,
                    abandon: bool) -> Action:
     """The one thing ``resolve`` is asked to do; contradictory options are a usage error."""
-    from gitpub.delivery.resolve import Action
+    from gitpub.delivery.resolve import Action  # the delivery machinery: not for `status`
 
     if abandon and (retry or overwrite or from_file is not None or push_now):
         raise click.UsageError("--abandon gives the job up: it cannot be combined with --retry, "
@@ -342,7 +342,15 @@ def metrics(ctx: click.Context) -> None:
 def confirm(ctx: click.Context, rev_range: str | None, no_push_notes: bool,
             accept: str | None, reason: str | None) -> None:
     """For CI: verify the trailers and manifests of commits on the remote branch."""
-    ctx.exit(quick.confirm(out_for(ctx), rev_range, not no_push_notes, accept, reason))
+    # The objects made so far live as long as the process: kept out of the collector's way,
+    # which would walk them all again at each collection and at exit (measured: 50 ms of a
+    # first run's exit).
+    gc.freeze()
+    out = out_for(ctx)
+    report = ci.confirm(where(), out.progress, rev_range, not no_push_notes, accept, reason)
+    out.emit(confirm_view.confirm_json(report),
+             confirm_view.confirm_text(report, accepting=accept))
+    ctx.exit(EXIT_ERROR if report.failed else EXIT_OK)
 
 
 @cli.command()
@@ -351,8 +359,6 @@ def confirm(ctx: click.Context, rev_range: str | None, no_push_notes: bool,
 @click.pass_context
 def demo(ctx: click.Context, keep: bool) -> None:
     """Run an end-to-end demo in a throwaway repository with a local bare remote."""
-    from gitpub.cli.demo import run_demo
-
     out = out_for(ctx)
     code, report = run_demo(keep=keep, quiet=out.json)
     if out.json:
@@ -360,17 +366,8 @@ def demo(ctx: click.Context, keep: bool) -> None:
     ctx.exit(code)
 
 
-_LAZY = ("hooks", "hook-impl")
-
-
-def _register_hooks() -> None:
-    """Add the hook commands, importing their module only when they are used or listed."""
-    if "hooks" in cli.commands:
-        return
-    from gitpub.cli.hooks import hook_impl_command, hooks_group
-
-    cli.add_command(hooks_group)
-    cli.add_command(hook_impl_command)
+cli.add_command(hooks_group)
+cli.add_command(hook_impl_command)
 
 
 def usage_message(e: click.ClickException) -> tuple[str, str]:
@@ -385,9 +382,6 @@ def usage_message(e: click.ClickException) -> tuple[str, str]:
 def _help_as_json(args: list[str], state: State) -> int:
     """``-h --json``: the help text click prints, as ``{"help": TEXT}`` (``--json`` is total).
     A ``-h`` that was an option's value runs the command as usual, its output passed on."""
-    import contextlib
-    import io
-
     buffer = io.StringIO()
     try:
         with contextlib.redirect_stdout(buffer):
@@ -405,18 +399,10 @@ def _help_as_json(args: list[str], state: State) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The entry point: runs a command and turns every outcome into an exit code. The plain
-    forms of ``status`` and ``log`` run without the option parser (``cli.quick``)."""
+    """The entry point (the ``git-pub`` executable): runs a command and turns every outcome
+    into an exit code; errors reported by ``cli.guard``, click's usage errors in gitpub's
+    format."""
     args = list(sys.argv[1:] if argv is None else argv)
-    request = quick.parse(args)
-    if request is not None:
-        return quick.run(request, args)
-    return run_click(args)
-
-
-def run_click(args: list[str]) -> int:
-    """``args`` parsed and run by click (every command line ``main`` gets but the quick ones);
-    errors reported by ``cli.guard``, click's usage errors in gitpub's format."""
     return guarded(lambda: _click(args), args, cli.commands)
 
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 import json
 import re
 import sys
+from typing import Any
 
-TYPE_CHECKING = False  # mypy treats this name as True
-if TYPE_CHECKING:
-    from typing import Any
+from gitpub.core.sanitize import sanitize
 
 #: The version of the ``--json`` output formats (``gitpub/cli/schemas/*.json``). Adding a
 #: field keeps it; removing or changing the meaning of one raises it.
@@ -52,15 +51,11 @@ class Output:
 
     def progress(self, message: str) -> None:
         """Progress of long work, on stderr so it never mixes with ``--json``."""
-        from gitpub.core.sanitize import sanitize  # not for a command that shows no progress
-
         sys.stderr.write(f"gitpub: {printable(sanitize(message))}\n")
         sys.stderr.flush()
 
 
 def report_error(message: str, hint: str | None, json_out: bool, exit_code: int) -> None:
-    from gitpub.core.sanitize import sanitize
-
     message = printable(sanitize(message))
     hint = None if hint is None else printable(sanitize(hint))
     if json_out:

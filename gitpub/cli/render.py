@@ -6,18 +6,17 @@ Pure functions from result values to text or JSON-ready dicts; the commands comp
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gitpub.app.commands import History, Jobs
-from gitpub.config.source import CONFIG_FILE
+from gitpub.app.doctor import Report
+from gitpub.app.initialize import Initialized
+from gitpub.config.model import CONFIG_FILE
 from gitpub.core.states import TERMINAL, State
 from gitpub.store.jobs import Job
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from gitpub.app.doctor import Report
+if TYPE_CHECKING:  # the delivery machinery (dulwich) and the channel code: not for `status`
     from gitpub.app.dryrun import Plan
-    from gitpub.app.initialize import Initialized
     from gitpub.channels.drive import Report as ChannelReport
 
 

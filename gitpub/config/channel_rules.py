@@ -8,7 +8,9 @@ the parser's own services (errors naming the file and key, sections from datacla
 from __future__ import annotations
 
 import re
+import string
 from typing import Any, NoReturn, Protocol
+from urllib.parse import urlsplit
 
 from gitpub.config.model import PATH_FIELDS, ChannelSpec, LiveCheck, Rate, SiteSpec
 from gitpub.core.globs import CONTROL_RE, shown
@@ -75,8 +77,6 @@ class ChannelRules:
 
     def http_url(self: _Parser, value: object, key: str) -> str:
         url = self.name(value, key)
-        from urllib.parse import urlsplit
-
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             self.expected(key, "an http:// or https:// URL", value)
@@ -101,8 +101,6 @@ class ChannelRules:
         return tuple(result)
 
     def url_template(self: _Parser, value: object, key: str) -> str:
-        import string
-
         template = self.name(value, key)
         try:
             names = [field for _, field, _, _ in string.Formatter().parse(template)

@@ -4,9 +4,6 @@ Every key of ``.gitpub.yaml`` is a field here, and nowhere else: the schema (``c
 is derived from these definitions — the known keys of a section are its fields, an absent key
 takes the field's default, and the field's ``check`` (in its metadata) names the rule its value
 must pass. So adding a key is adding a field.
-
-Hooks import this module, so importing it stays cheap: ``typing`` only for type checkers, no
-PyYAML (``config.load`` imports it when a file is actually parsed).
 """
 
 from __future__ import annotations
@@ -14,17 +11,15 @@ from __future__ import annotations
 import functools
 import os
 import re
+import socket
 from dataclasses import dataclass, field
+from typing import Any
 
-from gitpub.config.source import CONFIG_FILE as CONFIG_FILE  # defined where it is read
 from gitpub.core.errors import UsageError
 from gitpub.core.globs import compile_globs, is_clean_path
 from gitpub.core.paths import Scope, is_literal
 
-TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
-if TYPE_CHECKING:
-    from typing import Any
-
+CONFIG_FILE = ".gitpub.yaml"
 DEFAULT_REMOTE = "origin"
 DEFAULT_BRANCH = "main"
 DEFAULT_ARTICLES: tuple[str, ...] = ("content/**/*.md", "posts/**/*.md", "_posts/**/*.md")
@@ -195,8 +190,6 @@ def default_node() -> str:
     try:
         host = os.uname().nodename
     except AttributeError:  # pragma: no cover - Windows
-        import socket
-
         host = socket.gethostname()
     return sanitize_node(host)
 

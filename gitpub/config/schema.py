@@ -15,9 +15,11 @@ silently ignored.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import MISSING, Field, fields
+from typing import Any, NoReturn
 
 from gitpub.config.channel_rules import ChannelRules
 from gitpub.config.model import (
@@ -32,10 +34,7 @@ from gitpub.config.model import (
 from gitpub.core.globs import CONTROL_RE, glob_regex, path_problem, shown
 from gitpub.core.paths import is_steering
 from gitpub.core.paths import path_problem as repository_path_problem
-
-TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
-if TYPE_CHECKING:
-    from typing import Any, NoReturn
+from gitpub.core.sanitize import contains_secret
 
 _TRAILER_TOKEN_RE = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
 _NODE_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
@@ -188,8 +187,6 @@ class Parser(ChannelRules):
     def no_secret(self, value: str, key: str) -> None:
         """A value that ends up in every commit's trailers and in job records: refused when the
         sanitizer would redact it (it would be published, not redacted)."""
-        from gitpub.core.sanitize import contains_secret  # 40 ms: only when a file is parsed
-
         if contains_secret(value):
             self.fail(key, "looks like a secret (the sanitizer would redact it), and it would "
                            "be written into every commit's trailers and job record",
@@ -394,8 +391,6 @@ class Parser(ChannelRules):
 
 def _suggest(key: str, parent: str, known: tuple[str, ...]) -> str:
     """A hint for an unknown key: the closest known key, else the list of known keys."""
-    import difflib
-
     if not parent and key in yaml_keys(RetryPolicy):
         return f"did you mean 'retry.{key}'? ({key} belongs under retry:)"
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)

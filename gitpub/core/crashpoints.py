@@ -18,6 +18,7 @@ the stale lock a real crash leaves.
 from __future__ import annotations
 
 import os
+import signal
 
 #: Every crash point, in pipeline order. Tests iterate over this tuple.
 CRASH_POINTS: tuple[str, ...] = (
@@ -81,8 +82,6 @@ def _due(variable: str, name: str, counts: dict[str, int]) -> bool:
 
 def crash_point(name: str) -> None:
     """Die here, now, without cleanup, if the environment asks for it."""
-    import signal  # ~1 ms of enum building: not for a command that writes nothing
-
     assert name in CRASH_POINTS, name
     trace = os.environ.get("GITPUB_CRASH_TRACE")
     if trace:

@@ -9,6 +9,7 @@ every writer does both.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -23,8 +24,6 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` in one rename: readers see the old file or the new one."""
-    import tempfile  # ~4 ms (shutil, random): only where a file is written
-
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -32,7 +32,9 @@ Standard library only (``re``, ``unicodedata``); no I/O.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
+from fnmatch import fnmatchcase
 from typing import NamedTuple
 
 MAX_COMPONENT_BYTES = 255  # NAME_MAX of ext4, XFS, APFS, NTFS (in UTF-16 units there)
@@ -252,8 +254,6 @@ _STEERING = tuple(_table_entry(e) for e in STEERING)
 
 
 def _in_table(parts: list[str]) -> bool:
-    from fnmatch import fnmatchcase  # not at the top: the hooks import this module
-
     folded = [_fold(p).rstrip(". ") for p in parts]
     for components, below in _STEERING:
         if len(folded) < len(components) or (len(folded) > len(components) and not below):
@@ -316,8 +316,6 @@ class Scope(NamedTuple):
 def case_key(name: str) -> str:
     """The form in which names a case-insensitive, normalisation-insensitive file system
     (APFS, HFS+, NTFS) stores as one file are equal."""
-    import unicodedata  # not at the top: the hooks import the configuration, hence this module
-
     visible = "".join(char for char in name if char not in HFS_IGNORABLE)
     return unicodedata.normalize("NFC", unicodedata.normalize("NFC", visible).casefold())
 

@@ -7,15 +7,14 @@ field, a value of the wrong type or outside its enum. The checks are derived fro
 definitions below, not kept in a second table. Corrupt state is reported with the job's name and
 never "repaired" by overwriting it.
 
-The records are ``NamedTuple``s, frozen values as dataclasses are: every command reads job
-records, and defining them costs a dataclass's generated methods (and ``dataclasses`` itself
-imports ``inspect``) several times more at each start (``status``: a fast start). The parser
-reads any such annotated value type, a dataclass as well.
+The records are ``NamedTuple``s: frozen values, as the git layer's are. The parser reads any
+such annotated value type, a dataclass as well.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
 import functools
 import json
@@ -322,8 +321,6 @@ def _fields_of(cls: type) -> dict[str, tuple[Any, bool]]:
     if _is_value_type(cls):
         names, defaults = cls._fields, cls._field_defaults  # type: ignore[attr-defined]
         return {name: (hints[name], name not in defaults) for name in names}
-    import dataclasses  # a dataclass given to the parser (a test's)
-
     return {f.name: (hints[f.name],
                      f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
             for f in dataclasses.fields(cls) if f.init}

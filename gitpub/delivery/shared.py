@@ -38,7 +38,7 @@ from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, GitpubError, LostRace, UsageError
 from gitpub.core.record import Lease
 from gitpub.core.sanitize import sanitize
-from gitpub.core.states import NEEDS_PERSON, SETTLED, TERMINAL, FailureCode, Stage, State
+from gitpub.core.states import ALLOWED, NEEDS_PERSON, SETTLED, TERMINAL, FailureCode, Stage, State
 from gitpub.delivery.checkout import is_ancestor
 from gitpub.git.push import PushOutcome, PushResult, Update
 from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
@@ -438,6 +438,4 @@ class Shared:
 
 
 def _reachable(state: State) -> frozenset[State]:
-    from gitpub.core.states import ALLOWED
-
     return ALLOWED[state] | {state}

@@ -6,6 +6,6 @@
 - ``profile``  the choices that shape a subset's bytes, and progress of long subsets
 - ``step``     subsets as job artifacts: which files a font must cover, in a tree plus a job
 
-May import: ``config``, ``git``, ``core``. fontTools, brotli and zlib
-are imported inside the functions that need them.
+May import: ``config``, ``git``, ``core``. fontTools and brotli are imported inside the functions
+that need them: only a job with fonts to subset loads them.
 """

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from gitpub.config.model import Config, FontSpec
 from gitpub.core.globs import matcher
+from gitpub.fonts.subset import FontError, subset_for_spec
 from gitpub.git.repo import MODE_TREE, Repository
 
 
@@ -78,8 +79,6 @@ def text_files(repo: Repository, tree: str | None, spec: FontSpec,
 def derive(repo: Repository, config: Config, tree: str | None, own: Mapping[str, bytes],
            cache_dir: Path, progress: Callable[[str], None] | None = None) -> Derived:
     """Every configured subset for the article set of ``tree`` + ``own``."""
-    from gitpub.fonts.subset import FontError, subset_for_spec
-
     result = Derived()
     for spec in config.fonts:
         source = None if tree is None else repo.lookup(tree, spec.source)

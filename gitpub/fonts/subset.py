@@ -58,33 +58,38 @@ slower. The subset itself is produced by fontTools' subsetter on the full font (
 cached subset would depend on the cache's history), then written as TrueType and, for WOFF2,
 re-encoded here from the cached glyph encodings (see :func:`woff2_from_sfnt`).
 
-Hooks import gitpub modules and must stay cheap, so fontTools, brotli and zlib are imported inside
-the functions that need them, and ``typing`` only by type checkers.
+fontTools and brotli (~100 ms to import) are imported inside the functions that need them: only a
+job with fonts to subset loads them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import os
 import struct
+import sys
 import threading
 import time
+import zlib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+from gitpub.config.model import FontSpec
 from gitpub.core.errors import FontError
+from gitpub.core.globs import matcher
 from gitpub.fonts.cache import MAX_CACHED_SUBSETS, Cache, FaceIndex
-from gitpub.fonts.profile import DEFAULT_PROFILE, PYFTSUBSET_PROFILE, Progress, SubsetProfile
+from gitpub.fonts.profile import (
+    DEFAULT_PROFILE,
+    PYFTSUBSET_PROFILE,
+    Flavor,
+    Progress,
+    SubsetProfile,
+)
 from gitpub.fonts.woff2 import ENCODER_VERSION, FaceStore, StoreCorrupt, woff2_from_sfnt
-
-TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
-    from pathlib import Path
-    from typing import Any
-
-    from gitpub.config.model import FontSpec
-    from gitpub.fonts.profile import Flavor
 
 __all__ = [
     "ASCII_PRINTABLE",
@@ -161,8 +166,6 @@ def charset_for(spec: FontSpec, files: Mapping[str, bytes]) -> frozenset[str]:
     Globs mean what they mean everywhere in ``.gitpub.yaml`` (``gitpub.core.globs``); paths not
     in normal form never match.
     """
-    from gitpub.core.globs import matcher
-
     covers = matcher(spec.text)
     return charset_of(data for path, data in files.items() if covers(path))
 
@@ -358,8 +361,6 @@ def _load(font: bytes, face: int, collection: bool) -> Any:
     if not _logging_quiet:
         # fontTools logs warnings ("FFTM NOT subset") with no handler configured, which Python
         # prints to stderr; a library's log belongs to the application's logging setup.
-        import logging
-
         logging.getLogger("fontTools").addHandler(logging.NullHandler())
         _logging_quiet = True
     options = subset.Options(font_number=face if collection else -1)
@@ -408,8 +409,6 @@ def _fingerprint(profile: SubsetProfile, flavor: Flavor) -> str:
         parts += [f"brotli={version}", f"quality={profile.brotli_quality}",
                   f"window={profile.brotli_window}"]
     elif flavor == "woff":
-        import zlib
-
         parts.append(f"zlib={zlib.ZLIB_RUNTIME_VERSION}")
     return " ".join(parts)
 
@@ -474,8 +473,6 @@ def _face_store(
     A replacement keeps the bad store's glyph order (checked against the font when used) and
     drops its glyph encodings.
     """
-    import sys
-
     import fontTools
 
     fingerprint = hashlib.sha256(

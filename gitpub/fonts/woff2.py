@@ -6,24 +6,25 @@ same steps run in the same order — the tests hold the output to fontTools' byt
 each glyph's transformed encoding comes from a per-face store (:class:`FaceStore`, persisted by
 ``fonts.cache``), so a subset that adds one article's characters encodes only that
 article's new glyphs and otherwise concatenates. Split from ``fonts.subset``, which decides
-*what* to subset and caches; this module only encodes.
+*what* to subset and caches; this module only encodes. fontTools and brotli are imported
+where they are used, as in ``fonts.subset``: only a job with fonts to subset loads them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import marshal
 import struct
 import threading
 import time
+from array import array
 
 from gitpub.core.errors import FontError
+from gitpub.fonts.profile import Piece, Progress, SubsetProfile
 
 #: Bump when the WOFF2 glyph encoder changes (it keys the glyph encoding files).
 ENCODER_VERSION = 1
 
-TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
-if TYPE_CHECKING:
-    from gitpub.fonts.profile import Piece, Progress, SubsetProfile
 
 
 def woff2_from_sfnt(
@@ -145,8 +146,6 @@ def _read_sfnt(sfnt: bytes) -> tuple[bytes, dict[str, bytes]]:
 
 def _checksum(data: bytes) -> int:
     """The OpenType table checksum: the sum of big-endian uint32 words, zero-padded."""
-    from array import array
-
     padded = data + b"\0" * (-len(data) % 4)
     words = array("I")
     if words.itemsize != 4:  # pragma: no cover - every platform CPython runs on today
@@ -165,8 +164,6 @@ def _normalise_glyf(
     fontTools does this for WOFF2 because the reference decoder mishandles unaligned glyphs; the
     loca format becomes the shortest that fits, as fontTools' loca compiler picks it.
     """
-    from array import array
-
     try:
         glyf, loca_data = tables["glyf"], tables["loca"]
         long_offsets = struct.unpack_from(">h", head, 50)[0] != 0
@@ -468,15 +465,11 @@ class FaceStore:
         self.dirty = True
 
     def to_bytes(self) -> bytes:
-        import marshal
-
         with self.lock:
             return marshal.dumps((self.order, self.pieces))
 
     @classmethod
     def from_bytes(cls, name: str, body: bytes) -> FaceStore | None:
-        import marshal
-
         try:
             order, pieces = marshal.loads(body)
         except (EOFError, ValueError, TypeError):

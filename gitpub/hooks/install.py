@@ -30,7 +30,9 @@ stdlib-only, in ``hooks.fast``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -38,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from gitpub.config.load import load_config
+from gitpub.config.model import ConfigError
 from gitpub.core.errors import GitpubError, NotARepositoryError, UsageError
 from gitpub.core.files import fsync_dir, write_atomic
 from gitpub.git.run import run_git
@@ -130,6 +134,25 @@ def render_shim(hook: str, python: str | None = None, home: Path = PACKAGE_HOME)
 
 def is_shim_text(text: str) -> bool:
     return is_shim_head(text.encode())
+
+
+_ENTRY = re.compile(rb"from (gitpub(?:\.[A-Za-z_]\w*)*) import main")
+
+
+def missing_entry(path: Path) -> str | None:
+    """The module a shim of ours at ``path`` runs when this gitpub has no such module (the
+    entry point of an older gitpub, such as ``gitpub.hookfast``: every run of the hook then
+    fails), else None."""
+    if not is_shim(str(path)):
+        return None
+    try:
+        found = _ENTRY.search(path.read_bytes())
+    except OSError:
+        return None
+    if found is None:
+        return None
+    module = found.group(1).decode("ascii")
+    return module if importlib.util.find_spec(module) is None else None
 
 
 def _is_pre_commit(path: Path) -> bool:
@@ -242,9 +265,6 @@ def notes_refspec(remote: str) -> str:
 def configure_notes(repo_path: Path) -> bool:
     """Configure the notes ref's fetch and merge (see the module docstring); idempotent. False
     when the configured remote does not exist (yet): nothing is written then."""
-    from gitpub.config.load import load_config
-    from gitpub.config.model import ConfigError
-
     top = _git(repo_path, "rev-parse", "--show-toplevel")
     try:
         remote = load_config(Path(top)).remote if top else "origin"

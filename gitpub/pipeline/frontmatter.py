@@ -20,14 +20,18 @@ regular expressions that backtrack: the time is linear in the line's length.
 
 from __future__ import annotations
 
+import json
 import re
+import tomllib
 from dataclasses import dataclass
+from typing import Literal
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Literal
+import yaml
 
-    Format = Literal["yaml", "toml", "json"]
+from gitpub.config.load import StrictLoader, bound_aliases
+from gitpub.config.model import ConfigError
+
+Format = Literal["yaml", "toml", "json"]
 
 _OPEN = {"---": "yaml", "+++": "toml"}
 _CLOSE = {"yaml": ("---", "..."), "toml": ("+++",)}
@@ -63,8 +67,6 @@ def split(text: str) -> FrontMatter | None:
 
 
 def _split_json(text: str) -> FrontMatter:
-    import json
-
     try:
         _, end = json.JSONDecoder().raw_decode(text)
     except (ValueError, RecursionError):
@@ -110,13 +112,8 @@ def _depth(data: object) -> int:
 
 
 def _parse_yaml(fm: FrontMatter) -> tuple[dict[str, object] | None, str | None]:
-    import yaml
-
-    from gitpub.config.load import bound_aliases, strict_loader
-    from gitpub.config.model import ConfigError
-
     try:
-        loader = strict_loader()(fm.block)
+        loader = StrictLoader(fm.block)
         try:
             node = loader.get_single_node()
             if node is not None:
@@ -144,8 +141,6 @@ def _parse_yaml(fm: FrontMatter) -> tuple[dict[str, object] | None, str | None]:
 
 
 def _parse_toml(fm: FrontMatter) -> tuple[dict[str, object] | None, str | None]:
-    import tomllib
-
     try:
         return tomllib.loads(fm.block), None
     except tomllib.TOMLDecodeError as e:
@@ -156,8 +151,6 @@ def _parse_toml(fm: FrontMatter) -> tuple[dict[str, object] | None, str | None]:
 
 
 def _parse_json(fm: FrontMatter) -> tuple[dict[str, object] | None, str | None]:
-    import json
-
     try:
         data = json.loads(fm.block)
     except ValueError as e:

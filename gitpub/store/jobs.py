@@ -24,11 +24,13 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from gitpub.core.errors import CorruptStateError, GitpubError, LostRace
 from gitpub.core.record import JobRecord, Lease, RecordError, parse_record
+from gitpub.core.sanitize import sanitize
 from gitpub.core.states import RESTING, TERMINAL, Stage, State, check_transition
 from gitpub.git.repo import MODE_FILE, CommitInfo, Entry, Repository
 from gitpub.store.lease import Worker, held_by_other, shown_owner
@@ -51,14 +53,12 @@ EVENT_VERSION = 1
 
 def job_id_for_key(key: str) -> str:
     """The job id a key names: deterministic, so every writer agrees on it without a lookup."""
-    import uuid  # ~2 ms: only where a key is looked up (not for `status`)
-
     return str(uuid.uuid5(uuid.UUID(_JOB_NAMESPACE), key))
 
 
 class Job(NamedTuple):
     """A job as read from the store: its record and where that record lives (a frozen value,
-    as the git layer's: a ``NamedTuple`` is cheap to define at start-up)."""
+    as the git layer's)."""
 
     record: JobRecord
     commit: str  # the state commit the job's ref points at
@@ -355,8 +355,6 @@ class JobStore:
             changes[path] = Entry(MODE_FILE, self.repo.write_blob(data))
         changes["job.json"] = Entry(MODE_FILE, self.repo.write_blob(record.to_json()))
         tree = self.repo.write_tree(None if prev is None else prev.tree, changes)
-        from gitpub.core.sanitize import sanitize  # writing: reading jobs needs no sanitizer
-
         reason = sanitize(reason)
         event = {
             "v": EVENT_VERSION,

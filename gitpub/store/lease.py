@@ -25,10 +25,10 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
 from typing import NamedTuple
 
 from gitpub.core.record import Lease
+from gitpub.core.sanitize import sanitize
 
 DEFAULT_TTL = 900.0
 #: How many lease durations ahead an expiry may lie and still be believed (see above).
@@ -57,24 +57,22 @@ def _this_host() -> str:
 
 
 class Worker(NamedTuple):
-    """This process as a lease holder (a frozen value; a ``NamedTuple``, as cheap to define at
-    start-up as a value can be)."""
+    """This process as a lease holder (a frozen value)."""
 
     token: str
     owner: str
-    #: How long a lease lasts, or how to learn it when a lease is first taken (``open_session``:
-    #: from the configuration, which a command that takes no lease never builds).
-    ttl: float | Callable[[], float] = DEFAULT_TTL
+    #: How long a lease lasts (``open_session``: from the configuration).
+    ttl: float = DEFAULT_TTL
 
     @classmethod
-    def current(cls, ttl: float | Callable[[], float] = DEFAULT_TTL) -> Worker:
+    def current(cls, ttl: float = DEFAULT_TTL) -> Worker:
         pid = os.getpid()
         owner = f"{_this_host()}:{pid}:{_start_time(pid) or '?'}"
-        return cls(os.urandom(16).hex(), owner, ttl)  # random, as uuid4 (without its import)
+        return cls(os.urandom(16).hex(), owner, ttl)  # random, as uuid4
 
     def seconds(self) -> float:
         """How long a lease taken now lasts."""
-        return self.ttl() if callable(self.ttl) else self.ttl
+        return self.ttl
 
     def lease(self, now: float | None = None) -> Lease:
         return Lease(self.token, self.owner,
@@ -86,8 +84,6 @@ class Worker(NamedTuple):
 
 def shown_owner(owner: str) -> str:
     """A lease's owner as a message quotes it: another clone may have written it."""
-    from gitpub.core.sanitize import sanitize  # only for a message: not on the status path
-
     text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", sanitize(owner[:1000]))
     return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN - 3] + "..."
 

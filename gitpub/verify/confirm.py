@@ -37,9 +37,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from gitpub.config.source import validator_digest
+from gitpub.config.model import CONFIG_FILE
 from gitpub.core.errors import GitpubError, UsageError
-from gitpub.core.sanitize import sanitize
+from gitpub.core.sanitize import remember_secret, sanitize
 from gitpub.git import trailers
 from gitpub.git.diff import first_parent_changes
 from gitpub.git.notes import NOTES_REF, add_notes, build_notes_commit, read_note
@@ -94,8 +94,6 @@ def confirm_key(value: str | None) -> L.Key | None:
     redacted from everything gitpub writes or shows from now on (``core.sanitize``)."""
     if not value:
         return None
-    from gitpub.core.sanitize import remember_secret
-
     remember_secret(value, "confirm-key")
     secret = value.encode("utf-8", "surrogateescape")
     if len(secret) < L.MIN_KEY_BYTES:
@@ -111,7 +109,7 @@ def confirm(repo: Repository, config: F.ConfigFacts, remote: Remote, *, rev_rang
             push_notes: bool, progress: Progress, key: L.Key | None = None,
             settle: Settle | None = None) -> ConfirmReport:
     """One run (the module's docstring). ``settle``: ``config`` is only a guess of the working
-    tree's configuration (``config.source.guess_remote_branch``), made without PyYAML; once
+    tree's configuration (``facts.guess_remote_branch``), made without PyYAML; once
     the authentic ledger is read, ``settle`` gives the real facts (vouched for by it, else
     parsed and validated: ``verify.facts``) — and if they name another remote or branch, the
     fetch is made again with those."""
@@ -132,7 +130,7 @@ def confirm(repo: Repository, config: F.ConfigFacts, remote: Remote, *, rev_rang
             remote = Remote(repo, config.remote, config.branch)
             continue
         memory = L.read_memory(repo, notes_tip, key)
-        facts = F.Resolver(repo, F.vouched(memory.ledger.facts, validator_digest())
+        facts = F.Resolver(repo, F.vouched(memory.ledger.facts, F.validator_digest())
                            if key is not None else {})
         if settle is None:
             break
@@ -190,12 +188,11 @@ def _with_facts(ledger: L.Ledger, facts: F.Resolver, tip: str) -> L.Ledger:
     """The ledger with the facts of ``.gitpub.yaml`` at ``tip`` — the next run's start — for
     this validator (``verify.facts``); as it was when the file is absent or does not
     validate."""
-    validator = validator_digest()
     blob = facts.blob_at(tip)
-    found = facts.of_blob(blob, f"{F.CONFIG_FILE} at {tip[:12]}")
-    if validator is None or blob is None or isinstance(found, F.Bad):
+    found = facts.of_blob(blob, f"{CONFIG_FILE} at {tip[:12]}")
+    if blob is None or isinstance(found, F.Bad):
         return ledger
-    return ledger.with_facts(F.facts_line(blob, validator, found))
+    return ledger.with_facts(F.facts_line(blob, F.validator_digest(), found))
 
 
 def _settled_ledger(repo: Repository, final: str | None, key: L.Key | None,
@@ -265,11 +262,10 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
     any ``-Job-Id`` (the prefixes are known only once the start is here).
 
     The walk is C git's, listed (``git.walk.log_scan``): ``git log`` prints every commit of
-    the range with its message, and the messages are searched here at once; a whole long
-    history (a first run) is walked as two halves at once, on two cores (``split_scan``).
-    One git's cost is C git's walk and about 7 % more for the printing; the filtered way
-    (``--grep``) prints less but needs a second walk to count the commits (``checked``)
-    (measured: ``bench/confirm_ci.py``). A shallow clone must see besides whether the walk
+    the range with its message, and the messages are searched here at once. Its cost is C
+    git's walk and about 7 % more for the printing; the filtered way (``--grep``) prints less
+    but needs a second walk to count the commits (``checked``) (measured:
+    ``bench/confirm_ci.py``). A shallow clone must see besides whether the walk
     reached its boundary, which only a listed walk can say. The candidates' order is not the
     walk's: ``_oldest_first``."""
     depth = FIRST_DEPTH
@@ -348,8 +344,8 @@ class _Earlier:
 def _oldest_first(repo: Repository, candidates: Sequence[tuple[str, bytes]]
                   ) -> list[tuple[str, bytes]]:
     """The walk's candidates oldest first, in an order that does not depend on how the
-    history was walked (one git, or two halves at once: ``git.walk.split_scan``): by commit
-    time, then by id. Which of two claims of one job id came first is not left to this order
+    history was walked (listed or filtered, git's walk order): by commit time, then by id.
+    Which of two claims of one job id came first is not left to this order
     (``_first_publications``)."""
     return sorted(candidates, key=lambda c: (repo.commit(c[0]).commit_time, c[0]))
 

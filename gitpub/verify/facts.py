@@ -2,27 +2,35 @@
 
 ``confirm`` reads four values of a configuration: the ``remote`` and ``branch`` it fetches, the
 ``trailer_prefix`` whose claims it checks and ``confirm_unrecorded`` (``ConfigFacts``). Getting
-them the full way means PyYAML, the configuration's definitions and its validator (~60-100 ms
-of a CI run that otherwise costs one push's commits). But the file is the same one run after
-run, and the run that last checked it held CI's key: so each authenticated run writes, in its
-ledger (under the ledger's one MAC, ``verify.ledger``), the facts of the ``.gitpub.yaml`` at
-the point it checked through — keyed by that file's *blob id* and by a digest of the
-validator's own source (``config.source.validator_digest``). A later run believes them only
-when all three hold: the ledger is authentic, the blob at the commit (or the working tree's
-file, hashed here) has exactly that id, and this gitpub's validator has exactly that digest.
-Anything else — no key, a forged or missing line, another file, another validator — and the
-file is parsed and validated as before (``Resolver.facts``). So nothing unauthenticated can
-change what is checked: a facts line is a memo of the validator's answer, written by CI.
+them the full way means parsing and validating the file at a commit (PyYAML and the
+configuration's validator). But the file is the same one run after run, and the run that last
+checked it held CI's key: so each authenticated run writes, in its ledger (under the ledger's
+one MAC, ``verify.ledger``), the facts of the ``.gitpub.yaml`` at the point it checked through
+— keyed by that file's *blob id* and by a digest of the code that read it
+(``validator_digest``). A later run believes them only when all three hold: the
+ledger is authentic, the blob at the commit (or the working tree's file, hashed here) has
+exactly that id, and this gitpub's code has exactly that digest. Anything else — no key, a
+forged or missing line, another file, another gitpub — and the file is parsed and validated as
+before (``Resolver.facts``). So nothing unauthenticated can change what is checked: a facts
+line is a memo of the validator's answer, written by CI.
+
+Before the ledger is read, ``confirm`` fetches with a *guess* of the remote and branch
+(``guess_remote_branch``), checked against the facts once they are known (``app.ci``).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
+from pathlib import Path
 from typing import NamedTuple
 
+import gitpub
+from gitpub.config.load import parse_config
+from gitpub.config.model import CONFIG_FILE, Config, ConfigError
 from gitpub.git.repo import Repository
 
-CONFIG_FILE = ".gitpub.yaml"  # config.model's, not imported: its definitions cost ~20 ms
 _UNRECORDED = ("bad", "report")
 
 
@@ -39,16 +47,29 @@ class Bad(NamedTuple):
     error: Exception
 
 
-def facts_of(config: object) -> ConfigFacts:
-    return ConfigFacts(str(getattr(config, "remote")), str(getattr(config, "branch")),  # noqa: B009
-                       str(getattr(config, "trailer_prefix")),  # noqa: B009
-                       str(getattr(config, "confirm_unrecorded")))  # noqa: B009
+def facts_of(config: Config) -> ConfigFacts:
+    return ConfigFacts(config.remote, config.branch, config.trailer_prefix,
+                       config.confirm_unrecorded)
 
 
 def blob_id(data: bytes) -> str:
-    from gitpub.core.digest import sha1_hex
+    return hashlib.sha1(b"blob %d\0%s" % (len(data), data)).hexdigest()
 
-    return sha1_hex(b"blob %d\0%s" % (len(data), data))
+
+@functools.cache
+def validator_digest() -> str:
+    """What identifies the code that turns a ``.gitpub.yaml`` into facts: the SHA-256 of
+    every Python source of the installed gitpub (its path and content), so that facts vouched
+    for by any other gitpub — another validator, another reading of the file — are not
+    believed (``vouched``). Conservative: any change of gitpub invalidates the memos, and the
+    next run parses the file once."""
+    package = Path(gitpub.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        source = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest.update(b"%s\0%s\n" % (path.relative_to(package).as_posix().encode(),
+                                      source.encode()))
+    return digest.hexdigest()
 
 
 def facts_line(blob: str, validator: str, facts: ConfigFacts) -> str:
@@ -73,11 +94,9 @@ def parse_facts_line(text: str) -> tuple[str, str, ConfigFacts] | None:
         *(data[k] for k in ConfigFacts._fields))
 
 
-def vouched(lines: tuple[str, ...], validator: str | None) -> dict[str, ConfigFacts]:
+def vouched(lines: tuple[str, ...], validator: str) -> dict[str, ConfigFacts]:
     """blob id → facts, from the facts lines of an *authentic* ledger, for this validator."""
     out: dict[str, ConfigFacts] = {}
-    if validator is None:
-        return out
     for line in lines:
         found = parse_facts_line(line)
         if found is not None and found[1] == validator:
@@ -87,11 +106,8 @@ def vouched(lines: tuple[str, ...], validator: str | None) -> dict[str, ConfigFa
 
 def parse_facts(data: bytes, source: str) -> ConfigFacts | Bad:
     """The full way: the file's bytes parsed and validated (PyYAML, the validator)."""
-    from gitpub.config.load import config_from_text
-    from gitpub.config.model import ConfigError
-
     try:  # decoded as confirm always decoded a committed file
-        return facts_of(config_from_text(data.decode("utf-8-sig", "replace"), source))
+        return facts_of(parse_config(data.decode("utf-8-sig", "replace"), source))
     except ConfigError as e:
         return Bad(e)
 
@@ -132,3 +148,35 @@ def defaults() -> ConfigFacts:
 
 
 DEFAULTS = ConfigFacts("origin", "main", "Blog", "bad")
+
+
+def guess_remote_branch(text: str) -> tuple[str, str] | None:
+    """A *guess* of the ``remote`` and ``branch`` a ``.gitpub.yaml`` names, without PyYAML:
+    plain top-level ``key: value`` lines only, anything else None. Never believed: ``confirm``
+    fetches with it, then checks it against the file's facts (vouched for, or validated) and
+    fetches again if it was wrong."""
+    found = {"remote": "origin", "branch": "main"}
+    seen: set[str] = set()
+    for line in text.splitlines():
+        if not line or line[0] in " #":
+            continue
+        if not (line[0].isascii() and (line[0].isalpha() or line[0] == "_")):
+            return None  # a document marker, a flow mapping, an alias, a tab, a directive
+        key, sep, value = line.partition(":")
+        if key not in found:
+            continue
+        value = value.split(" #", 1)[0].strip()
+        if not sep or key in seen or not _plain_name(value, slash=key == "branch"):
+            return None
+        seen.add(key)
+        found[key] = value
+    return found["remote"], found["branch"]
+
+
+def _plain_name(value: str, *, slash: bool) -> bool:
+    """A name no git command could take for an option, a path or a revision expression: a
+    letter or digit, then letters, digits and ``._-`` (and ``/`` in a branch), no ``..``."""
+    allowed = "._-/" if slash else "._-"
+    return bool(value) and value[0].isascii() and value[0].isalnum() and \
+        all(c.isascii() and (c.isalnum() or c in allowed) for c in value) and \
+        ".." not in value and "//" not in value and not value.endswith(("/", ".", ".lock"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from gitpub.config.model import CONFIG_FILE
 from gitpub.git.repo import Repository
 from gitpub.verify import ledger as L
 from gitpub.verify.commit import DEFAULT_PREFIX
@@ -74,8 +75,6 @@ def checked_prefixes(repo: Repository, config: ConfigFacts, memory: L.Memory,
 
 
 def _config_changes(repo: Repository, facts: Resolver, start: str, tip: str) -> list[str]:
-    from gitpub.verify.facts import CONFIG_FILE
-
     if facts.blob_at(start) == facts.blob_at(tip):
         return []
     # Ids in ASCII whatever ``i18n.logOutputEncoding`` says; no rename followed into the file.
