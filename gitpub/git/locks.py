@@ -39,6 +39,15 @@ WAIT = STALE_AFTER + 5.0
 LIVE_DIR = "live"
 
 
+class FileLocked(Exception):
+    """Another process holds ``lockfilename``, the lock of ``filename`` (git's lock-file
+    protocol: ``<file>.lock`` created exclusively, renamed over the file when done)."""
+
+    def __init__(self, filename: str, lockfilename: str) -> None:
+        super().__init__(filename, lockfilename)
+        self.filename, self.lockfilename = filename, lockfilename
+
+
 class LockedError(GitpubError):
     """A lock another process holds, and that is not stale (yet): try again later."""
 

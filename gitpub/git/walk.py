@@ -286,11 +286,7 @@ def split_point(repo: Repository, tip: str) -> str | None:
     over the history), the one with the median commit time. A guess only: ``split_scan`` is
     right whatever commit it is given — one that is not in ``tip``'s history, or near either
     end, costs time, never a wrong answer."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    if (len(affinity(0)) if affinity is not None else os.cpu_count() or 1) < 2:
-        return None
-    dated = sorted(c for c in repo.sampled_commits(SAMPLE, SPLIT_OBJECTS) if c[1] != tip)
-    return dated[len(dated) // 2][1] if dated else None
+    return None  # the split walk is being removed (branch fastpath)
 
 
 def split_scan(repo: Repository, tip: str, point: str, needle: bytes = JOB_ID_NEEDLE,
