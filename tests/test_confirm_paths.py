@@ -30,7 +30,6 @@ from test_confirm import (
 )
 from test_confirm_gate import forged_notes_commit
 
-import gitpub.git.diff
 import gitpub.verify.confirm
 from gitpub.git import walk
 
@@ -45,7 +44,6 @@ def paths(monkeypatch: pytest.MonkeyPatch, *, slow: bool, split: bool = False) -
         return walk.log_scan(*args, **{**kwargs, "listed": slow or shallow})
 
     monkeypatch.setattr(gitpub.verify.confirm, "log_scan", scan)
-    monkeypatch.setattr(gitpub.git.diff, "IN_PROCESS", 0 if slow else 10**6)
     monkeypatch.setattr(walk, "SPLIT_OBJECTS", 0 if split else 10**12)
     if split:
         real = walk.split_scan

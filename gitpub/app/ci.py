@@ -83,7 +83,7 @@ def _guess(repo: Repository) -> tuple[F.ConfigFacts, Settle] | None:
     guessed = guess_remote_branch(text)
     if guessed is None:
         return None
-    blob = F.blob_id(data)
+    blob = F.blob_id(data, repo.object_format)
 
     def settle(facts: F.Resolver) -> F.ConfigFacts:
         vouched = facts.vouched.get(blob)

@@ -24,6 +24,7 @@ after ``prepare``): git is killed first, leaving exactly the locks a power cut l
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import subprocess
 from collections.abc import Callable, Sequence
@@ -73,10 +74,15 @@ class RefAccess:
         return for_each_ref(self.git_dir, pattern)
 
     def read_ref(self, name: str) -> str | None:
-        """The object id a ref points at, ``None`` if absent; a broken ref raises."""
+        """The object id a ref points at, ``None`` if absent; a broken ref raises, and so does
+        a symbolic ref that leads nowhere (gitpub writes none: ``for-each-ref`` skips it
+        silently, ``symbolic-ref`` names it)."""
         found, broken = self._for_each_ref(name)
         if name in broken:
             raise broken_ref(self.common_dir, name)
+        if name not in found and \
+                self.git("symbolic-ref", "-q", "--no-recurse", name).returncode == 0:
+            raise broken_ref(self.common_dir, name, "a symbolic ref that leads nowhere")
         return found.get(name)
 
     def list_refs(self, prefix: str) -> dict[str, str]:
@@ -88,9 +94,16 @@ class RefAccess:
 
     def ref_names(self, prefix: str) -> list[str]:
         """The names under ``prefix`` (ending with ``/``) of every ref, *including* broken
-        ones: a damaged ref must be reported, never be taken for no ref."""
+        ones: a damaged ref must be reported, never be taken for no ref. git names the ones it
+        calls broken; a loose symbolic ref that leads nowhere it skips without a word, so the
+        loose files below the prefix are listed too."""
         found, broken = self._for_each_ref(prefix)
-        return sorted({n[len(prefix):] for n in [*found, *broken] if n.startswith(prefix)})
+        names = {n[len(prefix):] for n in [*found, *broken] if n.startswith(prefix)}
+        top = self.common_dir / prefix
+        for dirpath, _dirs, files in os.walk(top):
+            rel = Path(dirpath).relative_to(top)
+            names.update((rel / f).as_posix() for f in files if not f.endswith(".lock"))
+        return sorted(names)
 
     def symbolic_head(self) -> str | None:
         """The ref HEAD points at (``refs/heads/…``), with or without a working tree; None when
@@ -139,7 +152,7 @@ class RefAccess:
                 lines.append(f"update {u.ref} {u.new} {u.old}")
         lines.append("prepare")
         proc = subprocess.Popen(
-            ["git", "-c", "core.fsync=reference", "update-ref", "--stdin", "-m",
+            ["git", "-c", "core.fsync=reference", "update-ref", "--no-deref", "--stdin", "-m",
              " ".join(message.split())],
             cwd=self.git_dir, env=git_env(self.git_dir), stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -194,8 +207,9 @@ def for_each_ref(git_dir: Path, pattern: str) -> tuple[dict[str, str], list[str]
     return found, _BROKEN.findall(said)
 
 
-def broken_ref(common_dir: Path, name: str) -> CorruptStateError:
-    return CorruptStateError(f"ref {name} is corrupt (git calls it broken)",
+def broken_ref(common_dir: Path, name: str, why: str = "git calls it broken"
+               ) -> CorruptStateError:
+    return CorruptStateError(f"ref {name} is corrupt ({why})",
                              hint=f"inspect {common_dir / name}; restore it from `git reflog` "
                                   "or a backup")
 

@@ -107,8 +107,11 @@ class ObjectWriter:
             except FileLocked as e:  # another process writes the same object
                 raise Locked(os.fsdecode(e.filename), os.fsdecode(e.lockfilename)) from None
 
-        self._while_locked(add, f"object {sha}", done=lambda: self.has_object(sha))
         objects = str(self.common_dir / "objects")
+        loose = os.path.join(objects, sha[:2], sha[2:])
+        # another process writing the same object: done when its file is there (has_object
+        # would say yes to the empty tree, which git knows without storing it)
+        self._while_locked(add, f"object {sha}", done=lambda: os.path.exists(loose))
         dirs = {os.path.join(objects, sha[:2]), objects}
         if self._batch_dirs is not None:
             self._batch_dirs |= dirs

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
+from gitpub.git.objects import ObjectFormat, is_object_id
 from gitpub.git.repo import Repository
 
 CONFIG_FILE = ".gitpub.yaml"  # config.model's, not imported: its definitions cost ~20 ms
@@ -45,10 +46,9 @@ def facts_of(config: object) -> ConfigFacts:
                        str(getattr(config, "confirm_unrecorded")))  # noqa: B009
 
 
-def blob_id(data: bytes) -> str:
-    from gitpub.core.digest import sha1_hex
-
-    return sha1_hex(b"blob %d\0%s" % (len(data), data))
+def blob_id(data: bytes, fmt: ObjectFormat) -> str:
+    """The id of a blob holding ``data``, in the repository's hash."""
+    return fmt.object_id(b"blob", data)
 
 
 def facts_line(blob: str, validator: str, facts: ConfigFacts) -> str:
@@ -67,7 +67,7 @@ def parse_facts_line(text: str) -> tuple[str, str, ConfigFacts] | None:
     if not isinstance(data, dict) or set(data) != keys or \
             not all(isinstance(v, str) for v in data.values()):
         return None
-    if len(data["blob"]) != 40 or data["confirm_unrecorded"] not in _UNRECORDED:
+    if not is_object_id(data["blob"]) or data["confirm_unrecorded"] not in _UNRECORDED:
         return None
     return data["blob"], data["validator"], ConfigFacts(
         *(data[k] for k in ConfigFacts._fields))
