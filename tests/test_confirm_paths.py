@@ -30,20 +30,18 @@ from test_confirm import (
 )
 from test_confirm_gate import forged_notes_commit
 
-import gitpub.git.diff
 import gitpub.verify.confirm
 from gitpub.git import walk
 
 
 def paths(monkeypatch: pytest.MonkeyPatch, *, slow: bool) -> None:
-    """Slow: every walk listed, every diff asked of C git. Fast: every walk filtered by C
-    git, every diff computed in-process where the trees allow it (not only for a few)."""
+    """Slow: every walk listed (the messages filtered here). Fast: every walk filtered by C
+    git."""
     def scan(*args: Any, **kwargs: Any) -> walk.LogScan:
         shallow = bool(walk.shallow_commits(args[0]))  # only a listed walk can say
         return walk.log_scan(*args, **{**kwargs, "listed": slow or shallow})
 
     monkeypatch.setattr(gitpub.verify.confirm, "log_scan", scan)
-    monkeypatch.setattr(gitpub.git.diff, "IN_PROCESS", 0 if slow else 10**6)
 
 
 def verdicts(site: Site, tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch, *,

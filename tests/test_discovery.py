@@ -204,35 +204,6 @@ def test_git_subprocesses_never_inherit_an_index_or_object_directory(site: Site,
     assert site.git("status", "--porcelain") == ""
 
 
-def test_the_fast_discovery_agrees_with_git_wherever_it_answers(site: Site,
-                                                                tmp_path: Path) -> None:
-    """``locate_simple`` (no subprocess, no dulwich) answers only where its answer is git's,
-    and it is dulwich's discovery's answer there too (``locate_dulwich``, which it leaves the
-    layouts it does not read itself)."""
-    from gitpub.git.locate import locate_dulwich, locate_simple, locate_with_git
-
-    wt = tmp_path / "wt"
-    site.git("worktree", "add", "-q", "-b", "side", str(wt))
-    (wt / "posts/deep").mkdir(parents=True)
-    separate = tmp_path / "separate"
-    git(tmp_path, "init", "-q", "--separate-git-dir", str(tmp_path / "separate.git"),
-        str(separate))
-    (separate / "sub").mkdir()
-    site.repos += [tmp_path / "separate.git"]
-    places = [site.path, site.path / "posts", wt, wt / "posts/deep", separate, separate / "sub"]
-    for place in places:
-        fast = locate_simple(place)
-        assert fast is not None, place
-        assert fast == locate_with_git(place) == locate_dulwich(place), place
-    for place in (site.path / ".git", site.path / ".git/refs", site.remote):
-        assert locate_simple(place) is None, place  # git's answer differs or needs git
-        assert locate_dulwich(place) is None, place
-        locate_with_git(place)
-    site.git("config", "core.worktree", str(site.path))  # not plain: dulwich's walk decides
-    assert locate_simple(site.path) is None and locate_dulwich(site.path) is None
-    site.git("config", "--unset", "core.worktree")
-
-
 def test_git_dir_from_a_subdirectory_never_publishes_every_file_as_deleted(site: Site) -> None:
     """``GIT_DIR`` without ``GIT_WORK_TREE``: git takes the current directory for the top of
     the working tree, so from ``posts/`` every file looks deleted (``git status`` says so).

@@ -77,7 +77,7 @@ def _guess(repo: Repository) -> tuple[F.ConfigFacts, Settle] | None:
     guessed = F.guess_remote_branch(text)
     if guessed is None:
         return None
-    blob = F.blob_id(data)
+    blob = F.blob_id(data, repo.object_format)
 
     def settle(facts: F.Resolver) -> F.ConfigFacts:
         vouched = facts.vouched.get(blob)

@@ -42,7 +42,6 @@ from gitpub.git.repo import Repository
 CLAIM_PREFIX = "refs/pub/channel-claims/"
 #: The longest a claim's push may take (it is inside the lease, before the send's timeout).
 CLAIM_TIMEOUT = 30.0
-_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
 class Claimed(StrEnum):
@@ -82,9 +81,7 @@ class Claims:
                 f"job {job_id}\nchannel {record.channel}\naccount {record.account}\n"
                 f"operation {record.operation}\nclaimed by {self.owner}\n"
                 f"nonce {uuid.uuid4().hex}\n").encode()
-            if not self.repo.has_object(_EMPTY_TREE):
-                self.repo.write_tree(None, {})
-            new = self.repo.write_commit(_EMPTY_TREE, [], message)
+            new = self.repo.write_commit(self.repo.write_tree(None, {}), [], message)
             if self.repo.cas_ref(ref, None, new, "gitpub: channel claim"):
                 return new
         raise GitpubError(f"could not record the channel claim {ref}: it kept moving")

@@ -12,7 +12,6 @@
 - ``files``        durable file writes outside git (atomic replace, directory fsync)
 - ``crashpoints``  named places to die at, for the fault-injection tests
 - ``pushmark``     the mark on gitpub's own verified push, which its pre-push hook honours
-- ``digest``       SHA-1 and SHA-256 without OpenSSL's start-up cost (``status``)
 
 May import: the standard library only. No git, no configuration, no I/O but ``files``.
 """

@@ -10,15 +10,17 @@ would freeze it.
 ``GITPUB_FAIL_AT=<name>[:<n>]`` raises ``InjectedFault`` there instead: an unexpected exception
 (a bug) at a known place, to prove that one job's failure is contained to that job.
 
-The ``git.*`` points are inside the git layer's writes while a lock file is held (dulwich has
-written a ref's or an object's ``.lock`` and not yet renamed it): a kill there leaves exactly
-the stale lock a real crash leaves.
+The ``git.*`` points are inside the git layer's writes while a lock file is held (C git has
+prepared a ref transaction and holds its locks; dulwich has written an object's ``.lock`` and
+not yet renamed it): a kill there (of git too) leaves exactly the stale locks a power cut
+leaves.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 
 #: Every crash point, in pipeline order. Tests iterate over this tuple.
 CRASH_POINTS: tuple[str, ...] = (
@@ -80,8 +82,9 @@ def _due(variable: str, name: str, counts: dict[str, int]) -> bool:
     return counts[name] == int(nth or "1")
 
 
-def crash_point(name: str) -> None:
-    """Die here, now, without cleanup, if the environment asks for it."""
+def crash_point(name: str, before: Callable[[], object] | None = None) -> None:
+    """Die here, now, without cleanup, if the environment asks for it; ``before`` runs first
+    (to kill a child that must die with us: C git holding a transaction's locks)."""
     assert name in CRASH_POINTS, name
     trace = os.environ.get("GITPUB_CRASH_TRACE")
     if trace:
@@ -98,6 +101,8 @@ def crash_point(name: str) -> None:
         _counts[variable + name] = _counts.get(variable + name, 0) + 1
         if _counts[variable + name] == int(nth or "1") or (
                 sig == signal.SIGKILL and _counts[variable + name] > int(nth or "1")):
+            if before is not None and sig == signal.SIGKILL:
+                before()
             os.kill(os.getpid(), sig)
     if _due("GITPUB_FAIL_AT", name, _fail_counts):
         raise InjectedFault(f"injected fault at {name}")

@@ -42,10 +42,9 @@ from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.states import TERMINAL
 from gitpub.delivery.shared import Shared, remote_ref
-from gitpub.git import reftx
 from gitpub.git.push import PushOutcome, PushResult, Update
-from gitpub.git.reftx import RefChange
 from gitpub.git.remote import RemoteError
+from gitpub.git.repo import RefUpdate
 from gitpub.git.storefetch import note_pushed
 from gitpub.store.archive import ARCHIVE, Archive, Final
 from gitpub.store.jobs import ACTIVE_PREFIX, JOBS_PREFIX, Job
@@ -277,16 +276,16 @@ def _here(shared: Shared, old: str | None, new: str | None, batch: Sequence[Cand
         note_pushed(shared.remote, ARCHIVE, old, new)
     crash_point("fold.noted")
     repo, prefix = shared.ctx.repo, shared.view.prefix
-    changes: list[RefChange] = []
+    changes: list[RefUpdate] = []
     for c in batch:
         if c.remote is not None and c.job_id in deleted:
-            changes.append(RefChange(f"{prefix}jobs/{c.job_id}", None, c.remote))
+            changes.append(RefUpdate(f"{prefix}jobs/{c.job_id}", None, c.remote))
         if c.local is not None and _gone(c, deleted):
-            changes.append(RefChange(JOBS_PREFIX + c.job_id, None, c.local))
+            changes.append(RefUpdate(JOBS_PREFIX + c.job_id, None, c.local))
             stale = repo.read_ref(ACTIVE_PREFIX + c.job_id)
             if stale is not None:
-                changes.append(RefChange(ACTIVE_PREFIX + c.job_id, None, stale))
-    if reftx.apply(repo, changes, "gitpub: folded into the archive"):
+                changes.append(RefUpdate(ACTIVE_PREFIX + c.job_id, None, stale))
+    if repo.update_refs(changes, "gitpub: folded into the archive"):
         return
     for change in changes:  # something moved: each on its own, the rest for the next fold
-        reftx.apply(repo, [change], "gitpub: folded into the archive")
+        repo.update_refs([change], "gitpub: folded into the archive")

@@ -37,6 +37,7 @@ from gitpub.core.manifest import Manifest
 from gitpub.core.states import LOCAL, Kind, State
 from gitpub.delivery.checkout import blocker
 from gitpub.git.message import ProofMessageError, with_proof
+from gitpub.git.objects import is_object_id
 from gitpub.git.repo import BLOB_MODES, MODE_TREE, Change, Entry, Repository
 from gitpub.git.trailers import PubTrailers
 from gitpub.pipeline.context import Context
@@ -165,7 +166,7 @@ def removed_from_remote(repo: Repository, tracking: str, tip: str,
     for line in lines[-REFLOG_ENTRIES:]:
         for value in line.split(b" ", 2)[:2]:
             sha = value.decode("ascii", "replace")
-            if len(sha) == 40 and sha.strip("0") and sha != tip:
+            if is_object_id(sha) and sha.strip("0") and sha != tip:
                 seen.add(sha)
     old = sorted(sha for sha in seen if repo.has_object(sha))
     if not old or not candidates:

@@ -1,13 +1,15 @@
 """The git layer: the only place that knows dulwich, and the one way to run C git.
 
-- ``repo``      objects and refs: durable writes, compare-and-swap, corruption detection
-- ``reading``   object reads: ``odb`` first, dulwich for whatever it leaves (``writing``: writes)
-- ``odb``       loose and packed objects read without dulwich, each proven by its id; commits
-                and trees of the plain shape parsed as dulwich parses them
-- ``gitconfig`` whether a repository's configuration is plain (else dulwich opens it at once)
+- ``repo``      ``Repository``: a repository's objects, refs and configuration
+- ``catfile``   object reads through one long-lived ``git cat-file --batch-command``
+- ``reading``   reading objects, trees and commits; ``ls-tree`` and ``diff-tree`` for whole trees
+- ``writing``   writing objects durably (dulwich's object store; trees rebuilt along the changes)
+- ``objects``   git's object formats (SHA-1, SHA-256): ids, tree entries, commit headers
+- ``refs``      refs read with ``for-each-ref``, moved by ``update-ref --stdin`` transactions
 - ``values``    the plain values it hands out: entries, commits, changes, identities
-- ``locate``    finding the repository as git does (``GIT_DIR`` & co., worktrees, bare)
+- ``locate``    finding the repository as git does (``git rev-parse``, ``GIT_DIR`` & co.)
 - ``run``       running C git with the hardened environment (no prompts, exactly one repository)
+- ``locks``     lock files left by dead processes, and how they are healed
 - ``worktrees`` where each branch is checked out (``git worktree list``)
 - ``message``   a person's commit message with the proof added, checked against git
 - ``remote``    the network segment with C git: fetch, push and their three outcomes
@@ -15,11 +17,11 @@
 - ``storefetch`` one fetch of the branch and the remote's ``refs/pub/*``; its records alone
                 (a shallow clone)
 - ``fetchdir``  the private fetch repository (``.git/pub/fetch.git``) those fetches run in
-- ``reftx``      several refs moved in one C git ref transaction (all or none)
-- ``refstore``  one ref read or moved without parsing all of ``packed-refs``
 - ``notes``     append-only notes under ``refs/notes/pub``, merged by line union
 - ``trailers``  writing and reading the proof-of-publication trailers
-- ``walk``      git's ``tips ^base`` history walk, in-process
+- ``walk``      git's ``tips ^base`` history walk
+- ``diff``      what a commit changes against its first parent (``git diff-tree``)
+- ``treecheck`` what ``git fsck --strict`` refuses in one tree object
 - ``paths``     whether git would refuse a path (with dulwich's validators); submodules and
                 case twins along a path in a tree
 

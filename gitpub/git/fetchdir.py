@@ -17,6 +17,7 @@ from pathlib import Path
 from gitpub.core.errors import GitpubError
 from gitpub.core.files import write_atomic
 from gitpub.git.locks import ensure_pub_dir
+from gitpub.git.objects import is_object_id
 from gitpub.git.repo import Repository
 
 #: In the private fetch repository never run gc or maintenance (its refs are not this
@@ -56,7 +57,7 @@ def read_loose(git_dir: Path, ref: str) -> str | None:
         value = (git_dir / ref).read_bytes().strip().decode("ascii")
     except (OSError, UnicodeDecodeError):
         return None
-    return value if len(value) == 40 else None
+    return value if is_object_id(value) else None
 
 
 def current_value(repo: Repository, ref: str) -> str | None:

@@ -15,8 +15,9 @@ Such lock files carry no pid, so staleness is decided from what can be observed:
 
 A stale lock is removed — under an ``flock`` of its own (``.git/pub/heal.lock``), after checking
 it is still the same file — with a line in the output, and the write is retried. Only lock files
-of refs (``refs/**.lock``, ``packed-refs.lock``) and of loose objects (``objects/**.lock``) are
-healed (also in the private fetch repository, ``.git/pub/fetch.git``), never a user's
+of refs (``refs/**.lock``, ``packed-refs.lock``, ``HEAD.lock``) and of loose objects
+(``objects/**.lock``) are healed (also in the private fetch repository,
+``.git/pub/fetch.git``), never a user's
 ``index.lock``. A writer waits at most until a lock would be stale
 (``WAIT``), then gives up with ``LockedError`` (one line and a hint, never a traceback).
 """
@@ -37,6 +38,15 @@ STALE_AFTER = 30.0
 GRACE = 2.0
 WAIT = STALE_AFTER + 5.0
 LIVE_DIR = "live"
+
+
+class FileLocked(Exception):
+    """Another process holds ``lockfilename``, the lock of ``filename`` (git's lock-file
+    protocol: ``<file>.lock`` created exclusively, renamed over the file when done)."""
+
+    def __init__(self, filename: str, lockfilename: str) -> None:
+        super().__init__(filename, lockfilename)
+        self.filename, self.lockfilename = filename, lockfilename
 
 
 class LockedError(GitpubError):
@@ -137,7 +147,10 @@ class Healer:
         except (OSError, ValueError):
             return False
         rel = rel.removeprefix("pub/fetch.git/")  # the private fetch repository's refs too
-        return rel.endswith(".lock") and (rel.startswith(("refs/", "objects/"))
+        # HEAD.lock: git locks HEAD too (for its reflog) when it moves the checked-out branch
+        head = rel == "HEAD.lock" or (rel.startswith("worktrees/") and rel.count("/") == 2
+                                      and rel.endswith("/HEAD.lock"))
+        return rel.endswith(".lock") and (rel.startswith(("refs/", "objects/")) or head
                                           or rel == "packed-refs.lock")
 
     def age(self, lock: Path) -> float | None:
@@ -182,7 +195,8 @@ class Healer:
     def sweep(self) -> int:
         """Remove every stale lock file of refs and loose objects (``reconcile``: a leftover
         that no write ran into yet); how many."""
-        found = [self.git_dir / "packed-refs.lock"]
+        found = [self.git_dir / "packed-refs.lock", self.git_dir / "HEAD.lock",
+                 *self.git_dir.glob("worktrees/*/HEAD.lock")]
         for top in ("refs", "objects", "pub/fetch.git/refs"):
             for dirpath, _dirs, files in os.walk(self.git_dir / top):
                 found += [Path(dirpath) / f for f in files if f.endswith(".lock")]

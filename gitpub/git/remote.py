@@ -53,6 +53,7 @@ from gitpub.git.push import (
     parse_push,
     push_args,
 )
+from gitpub.git.refs import corrupt_packed_refs
 from gitpub.git.repo import Repository
 from gitpub.git.run import run_git
 
@@ -172,7 +173,8 @@ class Remote:
         text = stderr.decode("utf-8", "replace")
         if "packed-refs" in text:
             line = next((x for x in text.splitlines() if x.startswith("fatal: ")), text.strip())
-            raise self.repo.corrupt_packed_refs(sanitize(line.removeprefix("fatal: ")[:200]))
+            raise corrupt_packed_refs(self.repo.common_dir,
+                                      sanitize(line.removeprefix("fatal: ")[:200]))
 
     def fingerprint(self) -> str:
         """Names the remote's URLs (credentials redacted, then hashed): a delivery that failed
@@ -325,10 +327,9 @@ class Remote:
         common = self.repo.common_dir
         if (common / "shallow").exists():
             return False
-        if self.repo.plain:  # its own configuration has no [extensions]: nothing to ask
-            return True
-        return all(self.repo.config_value("extensions", key) is None
-                   for key in ("partialclone", "objectformat", "refstorage"))
+        proc = self.repo.git("config", "--get-regexp",
+                             r"^extensions\.(partialclone|objectformat|refstorage)$")
+        return proc.returncode == 1  # none of them set
 
     def _fetch_isolated(self, src: str, dst: str) -> str | None:
         net = isolated_fetch_dir(self.repo)

@@ -24,7 +24,6 @@ from typing import NamedTuple
 
 from gitpub.core.errors import GitpubError
 from gitpub.core.sanitize import sanitize
-from gitpub.git import refstore
 from gitpub.git.fetchdir import (
     ISOLATED_CONFIG,
     current_value,
@@ -32,6 +31,7 @@ from gitpub.git.fetchdir import (
     mirror_ref,
     read_loose,
 )
+from gitpub.git.refs import for_each_ref
 from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
 
 #: The remote's job store: everything gitpub keeps on a remote under this prefix.
@@ -112,7 +112,7 @@ def _mirror_store(remote: Remote, net: Path) -> None:
                 remote.repo.heal_lock(Path(dirpath) / f)
     ours = {k: v for k, v in remote.repo.list_refs(prefix).items()
             if remote.repo.has_object(v)}
-    theirs = refstore.with_prefix(net, prefix)
+    theirs = _listed(net, prefix)
     for key in theirs.keys() - ours.keys():
         with contextlib.suppress(FileNotFoundError):
             (net / (prefix + key)).unlink()
@@ -129,7 +129,7 @@ def _bring_back(remote: Remote, net: Path) -> dict[str, str]:
     """Move this repository's tracking store to what the fetch left in the private one;
     returns it (name below ``refs/pub/`` → object id)."""
     prefix = remote.store_prefix
-    fetched = refstore.with_prefix(net, prefix)
+    fetched = _listed(net, prefix)
     here = remote.repo.list_refs(prefix)
     for key in here.keys() - fetched.keys():
         remote.repo.delete_ref(prefix + key, here[key])
@@ -140,6 +140,13 @@ def _bring_back(remote: Remote, net: Path) -> dict[str, str]:
                                   f"{prefix + key} without its object")
             _move(remote, prefix + key, sha)
     return fetched
+
+
+def _listed(net: Path, prefix: str) -> dict[str, str]:
+    """The private fetch repository's refs under ``prefix``, keyed by the rest of their name
+    (damaged ones left out: the next fetch replaces them)."""
+    found, _ = for_each_ref(net, prefix)
+    return {name[len(prefix):]: sha for name, sha in found.items() if name.startswith(prefix)}
 
 
 def _move(remote: Remote, ref: str, sha: str) -> None:

@@ -27,20 +27,19 @@ from __future__ import annotations
 from gitpub.core.paths import is_dotgit, symlink_problem
 
 MODES = frozenset({b"100644", b"100755", b"120000", b"40000", b"160000"})
-_NULL_ID = b"\0" * 20
-_ID_BYTES = 20
 
 
-def parse_entries(raw: bytes) -> list[tuple[bytes, bytes, bytes]] | None:
-    """(mode, name, id) of every entry, or None when the bytes are no tree."""
+def parse_entries(raw: bytes, id_bytes: int = 20) -> list[tuple[bytes, bytes, bytes]] | None:
+    """(mode, name, id) of every entry, or None when the bytes are no tree (``id_bytes``: 20
+    in a SHA-1 repository, 32 in a SHA-256 one)."""
     out, pos = [], 0
     while pos < len(raw):
         space = raw.find(b" ", pos)
         nul = raw.find(b"\0", space + 1) if space >= 0 else -1
-        if space <= pos or nul < 0 or nul + 1 + _ID_BYTES > len(raw):
+        if space <= pos or nul < 0 or nul + 1 + id_bytes > len(raw):
             return None
-        out.append((raw[pos:space], raw[space + 1:nul], raw[nul + 1:nul + 1 + _ID_BYTES]))
-        pos = nul + 1 + _ID_BYTES
+        out.append((raw[pos:space], raw[space + 1:nul], raw[nul + 1:nul + 1 + id_bytes]))
+        pos = nul + 1 + id_bytes
     return out
 
 
@@ -66,7 +65,7 @@ def _entry_problem(mode: bytes, name: bytes, oid: bytes) -> str | None:
     text = name.decode("utf-8", "surrogateescape")
     if is_dotgit(text):
         return f"entry {shown!r}: .git in a spelling NTFS or HFS+ resolve to it"
-    if oid == _NULL_ID:
+    if not oid.strip(b"\0"):
         return f"entry {shown!r}: the null object id"
     if mode == b"120000":
         problem = symlink_problem(text)
@@ -75,10 +74,10 @@ def _entry_problem(mode: bytes, name: bytes, oid: bytes) -> str | None:
     return None
 
 
-def tree_problems(raw: bytes) -> list[str]:
+def tree_problems(raw: bytes, id_bytes: int = 20) -> list[str]:
     """What ``git fsck --strict`` refuses in the tree whose raw object content is ``raw``
     (empty when nothing)."""
-    entries = parse_entries(raw)
+    entries = parse_entries(raw, id_bytes)
     if entries is None:
         return ["not a well-formed tree object"]
     problems = [p for e in entries if (p := _entry_problem(*e)) is not None]

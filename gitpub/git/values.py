@@ -1,19 +1,12 @@
 """The plain values the git layer hands out: tree entries, commits, changes, identities.
 
 Hex object ids (``str``) and small frozen values, nothing that holds a repository open: what
-every layer above may keep and compare. They are ``NamedTuple``s: immutable as frozen
-dataclasses are, and several times cheaper to define when a command starts (``status``).
-``repo`` re-exports them (``from gitpub.git.repo import Entry`` keeps working).
+every layer above may keep and compare. ``repo`` re-exports them.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
-
-TYPE_CHECKING = False  # mypy treats this name as True
-if TYPE_CHECKING:  # dulwich's types, for the helpers below: not imported to run (~40 ms)
-    from dulwich.objects import ObjectID
-    from dulwich.refs import Ref
 
 MODE_FILE = 0o100644
 MODE_EXEC = 0o100755
@@ -22,6 +15,7 @@ MODE_TREE = 0o040000
 MODE_GITLINK = 0o160000
 #: The modes of entries whose object is a blob (a file, an executable, a symlink).
 BLOB_MODES = frozenset({MODE_FILE, MODE_EXEC, MODE_LINK})
+_KIND = 0o170000
 
 
 class Entry(NamedTuple):
@@ -43,11 +37,32 @@ class CommitInfo(NamedTuple):
 
 
 class Change(NamedTuple):
-    """One file that differs between two trees: its entry before and after (None: absent)."""
+    """One entry that differs between two trees (``git diff-tree``): a file, or with ``-t`` a
+    directory; its entry before and after (None: absent)."""
 
     path: str
     old: Entry | None
     new: Entry | None
+
+    @property
+    def status(self) -> str:
+        """git's letter: A(dded), D(eleted), T (a change of kind: file, link, submodule,
+        directory) or M(odified)."""
+        if self.old is None:
+            return "A"
+        if self.new is None:
+            return "D"
+        return "T" if self.old.mode & _KIND != self.new.mode & _KIND else "M"
+
+    @property
+    def is_tree(self) -> bool:
+        """A directory on each side it is on: no file changed at this path itself."""
+        return all(e is None or e.mode == MODE_TREE for e in (self.old, self.new))
+
+    @property
+    def new_tree(self) -> str | None:
+        """The tree this change brings, if it brings one."""
+        return self.new.sha if self.new is not None and self.new.mode == MODE_TREE else None
 
 
 class Identity(NamedTuple):
@@ -61,16 +76,3 @@ class Identity(NamedTuple):
 
 
 STORE_IDENTITY = Identity("gitpub", "gitpub@localhost")
-
-
-def _b(sha: str) -> ObjectID:
-    """A hex id as dulwich takes it (``ObjectID`` is a ``NewType``: the bytes themselves)."""
-    return sha.encode("ascii")  # type: ignore[return-value]
-
-
-def _r(name: str) -> Ref:
-    return name.encode("utf-8")  # type: ignore[return-value]
-
-
-def _s(sha: bytes) -> str:
-    return sha.decode("ascii")

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO
 
 from gitpub.core.errors import CorruptStateError
+from gitpub.git.objects import is_object_id
 from gitpub.git.repo import CommitInfo, Repository
 from gitpub.git.run import spawn_git
 
@@ -173,10 +174,11 @@ def _records(out: bytes, needle: bytes) -> tuple[int, list[tuple[str, bytes]]]:
         found[out.rfind(b"\0", 0, match.start()) + 1] = None  # where that field starts
     records = []
     for start in found:
-        if start < 41 or out[start - 1:start] != b"\0" or not _is_sha(out[start - 41:start - 1]):
+        sha = out[out.rfind(b"\0", 0, start - 1) + 1:start - 1] if start else b""
+        if out[start - 1:start] != b"\0" or not _is_sha(sha):
             continue  # the needle in no message (it cannot be in a commit id)
         end = out.find(b"\0", start)
-        records.append((out[start - 41:start - 1].decode("ascii"), out[start:end]))
+        records.append((sha.decode("ascii"), out[start:end]))
     return fields // 2, records
 
 
@@ -190,7 +192,7 @@ def _folded(needle: bytes) -> re.Pattern[bytes]:
 
 
 def _is_sha(data: bytes) -> bool:
-    return len(data) == 40 and all(c in b"0123456789abcdef" for c in data)
+    return is_object_id(data.decode("ascii", "replace"))
 
 
 def _log_failed(stderr: bytes) -> CorruptStateError:

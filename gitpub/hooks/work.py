@@ -159,10 +159,10 @@ def pushed_job_commits(repo: Repository, updates: Sequence[PushUpdate], remote: 
         if update.remote_ref.startswith(("refs/pub/", "refs/notes/")):
             continue  # gitpub's job store and notes: state, not publications (their history
             # holds each job's content commits, rebased ones included)
-        if update.local_sha == ZERO_SHA or not _is_commit(repo, update.local_sha):
+        if not update.local_sha.strip("0") or not _is_commit(repo, update.local_sha):
             continue  # a deleted ref, or a tag of a tree or blob: no commits to check
         revs = [update.local_sha]
-        if update.remote_sha != ZERO_SHA and _is_commit(repo, update.remote_sha):
+        if update.remote_sha.strip("0") and _is_commit(repo, update.remote_sha):
             revs.append(f"^{update.remote_sha}")
         if remote:
             revs += ["--not", f"--remotes={remote}"]

@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.record import JobRecord, RecordError, parse_record
+from gitpub.git.objects import is_object_id
 from gitpub.git.repo import MODE_FILE, MODE_TREE, Entry, Repository
 
 #: The archive's name below ``refs/pub/`` (on the remote; here below the tracking prefix).
@@ -112,7 +113,7 @@ class Archive:
                 record.mode != MODE_FILE:
             raise self._corrupt(job_id, "lacks its state or job.json")
         sha = self.repo.blob(state.sha).decode("ascii", "replace").strip()
-        if len(sha) != 40 or not set(sha) <= _HEX:
+        if not is_object_id(sha):
             raise self._corrupt(job_id, f"names no state commit ({sha[:60]!r})")
         return Archived(job_id, sha, record.sha)
 

@@ -196,7 +196,7 @@ def _unsound_trees(repo: Repository, info: CommitInfo, manifest: Manifest,
     problems = []
     for sha, where in trees.items():
         problems += [f"tree {where or '(root)'}: {p} (git fsck refuses it)"
-                     for p in fsck_problems(repo.raw_tree(sha))]
+                     for p in fsck_problems(repo.raw_tree(sha), repo.object_format.raw_length)]
     return problems
 
 

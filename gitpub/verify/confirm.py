@@ -43,6 +43,7 @@ from gitpub.core.sanitize import remember_secret, sanitize
 from gitpub.git import trailers
 from gitpub.git.diff import first_parent_changes
 from gitpub.git.notes import NOTES_REF, add_notes, build_notes_commit, read_note
+from gitpub.git.objects import ObjectFormat, is_object_id
 from gitpub.git.remote import PushResult, Remote
 from gitpub.git.repo import Repository
 from gitpub.git.walk import LogScan, log_scan, shallow_commits
@@ -176,7 +177,8 @@ def confirm(repo: Repository, config: F.ConfigFacts, remote: Remote, *, rev_rang
     ledger = _next_ledger(memory.ledger, report, gone, checked=rev_range is None)
     if key is not None and rev_range is None:
         ledger = _with_facts(ledger, facts, report.tip)
-    additions = _union(_additions(report, index, key, checked=rev_range is None), store.notes)
+    additions = _union(_additions(report, index, key, repo.object_format,
+                                 checked=rev_range is None), store.notes)
     subject = f"gitpub confirm: {len(report.verdicts)} job commit(s) up to {tip}"
     final = _write(repo, remote, additions, ledger, subject, notes_tip, push_notes, report,
                    key, memory)
@@ -216,7 +218,7 @@ def accept(repo: Repository, remote: Remote, commit: str, reason: str, who: str,
     if not reason.strip():
         raise UsageError("--accept needs a --reason")
     notes_tip = remote.fetch_ref(NOTES_REF, REMOTE_NOTES)
-    full = len(commit) == 40 and all(c in "0123456789abcdef" for c in commit.lower())
+    full = is_object_id(commit.lower())
     sha = commit.lower() if full else _rev_parse(repo, commit)  # a shallow clone may lack it
     memory = L.read_memory(repo, notes_tip, key)
     lines = L.note_lines(repo, sha, memory, notes_tip)
@@ -327,7 +329,8 @@ class _Earlier:
         self.rev_range, self.prefixes = rev_range, prefixes
 
     def __call__(self, job_id: str, sha: str) -> str | None:
-        names = L.note_lines(self.repo, L.job_key(job_id), self.memory, None)
+        names = L.note_lines(self.repo, L.job_key(job_id, self.repo.object_format),
+                             self.memory, None)
         for commit in L.published_by(self.key, job_id, names):
             if commit != sha and _in_history(self.repo, commit, self.tip):
                 return commit
@@ -419,14 +422,15 @@ def _next_ledger(ledger: L.Ledger, report: ConfirmReport, gone: Sequence[str], *
         .with_prefixes(report.prefixes)
 
 
-def _additions(report: ConfirmReport, index: Mapping[str, str], key: L.Key | None, *,
+def _additions(report: ConfirmReport, index: Mapping[str, str], key: L.Key | None,
+               fmt: ObjectFormat, *,
                checked: bool) -> dict[str, list[str]]:
     additions: dict[str, list[str]] = {v.commit: [note_line(v)] for v in report.verdicts}
     for point in report.rewritten:
         additions.setdefault(point, []).append(rewritten_line(point, report.tip))
     if key is not None:  # index lines nobody could believe are not written
         for job_id, commit in index.items():
-            additions.setdefault(L.job_key(job_id), []).append(
+            additions.setdefault(L.job_key(job_id, fmt), []).append(
                 L.published_line(key, job_id, commit))
     if checked:
         additions.setdefault(report.tip, []).append(CHECKED)
@@ -448,7 +452,7 @@ def restore(repo: Repository, base: str | None, memory: L.Memory) -> dict[str, l
             continue
         for path, _new in repo.changed_paths(tree, base_tree):
             name = path.replace("/", "")
-            if len(name) == 40 and all(c in "0123456789abcdef" for c in name):
+            if is_object_id(name):
                 back.setdefault(name, []).extend(read_note(repo, name, notes))
     return back
 

@@ -29,6 +29,7 @@ from typing import NamedTuple
 import gitpub
 from gitpub.config.load import parse_config
 from gitpub.config.model import CONFIG_FILE, Config, ConfigError
+from gitpub.git.objects import ObjectFormat, is_object_id
 from gitpub.git.repo import Repository
 
 _UNRECORDED = ("bad", "report")
@@ -52,8 +53,9 @@ def facts_of(config: Config) -> ConfigFacts:
                        config.confirm_unrecorded)
 
 
-def blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0%s" % (len(data), data)).hexdigest()
+def blob_id(data: bytes, fmt: ObjectFormat) -> str:
+    """The id of a blob holding ``data``, in the repository's hash."""
+    return fmt.object_id(b"blob", data)
 
 
 @functools.cache
@@ -88,7 +90,7 @@ def parse_facts_line(text: str) -> tuple[str, str, ConfigFacts] | None:
     if not isinstance(data, dict) or set(data) != keys or \
             not all(isinstance(v, str) for v in data.values()):
         return None
-    if len(data["blob"]) != 40 or data["confirm_unrecorded"] not in _UNRECORDED:
+    if not is_object_id(data["blob"]) or data["confirm_unrecorded"] not in _UNRECORDED:
         return None
     return data["blob"], data["validator"], ConfigFacts(
         *(data[k] for k in ConfigFacts._fields))

@@ -33,7 +33,7 @@ from gitpub.git.walk import log_scan
 INDEX_FILE = "job-ids"
 _HEADER = b"gitpub job-id index v1 through "
 _UUID = re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_SHA = re.compile(rb"[0-9a-f]{40}")
+_SHA = re.compile(rb"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 
 @contextlib.contextmanager
@@ -103,6 +103,7 @@ def _lookup(body: bytes, job_id: str) -> list[str]:
     while pos >= 0:
         if pos == 0 or body[pos - 1:pos] == b"\n":
             start = pos + len(needle)
-            found[body[start:start + 40].decode("ascii")] = None
+            end = body.find(b"\n", start)
+            found[body[start:None if end < 0 else end].decode("ascii", "replace")] = None
         pos = body.find(needle, pos + 1)
     return list(found)

@@ -54,6 +54,7 @@ from typing import NamedTuple
 
 from gitpub.core.sanitize import sanitize
 from gitpub.git.notes import read_note
+from gitpub.git.objects import ObjectFormat
 from gitpub.git.repo import Repository
 
 VERSION_LINE = "Gitpub-Confirm-Ledger: v2"
@@ -77,7 +78,7 @@ MAX_POINTS = 4
 MAX_ACCEPTED = 20
 #: The shortest key accepted (bytes): a MAC is only as strong as its key.
 MIN_KEY_BYTES = 16
-_SHA = re.compile(r"[0-9a-f]{40}")
+_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _PREFIX_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
 _TAG = re.compile(r" \[mac ([0-9a-f]{64})\]$")
 _FACTS_LINE = re.compile(r"\{[ -~]*\}")  # one line of ASCII JSON (``verify.facts``)
@@ -218,10 +219,10 @@ def read_memory(repo: Repository, notes_tip: str | None, key: Key | None) -> Mem
 
 # -- note lines that carry their own MAC ------------------------------------------------------
 
-def job_key(job_id: str) -> str:
-    """The name the job-id index note hangs on: the blob id of ``gitpub-job-id <id>\\n``."""
-    data = f"gitpub-job-id {job_id}\n".encode()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+def job_key(job_id: str, fmt: ObjectFormat) -> str:
+    """The name the job-id index note hangs on: the blob id of ``gitpub-job-id <id>\\n`` (in
+    the repository's hash)."""
+    return fmt.object_id(b"blob", f"gitpub-job-id {job_id}\n".encode())
 
 
 def _tagged(text: str) -> tuple[str, str | None]:

@@ -39,6 +39,7 @@ from typing import NamedTuple
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.record import JobRecord
 from gitpub.core.states import State
+from gitpub.git.objects import is_object_id
 from gitpub.git.remote import Remote
 from gitpub.git.repo import Repository
 from gitpub.git.storefetch import Fetched, fetch_records, fetch_with_store
@@ -57,7 +58,6 @@ PENDING = frozenset({State.PUSHING, State.RETRY_WAIT, State.FAILED, State.LOCAL_
 #: How deep the archive's history is fetched at most in a shallow clone (folds, not jobs).
 MAX_ARCHIVE_DEPTH = 4096
 _EVERYTHING = 1 << 30  # --deepen: the whole history
-_HEX = frozenset("0123456789abcdef")
 
 
 class StoreCheck(NamedTuple):
@@ -285,9 +285,11 @@ class _Checker:
     def _check(self, job_id: str, commit: str) -> str | None:
         if not _is_sha(commit):
             return "is no commit id"
-        if self.key is not None and commit in L.published_by(
-                self.key, job_id, L.note_lines(self.repo, L.job_key(job_id), self.memory, None)):
-            return None  # an authenticated run verified it
+        if self.key is not None:
+            names = L.note_lines(self.repo, L.job_key(job_id, self.repo.object_format),
+                                 self.memory, None)
+            if commit in L.published_by(self.key, job_id, names):
+                return None  # an authenticated run verified it
         if not self.repo.has_object(commit):
             self._deepen_branch()
         if not self.repo.has_object(commit) or not self._ancestor(commit, self.store_tip):
@@ -316,7 +318,7 @@ class _Checker:
 
 
 def _is_sha(text: str) -> bool:
-    return len(text) == 40 and set(text) <= _HEX
+    return is_object_id(text)
 
 
 def _code(record: JobRecord) -> str:

@@ -1,0 +1,239 @@
+"""Refs as C git reads and moves them: ``for-each-ref`` to read, ``update-ref --stdin`` to move.
+
+Every ref gitpub reads or moves goes through C git, so whatever ref storage the repository has
+(loose files and ``packed-refs``, reftable where git supports it), gitpub reads what git reads
+and moves refs as git moves them:
+
+- **Reads are exact.** A ref is read with ``git for-each-ref`` and its full name, never through
+  git's revision parser, which would take ``refs/tags/refs/pub/jobs/<id>`` (a tag anyone can
+  have a clone fetch) for a job ref that does not exist. A ref git calls broken (an empty or
+  garbage loose file, a crash symptom) is named on stderr (``ignoring broken ref``): it is
+  corruption, reported, never taken for "no ref".
+- **Moves are compare-and-swap transactions.** ``start``, every ``update``/``create``/
+  ``delete`` with the value we expect, ``prepare`` (git takes every lock and checks every
+  value), ``commit``: all or nothing. A value that moved is ``False`` (someone else won);
+  a lock another process holds is ``FileLocked`` (``Repository`` waits, healing a stale
+  lock: ``git.locks``). git fsyncs the ref files (``core.fsync`` with ``reference``); the
+  directory entries are fsynced here, which git does not do.
+- **The reflog is git's**: written where ``core.logAllRefUpdates`` says, by git.
+
+A test may kill the process while git holds the transaction's locks (``git.ref-locked``:
+after ``prepare``): git is killed first, leaving exactly the locks a power cut leaves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple, TypeVar
+
+from gitpub.core.crashpoints import crash_point
+from gitpub.core.errors import CorruptStateError
+from gitpub.core.files import fsync_dir
+from gitpub.git.locks import FileLocked
+from gitpub.git.objects import ObjectFormat
+from gitpub.git.run import git_env, run_git
+
+T = TypeVar("T")
+
+_FORMAT = "--format=%(objectname) %(refname)"
+_BROKEN = re.compile(r"^warning: ignoring (?:broken ref|dangling symref) (\S+)", re.M)
+_LOCKED = re.compile(r"Unable to create '(.+)\.lock': File exists")
+
+
+class RefUpdate(NamedTuple):
+    """``ref`` from ``old`` (None: must not exist) to ``new`` (None: deleted)."""
+
+    ref: str
+    new: str | None
+    old: str | None
+
+
+class RefAccess:
+    """Ref reads and moves, for ``Repository`` (which provides the attributes below)."""
+
+    object_format: ObjectFormat
+    common_dir: Path
+    git_dir: Path
+
+    def git(self, *args: str, timeout: float = 300, input: bytes | None = None
+            ) -> subprocess.CompletedProcess[bytes]:
+        raise NotImplementedError
+
+    def _while_locked(self, action: Callable[[], T], what: str,
+                      done: Callable[[], bool] | None = None) -> T | None:
+        raise NotImplementedError
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _for_each_ref(self, pattern: str) -> tuple[dict[str, str], list[str]]:
+        return for_each_ref(self.git_dir, pattern)
+
+    def read_ref(self, name: str) -> str | None:
+        """The object id a ref points at, ``None`` if absent; a broken ref raises, and so does
+        a symbolic ref that leads nowhere (gitpub writes none: ``for-each-ref`` skips it
+        silently, ``symbolic-ref`` names it)."""
+        found, broken = self._for_each_ref(name)
+        if name in broken:
+            raise broken_ref(self.common_dir, name)
+        if name not in found and \
+                self.git("symbolic-ref", "-q", "--no-recurse", name).returncode == 0:
+            raise broken_ref(self.common_dir, name, "a symbolic ref that leads nowhere")
+        return found.get(name)
+
+    def list_refs(self, prefix: str) -> dict[str, str]:
+        """Refs under ``prefix`` (which ends with ``/``), keyed by the rest of their name;
+        broken ones left out (``ref_names`` lists them)."""
+        found, _ = self._for_each_ref(prefix)
+        return {name[len(prefix):]: sha for name, sha in found.items()
+                if name.startswith(prefix)}
+
+    def ref_names(self, prefix: str) -> list[str]:
+        """The names under ``prefix`` (ending with ``/``) of every ref, *including* broken
+        ones: a damaged ref must be reported, never be taken for no ref. git names the ones it
+        calls broken; a loose symbolic ref that leads nowhere it skips without a word, so the
+        loose files below the prefix are listed too."""
+        found, broken = self._for_each_ref(prefix)
+        names = {n[len(prefix):] for n in [*found, *broken] if n.startswith(prefix)}
+        top = self.common_dir / prefix
+        for dirpath, _dirs, files in os.walk(top):
+            rel = Path(dirpath).relative_to(top)
+            names.update((rel / f).as_posix() for f in files if not f.endswith(".lock"))
+        return sorted(names)
+
+    def symbolic_head(self) -> str | None:
+        """The ref HEAD points at (``refs/heads/…``), with or without a working tree; None when
+        HEAD is detached."""
+        proc = self.git("symbolic-ref", "-q", "HEAD")
+        if proc.returncode != 0:
+            return None
+        return proc.stdout.decode("utf-8", "surrogateescape").strip() or None
+
+    # -- moving ----------------------------------------------------------------------------
+
+    def cas_ref(self, name: str, old: str | None, new: str, message: str = "gitpub") -> bool:
+        """Move ``name`` from ``old`` (``None``: must not exist) to ``new``; False if it
+        holds another value."""
+        return self.update_refs([RefUpdate(name, new, old)], message)
+
+    def delete_ref(self, name: str, old: str) -> bool:
+        """Delete ``name`` if it is ``old``; False if it holds another value (or none)."""
+        return self.update_refs([RefUpdate(name, None, old)], "gitpub: delete")
+
+    def update_refs(self, updates: Sequence[RefUpdate], message: str = "gitpub") -> bool:
+        """Apply all of ``updates`` or none (one ref transaction); whether they were applied
+        (False: a ref did not hold its expected value). Waits while another process holds a
+        lock (see ``Repository._while_locked``)."""
+        if not updates:
+            return True
+        for u in updates:
+            _check_name(u.ref)
+        what = "ref " + ", ".join(u.ref for u in updates)
+        done = self._while_locked(lambda: self._transaction(updates, message), what)
+        if done:
+            for u in updates:
+                with contextlib.suppress(OSError):  # files backend: the entries are durable
+                    fsync_dir(_existing_parent(self.common_dir / u.ref))
+        return bool(done)
+
+    def _transaction(self, updates: Sequence[RefUpdate], message: str) -> bool:
+        zero = self.object_format.zero
+        lines = ["start"]
+        for u in updates:
+            if u.new is None:
+                lines.append(f"delete {u.ref} {u.old or zero}")
+            elif u.old is None:
+                lines.append(f"create {u.ref} {u.new}")
+            else:
+                lines.append(f"update {u.ref} {u.new} {u.old}")
+        lines.append("prepare")
+        proc = subprocess.Popen(
+            ["git", "-c", "core.fsync=reference", "update-ref", "--no-deref", "--stdin", "-m",
+             " ".join(message.split())],
+            cwd=self.git_dir, env=git_env(self.git_dir), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
+            proc.stdin.flush()
+            prepared = [proc.stdout.readline() for _ in range(2)] == [b"start: ok\n",
+                                                                     b"prepare: ok\n"]
+            if prepared:
+                crash_point("git.ref-locked", before=proc.kill)
+        except BrokenPipeError:
+            prepared = False
+        out, err = proc.communicate(b"commit\n" if prepared else None)
+        if prepared and proc.returncode == 0 and out == b"commit: ok\n":
+            return True
+        return self._refused(err.decode("utf-8", "surrogateescape"))
+
+    def _refused(self, said: str) -> bool:
+        """Why git refused a transaction: False for a value that moved; ``FileLocked`` for a
+        lock another process holds; ``CorruptStateError`` for anything else."""
+        locked = _LOCKED.search(said)
+        if locked:
+            raise FileLocked(locked.group(1), locked.group(1) + ".lock")
+        if any(s in said for s in ("but expected", "reference already exists",
+                                   "reference is missing")):
+            return False
+        from gitpub.core.sanitize import sanitize
+
+        detail = " ".join(said.replace("fatal: ", "").split())[:300]
+        hint = ("restore it from `git reflog` or a backup, or delete it"
+                if "reference broken" in said
+                else "`git for-each-ref` and `git fsck` show what is in the way")
+        raise CorruptStateError(sanitize(f"git refused to move a ref: {detail}"), hint=hint)
+
+
+def for_each_ref(git_dir: Path, pattern: str) -> tuple[dict[str, str], list[str]]:
+    """(name -> id of every readable ref of the repository at ``git_dir`` matching
+    ``pattern`` (a full name, or a prefix ending in ``/``), names git calls broken)."""
+    proc = run_git(["for-each-ref", _FORMAT, pattern], cwd=git_dir, git_dir=git_dir)
+    said = proc.stderr.decode("utf-8", "surrogateescape")
+    if proc.returncode != 0:
+        from gitpub.core.sanitize import sanitize
+
+        raise CorruptStateError(sanitize(f"git cannot list the refs {pattern}: "
+                                         f"{' '.join(said.split())[:200]}"),
+                                hint="`git for-each-ref` shows what is wrong")
+    found = {}
+    for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
+        sha, _, name = line.partition(" ")
+        found[name] = sha
+    return found, _BROKEN.findall(said)
+
+
+def broken_ref(common_dir: Path, name: str, why: str = "git calls it broken"
+               ) -> CorruptStateError:
+    return CorruptStateError(f"ref {name} is corrupt ({why})",
+                             hint=f"inspect {common_dir / name}; restore it from `git reflog` "
+                                  "or a backup")
+
+
+def corrupt_packed_refs(common_dir: Path, what: str) -> CorruptStateError:
+    """The error for a ``packed-refs`` file git refuses (``fatal: unexpected line``): git
+    refuses the whole repository then, ``git pack-refs`` included, so the only repair is by
+    hand."""
+    path = common_dir / "packed-refs"
+    return CorruptStateError(
+        f"{path} is corrupt ({what}): git itself refuses this repository until it is "
+        "repaired", hint=f"keep a copy of {path}, then delete or correct the bad line (each "
+                         "line is `<object id> <ref name>`, or `^<object id>` after one); "
+                         "`git status` works again when it is right")
+
+
+def _check_name(name: str) -> None:
+    parts = name.split("/")
+    if parts[0] != "refs" or len(parts) < 2 or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"not a ref name gitpub writes: {name!r}")
+
+
+def _existing_parent(path: Path) -> Path:
+    parent = path.parent
+    while not parent.is_dir():
+        parent = parent.parent
+    return parent
