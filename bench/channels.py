@@ -81,8 +81,8 @@ def _pending_jobs(site: Path, env: dict[str, str], n: int) -> list[str]:
 
 
 def _measure(site: Path, ids: list[str], baseline: Any) -> tuple[list[float], list[float]]:
-    from gitpub.app.session import open_session
     from gitpub.channels.drive import Driver
+    from gitpub.runtime.session import open_session
 
     ours: list[float] = []
     theirs: list[float] = []
@@ -106,7 +106,7 @@ def _measure(site: Path, ids: list[str], baseline: Any) -> tuple[list[float], li
 
 def command_row(runs: int, env: dict[str, str]) -> dict[str, object]:
     from gitpub.config.model import Command
-    from gitpub.pipeline.steps import Scratch, run
+    from gitpub.runtime.steps import Scratch, run
 
     with tempfile.TemporaryDirectory(prefix="gitpub-bench-channels-") as tmp:
         argv = ["sh", "-c", f"cat >/dev/null; echo '{SENT}'"]

@@ -236,7 +236,7 @@ def _in_process(h: Harness, repo: Path) -> float:
     """One second run in this process, in the harness's environment, with the key."""
     import os
 
-    from gitpub.app.ci import confirm
+    from gitpub.app.confirm import confirm
 
     saved = dict(os.environ)
     os.environ.clear()
@@ -254,9 +254,9 @@ def _in_process(h: Harness, repo: Path) -> float:
 
 
 def _probe(h: Harness, s: Sizes, site: Path, job_id: str) -> list[Row]:
-    from gitpub.git import trailers
     from gitpub.git.repo import Repository
     from gitpub.git.walk import walk_since
+    from gitpub.proof import trailers
     from gitpub.store.jobs import JobStore
     from gitpub.verify.probe import find_job_commit
 

@@ -25,7 +25,7 @@ from gitpub.channels.webhook import MAX_RETRY_AFTER, WebhookAdapter, retry_after
 from gitpub.git import writing
 from gitpub.git.remote import Remote
 from gitpub.git.repo import Repository
-from gitpub.pipeline.steps import StepResult
+from gitpub.runtime.steps import StepResult
 
 SLOW_RETRY = "{max_attempts: 3, backoff_base: 30, backoff_max: 30, jitter: 0}"
 

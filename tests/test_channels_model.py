@@ -31,10 +31,11 @@ from gitpub.channels.model import (
 from gitpub.channels.payload import build_payload, canonical_url, parse_payload
 from gitpub.channels.webhook import WebhookAdapter, classify, retry_after
 from gitpub.config.load import parse_config
-from gitpub.config.model import ChannelSpec, ConfigError, Rate, RetryPolicy, SiteSpec
+from gitpub.config.model import ChannelSpec, Rate, RetryPolicy, SiteSpec
+from gitpub.core.errors import ConfigError
 from gitpub.core.record import JobRecord
 from gitpub.core.states import State
-from gitpub.pipeline.steps import StepResult
+from gitpub.runtime.steps import StepResult
 
 NOW = 1_800_000_000.0
 RECORD = ChannelRecord(channel="social", account="news", kind="command", required=True,

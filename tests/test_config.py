@@ -18,11 +18,9 @@ from hypothesis import strategies as st
 from gitpub.config import model as config_model
 from gitpub.config.load import default_config_text, load_config, parse_config
 from gitpub.config.model import (
-    CONFIG_FILE,
     ChannelSpec,
     Command,
     Config,
-    ConfigError,
     FontSpec,
     LiveCheck,
     Rate,
@@ -31,7 +29,7 @@ from gitpub.config.model import (
     default_node,
 )
 from gitpub.config.schema import yaml_keys
-from gitpub.core.errors import UsageError
+from gitpub.core.errors import CONFIG_FILE, ConfigError, UsageError
 
 NODE_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 

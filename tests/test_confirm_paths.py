@@ -32,6 +32,7 @@ from test_confirm_gate import forged_notes_commit
 
 import gitpub.verify.confirm
 from gitpub.git import walk
+from gitpub.store.fetchdir import fetch_ref, fetch_with
 
 
 def paths(monkeypatch: pytest.MonkeyPatch, *, slow: bool) -> None:
@@ -131,13 +132,13 @@ def test_one_fetch_brings_exactly_the_notes_ref(site: Site, tmp_path: Path) -> N
     clone = ci_clone(site, tmp_path, "ci", depth=None)
     with Repository.discover(clone.path) as repo:
         remote = Remote(repo, "origin", "main")
-        assert remote.fetch_with("refs/notes/pub", REMOTE_NOTES) == (tip, None)
+        assert fetch_with(remote, "refs/notes/pub", REMOTE_NOTES) == (tip, None)
         assert repo.read_ref(REMOTE_NOTES) is None
         notes = git(site.remote, "commit-tree", f"{tip}^{{tree}}", input=b"notes\n").strip()
         git(site.remote, "update-ref", "refs/notes/pub", notes)
-        assert remote.fetch_with("refs/notes/pub", REMOTE_NOTES) == (tip, notes)
+        assert fetch_with(remote, "refs/notes/pub", REMOTE_NOTES) == (tip, notes)
         assert repo.read_ref(REMOTE_NOTES) == notes
-        assert remote.fetch_ref("refs/notes/pub", REMOTE_NOTES) == notes  # the exact fetch
+        assert fetch_ref(remote, "refs/notes/pub", REMOTE_NOTES) == notes  # the exact fetch
         assert repo.read_ref("refs/pub/remote-notes-old") is None  # never mirrored here
 
 

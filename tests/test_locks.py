@@ -21,8 +21,9 @@ from conftest import ROOT, Site
 from test_delivery import remote_job_ids
 
 from gitpub.core.errors import GitpubError
-from gitpub.git import locks
 from gitpub.git.repo import Repository
+from gitpub.runtime import pubdir as locks
+from gitpub.runtime.session import open_repository
 
 
 def prepare(site: Site, key: str, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -81,8 +82,8 @@ def test_a_young_lock_with_no_live_gitpub_is_removed_after_the_grace(site: Site)
 
 def hold_presence(site: Site) -> subprocess.Popen[bytes]:
     """Another live gitpub process with the repository open (and nothing else)."""
-    code = ("import sys, time; from pathlib import Path; from gitpub.git import locks; "
-            f"p = locks.Presence(locks.ensure_pub_dir(Path({str(site.path / '.git/pub')!r}))); "
+    code = ("import sys, time; from pathlib import Path; from gitpub.runtime import pubdir; "
+            f"p = pubdir.Presence(pubdir.ensure_pub_dir(Path({str(site.path / '.git/pub')!r}))); "
             "print('ready', flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                             env={**site.env, "PYTHONPATH": str(ROOT)})
@@ -99,7 +100,7 @@ def test_a_lock_is_respected_while_another_gitpub_may_hold_it(site: Site) -> Non
     age(lock, locks.GRACE + 1)  # past the grace, not yet stale for everyone
     holder = hold_presence(site)
     try:
-        with Repository.discover(site.path) as repo:
+        with open_repository(site.path, print) as repo:
             repo.lock_wait = 0.3
             sha = repo.read_ref(ref)
             assert sha is not None
@@ -111,7 +112,7 @@ def test_a_lock_is_respected_while_another_gitpub_may_hold_it(site: Site) -> Non
     finally:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
-    with Repository.discover(site.path) as repo:  # its holder may have been that process
+    with open_repository(site.path, print) as repo:  # its holder may have been that process
         repo.lock_wait = 0.3
         sha = repo.read_ref(ref)
         assert sha is not None and repo.cas_ref(ref, sha, sha)
@@ -120,7 +121,7 @@ def test_a_lock_is_respected_while_another_gitpub_may_hold_it(site: Site) -> Non
 
 
 def test_a_users_index_lock_is_never_touched(site: Site) -> None:
-    with Repository.discover(site.path) as repo:
+    with open_repository(site.path, print) as repo:
         lock = site.path / ".git/index.lock"
         lock.write_bytes(b"")
         age(lock, 3600)

@@ -379,7 +379,7 @@ def test_draft_failure_output_is_sanitized(
 def test_draft_failure_output_is_sanitized_before_it_is_truncated(
         site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
     """A long output whose cut falls inside a token must not leave the token's remains."""
-    from gitpub.pipeline.steps import OUTPUT_LIMIT
+    from gitpub.runtime.steps import OUTPUT_LIMIT
 
     monkeypatch.setenv("FAKE_TOKEN", TOKEN)
     # The first OUTPUT_LIMIT bytes of stdout end 8 characters before the end of the token.

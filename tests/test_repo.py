@@ -370,9 +370,9 @@ class _another_gitpub_alive:
         self.repo = Repository.discover(site.path)
 
     def __enter__(self) -> None:
-        from gitpub.git import locks
+        from gitpub.runtime import pubdir as locks
 
-        self.presence = locks.Presence(locks.ensure_pub_dir(self.repo.pub_dir))
+        self.presence = locks.Presence(self.repo.pub_dir)
 
     def __exit__(self, *exc: object) -> None:
         self.presence.close()

@@ -14,9 +14,9 @@ from netfaults import DropReplyProxy, GitDaemon
 from test_delivery import commit_file as delivery_commit_file
 from test_delivery import other_writer
 
-from gitpub.app.sources import MAX_MERGED_BYTES
 from gitpub.core.states import State
 from gitpub.git.repo import Repository
+from gitpub.pipeline.sources import MAX_MERGED_BYTES
 from gitpub.store.jobs import JobStore
 from gitpub.store.lease import Worker
 

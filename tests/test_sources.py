@@ -126,7 +126,7 @@ def test_a_file_swapped_for_a_fifo_after_the_check_is_not_waited_on(tmp_path: Pa
     after ``stat``) refuses it on the open descriptor."""
     fifo = tmp_path / "swapped"
     os.mkfifo(fifo)
-    code = ("import sys\nfrom gitpub.app.sources import _read_regular\n"
+    code = ("import sys\nfrom gitpub.pipeline.sources import _read_regular\n"
             "from gitpub.core.errors import UsageError\n"
             "try:\n    _read_regular(sys.argv[1], 'swapped')\n"
             "except UsageError as e:\n    print(e.message)\n")
@@ -221,8 +221,8 @@ def test_a_directory_swapped_for_a_link_out_while_a_link_is_read_is_never_follow
     import threading
     import time
 
-    from gitpub.app.sources import read_directory
     from gitpub.core.errors import UsageError
+    from gitpub.pipeline.sources import read_directory
 
     bundle, away = tmp_path / "bundle", tmp_path / "away"
     (bundle / "sub").mkdir(parents=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gitpub.config.model import Command
-from gitpub.pipeline.steps import OUTPUT_LIMIT, Scratch, StepResult, run
+from gitpub.runtime.steps import OUTPUT_LIMIT, Scratch, StepResult, run
 
 # A GitHub-shaped token built at run time, so the literal never sits in this file.
 TOKEN = "ghp_" + "A1b2C3d4" * 4 + "E5f6"

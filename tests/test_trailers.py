@@ -14,8 +14,8 @@ from conftest import HERMETIC, Site
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitpub.git import trailers
-from gitpub.git.trailers import PubTrailers, Reading, TrailerNames
+from gitpub.proof import trailers
+from gitpub.proof.trailers import PubTrailers, Reading, TrailerNames
 
 HEX = "0123456789abcdef"
 J = "0b5f7e2c-1d2e-5a4b-9c8d-7e6f5a4b3c2d"

@@ -1,17 +1,21 @@
-"""The commands as functions: plain arguments in, result values out (``commands``).
+"""The commands as functions: plain arguments in, a result value out; one module per command.
 
-- ``session``   opening a repository for a command: configuration, job store, context
-- ``sources``   reading what ``prepare`` is given (files, directories, stdin)
-- ``targets``   the ``--to`` rule: repository paths from the root, cwd-relative ones refused
-- ``commands``  one function per command; the exit code is part of each result
-- ``ci``        ``git pub confirm``, CI's command, with only the imports it needs
-- ``repoconfig`` a repository's configuration (the working tree's, or a bare one's branch)
-- ``advice``    the ``hint:`` of every outcome that is not simply done (what to run next)
-- ``anywhere``  jobs of the shared store from any clone: found, adopted, taken over
-- ``archiving`` when finished jobs are folded into the archive (``reconcile``)
-- ``doctor``    ``git pub doctor [--fix]``: the checks, and the safe fixes
-- ``dryrun``    ``push --dry-run`` / ``sync --dry-run``: what would be pushed, writing nothing
+- ``initialize`` ``git pub init``
+- ``prepare``   ``git pub prepare``
+- ``status``    ``git pub status`` and ``git pub log``
+- ``push``      ``git pub push`` and ``git pub reconcile`` (and folding into the archive)
+- ``sync``      ``git pub sync``
+- ``plan``      ``push --dry-run`` / ``sync --dry-run``: what would be pushed, writing nothing
+- ``resolve``   ``git pub resolve`` (a job, or one of its channels)
+- ``confirm``   ``git pub confirm``, CI's command
+- ``doctor``    ``git pub doctor [--fix]``
+- ``metrics``   ``git pub metrics``
+- ``hooks``     ``git pub hooks install|uninstall`` and ``hook-impl``
+- ``demo``      ``git pub demo``
+- ``results``   what the commands return, and the exit codes they carry
+- ``common``    what several commands share: delivering jobs, then driving their channels
 
-May import: ``hooks``, ``delivery`` and everything below. Never click, never printing: the
-command line (``gitpub.cli``) renders what these return.
+May import everything below it. Never click, never printing: the command line
+(``gitpub.cli``) renders what these return, and imports a command's module only when that
+command runs (``git pub status`` loads neither the delivery machinery nor the verifier).
 """

@@ -30,11 +30,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from gitpub.app.repoconfig import load_repo_config
 from gitpub.config.model import Config
 from gitpub.core.errors import EXIT_ERROR, EXIT_OK, CorruptStateError, GitpubError
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import TERMINAL
+from gitpub.delivery.sync import discover
 from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError
 from gitpub.git.repo import Repository
 from gitpub.hooks.install import (
@@ -45,7 +45,9 @@ from gitpub.hooks.install import (
     render_shim,
 )
 from gitpub.hooks.shared import HOOKS
-from gitpub.pipeline.context import Context
+from gitpub.runtime.context import Context
+from gitpub.runtime.repoconfig import load_repo_config
+from gitpub.runtime.session import open_repository
 from gitpub.store.jobs import ACTIVE_PREFIX, JOBS_PREFIX, JobStore
 
 #: A lock file older than this is a dead process's leftover (see the module docstring).
@@ -85,7 +87,7 @@ class _Env:
 
 
 def doctor(where: Path, fix: bool = False) -> Report:
-    with Repository.discover(where) as repo:
+    with open_repository(where, lambda message: None) as repo:
         config_check, config = _config(repo)
         env = _Env(repo, config, fix)
         checks = [config_check] + [_guarded(name, check, env) for name, check in _CHECKS]
@@ -335,8 +337,6 @@ def _fonts(env: _Env) -> Check:
 
 
 def _hand_edits(env: _Env) -> Check:
-    from gitpub.delivery.sync import discover  # dulwich: cli.main imports this module
-
     config, repo = env.config, env.repo
     assert config is not None
     ctx = Context(repo, JobStore(repo), config)

@@ -15,14 +15,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitpub.app.repoconfig import load_repo_config
 from gitpub.config.load import default_config_text, parse_config
-from gitpub.config.model import CONFIG_FILE, DEFAULT_ARTICLES, DEFAULT_REMOTE, ConfigError
-from gitpub.core.errors import GitpubError, UsageError
+from gitpub.config.model import DEFAULT_ARTICLES, DEFAULT_REMOTE
+from gitpub.core.errors import CONFIG_FILE, ConfigError, GitpubError, UsageError
 from gitpub.core.globs import matcher
 from gitpub.git.remote import default_branch, remote_names
 from gitpub.git.repo import Repository
 from gitpub.hooks.install import install
+from gitpub.runtime.repoconfig import load_repo_config
+from gitpub.runtime.session import open_repository
 
 MARKDOWN = ("*.md", "*.markdown", "*.mdx")
 
@@ -40,7 +41,7 @@ class Initialized:
 
 def init(where: Path, remote: str | None = None, branch: str | None = None) -> Initialized:
     """Write ``.gitpub.yaml`` if absent (validate it if present) and install the hooks."""
-    with Repository.discover(where) as repo:
+    with open_repository(where, lambda message: None) as repo:
         if repo.work_tree is None:
             raise UsageError("git pub init needs a repository with a working tree")
         path = repo.work_tree / CONFIG_FILE

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from gitpub.channels.model import NotSent, Outcome, Sent, Unknown
 from gitpub.config.model import ChannelSpec, Command
 from gitpub.core.sanitize import sanitize
-from gitpub.pipeline.steps import OUTPUT_LIMIT, Scratch, StepResult, run
+from gitpub.runtime.steps import OUTPUT_LIMIT, Scratch, StepResult, run
 
 CODE_LIMIT = 200
 

@@ -28,7 +28,6 @@ evidence of anything on the platform; the remote's is the claim.
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
@@ -38,6 +37,7 @@ from gitpub.core.errors import GitpubError
 from gitpub.core.sanitize import sanitize
 from gitpub.git.remote import PushResult, Remote, classify_push
 from gitpub.git.repo import Repository
+from gitpub.git.run import TimeoutExpired
 
 CLAIM_PREFIX = "refs/pub/channel-claims/"
 #: The longest a claim's push may take (it is inside the lease, before the send's timeout).
@@ -95,7 +95,7 @@ class Claims:
             proc = self.repo.git("push", "--porcelain", "--no-verify",
                                  "--no-recurse-submodules", self.remote.remote, f"{sha}:{ref}",
                                  timeout=CLAIM_TIMEOUT)
-        except subprocess.TimeoutExpired:
+        except TimeoutExpired:
             return Verdict(Claimed.FAILED, "the claim's push timed out")
         except GitpubError as e:
             return Verdict(Claimed.FAILED, sanitize(e.message))

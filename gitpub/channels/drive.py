@@ -56,7 +56,7 @@ from gitpub.core.errors import (
 )
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import TERMINAL, Kind, Stage, State
-from gitpub.pipeline.context import Context
+from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
 
 _O = TypeVar("_O", bound=Outcome | None)

@@ -21,7 +21,7 @@ from gitpub.channels.model import LiveRecord, LiveStatus
 from gitpub.channels.state import ChannelState, Distribution
 from gitpub.config.model import LiveCheck
 from gitpub.core.sanitize import sanitize
-from gitpub.pipeline.context import Context
+from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
 
 if TYPE_CHECKING:

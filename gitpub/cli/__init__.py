@@ -4,10 +4,10 @@
 - ``guard``    the one error handler: every outcome as an exit code, errors as one line + hint
 - ``options``  ``--json``/``--debug`` on every command; the working directory after ``-C``
 - ``output``   human text or one JSON object; progress on stderr; errors as one line + hint
-- ``render``   results as text and as JSON
+- ``render``   results as text and as JSON; ``confirm_view``: confirm's report
 - ``hooks``    ``git pub hooks …`` and ``hook-impl``
-- ``demo``     the end-to-end demo
 - ``generate`` the man page and the bash/zsh completions, written from the click definitions
 
-May import: everything. The only layer that imports click.
+May import: ``gitpub.app`` and ``gitpub.core`` only (an import contract). The only layer that
+imports click.
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitpub.verify.confirm import ConfirmReport
+from gitpub.app.confirm import ConfirmReport
 
 
 def confirm_json(report: ConfirmReport) -> dict[str, Any]:

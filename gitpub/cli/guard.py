@@ -14,10 +14,11 @@ import traceback
 from collections.abc import Callable, Collection, Sequence
 
 from gitpub.cli.output import report_error
-from gitpub.config.model import CONFIG_FILE, ConfigError
 from gitpub.core.errors import (
+    CONFIG_FILE,
     EXIT_ERROR,
     EXIT_UNCONFIRMED,
+    ConfigError,
     CorruptStateError,
     GitpubError,
     LostRace,

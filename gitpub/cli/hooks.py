@@ -9,12 +9,9 @@ from pathlib import Path
 
 import click
 
-from gitpub.app import commands
+from gitpub.app.hooks import HOOKS, HookState, hooks_install, hooks_uninstall, run_hook
 from gitpub.cli.options import common_options, out_for, where
 from gitpub.core.errors import EXIT_OK
-from gitpub.hooks import fast
-from gitpub.hooks.install import HookState
-from gitpub.hooks.shared import HOOKS
 
 
 def describe_install(states: Sequence[HookState]) -> str:
@@ -52,7 +49,7 @@ def install_command(ctx: click.Context, hooks_path_ok: bool) -> None:
     Refuses when core.hooksPath names a directory other than the repository's own hooks
     directory (usually one shared with other repositories or people), unless --hooks-path-ok.
     """
-    states = commands.hooks_install(where(), hooks_path_ok)
+    states = hooks_install(where(), hooks_path_ok)
     out_for(ctx).emit({"hooks": [asdict(s) for s in states]}, describe_install(states))
     ctx.exit(EXIT_OK)
 
@@ -62,7 +59,7 @@ def install_command(ctx: click.Context, hooks_path_ok: bool) -> None:
 @click.pass_context
 def uninstall_command(ctx: click.Context) -> None:
     """Remove gitpub's hooks and put back the hooks they chained."""
-    states = commands.hooks_uninstall(where())
+    states = hooks_uninstall(where())
     out_for(ctx).emit({"hooks": [asdict(s) for s in states]}, describe_uninstall(states))
     ctx.exit(EXIT_OK)
 
@@ -75,4 +72,4 @@ def uninstall_command(ctx: click.Context) -> None:
 @click.pass_context
 def hook_impl_command(ctx: click.Context, hook: str, args: tuple[str, ...]) -> None:
     """Run a hook (what the shims and the pre-commit framework call)."""
-    ctx.exit(fast.main([hook, *args]))  # in the working directory, which -C has set
+    ctx.exit(run_hook(hook, list(args)))  # in the working directory, which -C has set

@@ -23,10 +23,8 @@ from typing import TYPE_CHECKING, Literal
 import click
 
 from gitpub import __version__
-from gitpub.app import ci, commands
-from gitpub.app.doctor import doctor as run_doctor
+from gitpub.app.results import Jobs
 from gitpub.cli import confirm_view, render
-from gitpub.cli.demo import run_demo
 from gitpub.cli.guard import EXIT_INTERRUPTED, guarded
 from gitpub.cli.hooks import hook_impl_command, hooks_group
 from gitpub.cli.options import State, common_options, out_for, where
@@ -34,7 +32,7 @@ from gitpub.cli.output import Output, as_json, report_error
 from gitpub.core.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
-    from gitpub.delivery.resolve import Action
+    from gitpub.app.resolve import Action
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -72,7 +70,9 @@ def _version(ctx: click.Context, value: bool) -> None:
 @click.pass_context
 def init(ctx: click.Context, remote: str | None, branch: str | None) -> None:
     """Write a .gitpub.yaml for this repository if absent (idempotent); install the hooks."""
-    result = commands.init(where(), remote, branch)
+    from gitpub.app.initialize import init
+
+    result = init(where(), remote, branch)
     error = result.hooks_error
     out_for(ctx).emit({"config": str(result.config), "created": result.created,
                        "remote": result.remote, "branch": result.branch,
@@ -97,7 +97,9 @@ def prepare(ctx: click.Context, key: str | None, targets: tuple[str, ...], push_
             sources: tuple[str, ...]) -> None:
     """Create or find the job for KEY and run the pipeline (SOURCE may be -)."""
     out = out_for(ctx)
-    result = commands.prepare(where(), out.progress, key, targets, sources, push_now)
+    from gitpub.app.prepare import prepare as run
+
+    result = run(where(), out.progress, key, targets, sources, push_now)
     job, note = result.job, result.note
     data = (render.job_json(job, note, result.hint) | {"created": result.created}
             | render.channels_json(result.channels))
@@ -117,8 +119,11 @@ def prepare(ctx: click.Context, key: str | None, targets: tuple[str, ...], push_
 def status(ctx: click.Context, job: str | None, show_all: bool) -> None:
     """Show one job, or every job not yet finished."""
     out = out_for(ctx)
-    result = commands.status(where(), out.progress, job, show_all)
-    if isinstance(result, commands.Shown):
+    from gitpub.app.results import Shown
+    from gitpub.app.status import status as run
+
+    result = run(where(), out.progress, job, show_all)
+    if isinstance(result, Shown):
         report = result.channels
         out.emit(render.job_json(result.job, hint=result.hint) | render.channels_json(report),
                  render.with_hint("\n".join([render.describe_job(result.job),
@@ -138,12 +143,14 @@ def status(ctx: click.Context, job: str | None, show_all: bool) -> None:
 def log(ctx: click.Context, job: str) -> None:
     """Show a job's event history."""
     out = out_for(ctx)
-    history = commands.log(where(), out.progress, job)
+    from gitpub.app.status import log as run
+
+    history = run(where(), out.progress, job)
     out.emit(render.history_json(history), render.history_text(history))
     ctx.exit(EXIT_OK)
 
 
-def _jobs(ctx: click.Context, out: Output, result: commands.Jobs, empty: str) -> None:
+def _jobs(ctx: click.Context, out: Output, result: Jobs, empty: str) -> None:
     _debug_tracebacks(ctx, result)
     out.emit(render.jobs_json(result), render.jobs_text(result, empty))
     ctx.exit(result.exit_code)
@@ -153,7 +160,7 @@ def _debugging(ctx: click.Context) -> bool:
     return ctx.ensure_object(State).debug or os.environ.get("GITPUB_DEBUG") == "1"
 
 
-def _debug_tracebacks(ctx: click.Context, result: commands.Jobs) -> None:
+def _debug_tracebacks(ctx: click.Context, result: Jobs) -> None:
     """With ``--debug``, the traceback of every unexpected error a job met (on stderr)."""
     if _debugging(ctx):
         for text in result.tracebacks:
@@ -178,7 +185,9 @@ def push(ctx: click.Context, jobs: tuple[str, ...], create_branch: bool, dry_run
     out = out_for(ctx)
     if dry_run:
         _plan(ctx, out, jobs, hand_edits=False)
-    _jobs(ctx, out, commands.push(where(), out.progress, jobs, create_branch),
+    from gitpub.app.push import push as run
+
+    _jobs(ctx, out, run(where(), out.progress, jobs, create_branch),
           "nothing to deliver")
 
 
@@ -191,7 +200,9 @@ def sync(ctx: click.Context, dry_run: bool) -> None:
     out = out_for(ctx)
     if dry_run:
         _plan(ctx, out, (), hand_edits=True)
-    result = commands.sync(where(), out.progress)
+    from gitpub.app.sync import sync as run
+
+    result = run(where(), out.progress)
     if result.remark:
         out.progress(result.remark)
     out.emit(render.sync_json(result), render.sync_text(result))
@@ -199,7 +210,7 @@ def sync(ctx: click.Context, dry_run: bool) -> None:
 
 
 def _plan(ctx: click.Context, out: Output, jobs: tuple[str, ...], hand_edits: bool) -> None:
-    from gitpub.app.dryrun import plan  # the delivery machinery (dulwich): not for `status`
+    from gitpub.app.plan import plan
 
     result = plan(where(), out.progress, jobs, hand_edits)
     out.emit(render.plan_json(result), render.plan_text(result))
@@ -213,7 +224,9 @@ def _plan(ctx: click.Context, out: Output, jobs: tuple[str, ...], hand_edits: bo
 @click.pass_context
 def doctor(ctx: click.Context, fix: bool) -> None:
     """Check configuration, remote access, hooks, notes refspec, locks and job refs."""
-    report = run_doctor(where(), fix)
+    from gitpub.app.doctor import doctor as run
+
+    report = run(where(), fix)
     out_for(ctx).emit(render.doctor_json(report), render.doctor_text(report, fix))
     ctx.exit(report.exit_code)
 
@@ -224,7 +237,9 @@ def doctor(ctx: click.Context, fix: bool) -> None:
 def reconcile(ctx: click.Context) -> None:
     """Recover every unfinished job after a crash (safe to run at any time)."""
     out = out_for(ctx)
-    result = commands.reconcile(where(), out.progress)
+    from gitpub.app.push import reconcile as run
+
+    result = run(where(), out.progress)
     pending = result.pending
     if pending is not None and not pending.empty:
         out.progress(f"pending hand edits: {len(pending.uncommitted)} uncommitted content "
@@ -273,14 +288,17 @@ def resolve(ctx: click.Context, job: str, retry: bool, overwrite: bool,
             raise click.UsageError("--channel resolves one channel: it cannot be combined "
                                    "with --retry, --overwrite, --from, --push or --abandon")
         decision = channel_decision(channel, confirmed_url, channel_action)
-        result = commands.resolve_channel(where(), out.progress, job, str(channel), decision,
-                                          confirmed_url)
+        from gitpub.app.resolve import resolve_channel
+
+        result = resolve_channel(where(), out.progress, job, str(channel), decision,
+                                 confirmed_url)
         _jobs(ctx, out, result, "")
     if allow_empty and from_file is None:
         raise click.UsageError("--allow-empty goes with --from FILE")
     action = resolve_action(retry, overwrite, from_file, push_now, abandon)
-    result = commands.resolve(where(), out.progress, job, action, from_file, push_now,
-                              allow_empty)
+    from gitpub.app.resolve import resolve as run
+
+    result = run(where(), out.progress, job, action, from_file, push_now, allow_empty)
     _jobs(ctx, out, result, "")
 
 
@@ -299,7 +317,7 @@ def channel_decision(channel: str | None, confirmed_url: str | None,
 def resolve_action(retry: bool, overwrite: bool, from_file: str | None, push_now: bool,
                    abandon: bool) -> Action:
     """The one thing ``resolve`` is asked to do; contradictory options are a usage error."""
-    from gitpub.delivery.resolve import Action  # the delivery machinery: not for `status`
+    from gitpub.app.resolve import Action
 
     if abandon and (retry or overwrite or from_file is not None or push_now):
         raise click.UsageError("--abandon gives the job up: it cannot be combined with --retry, "
@@ -325,7 +343,9 @@ def metrics(ctx: click.Context) -> None:
     """Prometheus text: oldest pending, unknown outcomes, backlog needing a person, key
     reuse, per-channel attempts and confirmations."""
     out = out_for(ctx)
-    text = commands.metrics(where(), out.progress)
+    from gitpub.app.metrics import metrics as run
+
+    text = run(where(), out.progress)
     out.emit({"metrics": text}, text)
     ctx.exit(EXIT_OK)
 
@@ -347,7 +367,9 @@ def confirm(ctx: click.Context, rev_range: str | None, no_push_notes: bool,
     # first run's exit).
     gc.freeze()
     out = out_for(ctx)
-    report = ci.confirm(where(), out.progress, rev_range, not no_push_notes, accept, reason)
+    from gitpub.app.confirm import confirm as run
+
+    report = run(where(), out.progress, rev_range, not no_push_notes, accept, reason)
     out.emit(confirm_view.confirm_json(report),
              confirm_view.confirm_text(report, accepting=accept))
     ctx.exit(EXIT_ERROR if report.failed else EXIT_OK)
@@ -360,6 +382,8 @@ def confirm(ctx: click.Context, rev_range: str | None, no_push_notes: bool,
 def demo(ctx: click.Context, keep: bool) -> None:
     """Run an end-to-end demo in a throwaway repository with a local bare remote."""
     out = out_for(ctx)
+    from gitpub.app.demo import run_demo
+
     code, report = run_demo(keep=keep, quiet=out.json)
     if out.json:
         out.emit(report, "")

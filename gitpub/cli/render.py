@@ -8,15 +8,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from gitpub.app.commands import History, Jobs
 from gitpub.app.doctor import Report
 from gitpub.app.initialize import Initialized
-from gitpub.config.model import CONFIG_FILE
+from gitpub.app.results import History, Job, Jobs
+from gitpub.core.errors import CONFIG_FILE
 from gitpub.core.states import TERMINAL, State
-from gitpub.store.jobs import Job
 
 if TYPE_CHECKING:  # the delivery machinery (dulwich) and the channel code: not for `status`
-    from gitpub.app.dryrun import Plan
+    from gitpub.app.plan import Plan
     from gitpub.channels.drive import Report as ChannelReport
 
 

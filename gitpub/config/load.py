@@ -17,8 +17,9 @@ from typing import Any
 
 import yaml
 
-from gitpub.config.model import CONFIG_FILE, Config, ConfigError
+from gitpub.config.model import Config
 from gitpub.config.schema import Parser
+from gitpub.core.errors import CONFIG_FILE, ConfigError
 from gitpub.core.globs import shown
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -15,11 +15,9 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitpub.core.errors import UsageError
 from gitpub.core.globs import compile_globs, is_clean_path
 from gitpub.core.paths import Scope, is_literal
 
-CONFIG_FILE = ".gitpub.yaml"
 DEFAULT_REMOTE = "origin"
 DEFAULT_BRANCH = "main"
 DEFAULT_ARTICLES: tuple[str, ...] = ("content/**/*.md", "posts/**/*.md", "_posts/**/*.md")
@@ -52,27 +50,6 @@ def check(rule: str, **options: Any) -> dict[str, Any]:
     """Field metadata: the schema checks this field's YAML value with ``rule`` (a method of
     ``config.schema.Parser``) and ``options``."""
     return {"check": rule, "options": options}
-
-
-class ConfigError(UsageError):
-    """The configuration file is unreadable or invalid.
-
-    A ``UsageError`` so the command line reports it as one line plus ``hint:`` with the usage exit
-    code. The message always starts with the file name and, where there is one, the key path
-    (``retry.max_attempts``, ``gates[1].run``), so the user can go straight to the mistake.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        hint: str | None = None,
-        *,
-        source: str | None = None,
-        key: str | None = None,
-    ) -> None:
-        super().__init__(message, hint)
-        self.source = source
-        self.key = key
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,11 @@ from gitpub.config.model import (
     DEFAULT_REMOTE,
     Command,
     Config,
-    ConfigError,
     FontSpec,
     RetryPolicy,
     sanitize_node,
 )
+from gitpub.core.errors import ConfigError
 from gitpub.core.globs import CONTROL_RE, glob_regex, path_problem, shown
 from gitpub.core.paths import is_steering
 from gitpub.core.paths import path_problem as repository_path_problem

@@ -31,6 +31,31 @@ class UsageError(GitpubError):
     exit_code = EXIT_USAGE
 
 
+#: The configuration file, at the top of the repository (``config``).
+CONFIG_FILE = ".gitpub.yaml"
+
+
+class ConfigError(UsageError):
+    """The configuration file is unreadable or invalid.
+
+    A ``UsageError`` so the command line reports it as one line plus ``hint:`` with the usage exit
+    code. The message always starts with the file name and, where there is one, the key path
+    (``retry.max_attempts``, ``gates[1].run``), so the user can go straight to the mistake.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        source: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        super().__init__(message, hint)
+        self.source = source
+        self.key = key
+
+
 class KeyReusedError(GitpubError):
     """An idempotency key already names a job whose request differs from this one."""
 

@@ -11,7 +11,8 @@ remote.
 - ``sync``      the plan carried out: a sync job per hand commit, the local branch rebuilt
 - ``shared``    the remote's job store: sync with it, claims and fencing, the atomic delivery
                 and its fallback order, take-over, finding a job on the remote
-- ``fold``      folding finished jobs into the archive ref (``reconcile``, ``app.archiving``)
+- ``fold``      folding finished jobs into the archive ref (``reconcile``: ``app.push``)
+- ``anywhere``  jobs of the shared store from any clone: found, adopted, taken over
 
 May import: ``pipeline`` and everything below it.
 """

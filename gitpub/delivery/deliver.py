@@ -61,9 +61,9 @@ from gitpub.pipeline.commit import (
     read_artifacts,
     target_problems,
 )
-from gitpub.pipeline.context import Context
 from gitpub.pipeline.history import first_history_check
 from gitpub.pipeline.prepare import derive_fonts, drive, reload, run_judge, to_review
+from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
 from gitpub.verify.commit import DEFAULT_PREFIX, Verdict, verify_commit
 from gitpub.verify.probe import ProbeResult, probe

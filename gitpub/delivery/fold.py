@@ -45,8 +45,8 @@ from gitpub.delivery.shared import Shared, remote_ref
 from gitpub.git.push import PushOutcome, PushResult, Update
 from gitpub.git.remote import RemoteError
 from gitpub.git.repo import RefUpdate
-from gitpub.git.storefetch import note_pushed
 from gitpub.store.archive import ARCHIVE, Archive, Final
+from gitpub.store.fetch import note_pushed
 from gitpub.store.jobs import ACTIVE_PREFIX, JOBS_PREFIX, Job
 
 #: Jobs one archive commit (one push) folds at most: its refspecs stay a short command line.

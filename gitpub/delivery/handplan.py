@@ -36,12 +36,12 @@ from gitpub.core.errors import UsageError
 from gitpub.core.manifest import Manifest
 from gitpub.core.states import LOCAL, Kind, State
 from gitpub.delivery.checkout import blocker
-from gitpub.git.message import ProofMessageError, with_proof
 from gitpub.git.objects import is_object_id
 from gitpub.git.repo import BLOB_MODES, MODE_TREE, Change, Entry, Repository
-from gitpub.git.trailers import PubTrailers
-from gitpub.pipeline.context import Context
 from gitpub.pipeline.request import Request, check_target
+from gitpub.proof.message import ProofMessageError, with_proof
+from gitpub.proof.trailers import PubTrailers
+from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job, job_id_for_key
 
 #: More unpushed commits than this are not a hand edit: sync leaves them to a person.
@@ -270,7 +270,7 @@ def replay(repo: Repository, tree: str, changes: tuple[Change, ...]) -> tuple[st
 
 
 def proof_problem(ctx: Context, commit: Unpushed) -> str | None:
-    """Why the commit's message cannot carry the proof (``git.message``), or None."""
+    """Why the commit's message cannot carry the proof (``proof.message``), or None."""
     repo = ctx.repo
     manifest = Manifest.build(
         [(c.path, c.new.mode, repo.blob(c.new.sha)) for c in commit.changes if c.new],

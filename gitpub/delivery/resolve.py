@@ -43,8 +43,9 @@ from gitpub.fonts.step import font_outputs
 from gitpub.git.remote import RemoteError
 from gitpub.git.repo import MODE_FILE, MODE_TREE, Entry
 from gitpub.pipeline.commit import target_problems
-from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import drive, reload
+from gitpub.runtime.context import Context
+from gitpub.store.fetchdir import fetch_branch
 from gitpub.store.jobs import Job
 from gitpub.store.lease import shown_owner
 
@@ -280,7 +281,7 @@ def _retry_from_scratch(ctx: Context, deliverer: Deliverer, job: Job) -> Resolve
     """A CONFLICT at the snapshot (a path blocked by a file or directory): no content and no
     compare-and-swap condition exist yet, so the pipeline simply starts again."""
     try:
-        deliverer.remote.fetch()  # the new snapshot sees the current remote
+        fetch_branch(deliverer.remote)  # the new snapshot sees the current remote
     except RemoteError as e:
         ctx.progress(f"fetch failed ({e.message}): snapshotting what was fetched last")
     job = ctx.store.transition(

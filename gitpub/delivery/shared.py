@@ -42,8 +42,8 @@ from gitpub.core.states import ALLOWED, NEEDS_PERSON, SETTLED, TERMINAL, Failure
 from gitpub.delivery.checkout import is_ancestor
 from gitpub.git.push import PushOutcome, PushResult, Update
 from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
-from gitpub.git.storefetch import fetch_with_store, note_pushed
-from gitpub.pipeline.context import Context
+from gitpub.runtime.context import Context
+from gitpub.store.fetch import fetch_with_store, note_pushed
 from gitpub.store.jobs import JOBS_PREFIX, Job
 from gitpub.store.lease import held_by_other, shown_owner
 from gitpub.store.shared import Relation, SharedView

@@ -12,7 +12,7 @@ is done; this module carries the plan out:
    finds it) whose artifacts are the commit's own blobs and modes, whose targets carry the
    compare-and-swap condition of every path it adds, changes or deletes, and whose commit is the
    person's commit rebased: same author, same message with the manifest paragraph and the proof
-   trailers added (``git.message``), ``Blog-Sync-Id: <commit>``. Each waits for the job of the
+   trailers added (``proof.message``), ``Blog-Sync-Id: <commit>``. Each waits for the job of the
    commit before it (``sync_after``), so they land in their order; each is delivered like any
    job (probe, rebase in memory, push, confirm, retries, leases);
 3. once every content commit of the branch is on the remote, the local branch is rebuilt: the
@@ -52,9 +52,9 @@ from gitpub.delivery.handplan import (
 )
 from gitpub.git.repo import Repository
 from gitpub.git.worktrees import checked_out, worktrees
-from gitpub.pipeline.context import Context
 from gitpub.pipeline.prepare import drive
 from gitpub.pipeline.request import Request, ensure_job
+from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
 from gitpub.store.outbox import clear_outbox_entry, outbox_entries, register_external_change
 from gitpub.verify.probe import find_job_commit

@@ -9,16 +9,11 @@
 - ``values``    the plain values it hands out: entries, commits, changes, identities
 - ``locate``    finding the repository as git does (``git rev-parse``, ``GIT_DIR`` & co.)
 - ``run``       running C git with the hardened environment (no prompts, exactly one repository)
-- ``locks``     lock files left by dead processes, and how they are healed
+- ``locks``     git's lock files: ``FileLocked``, waiting, the ``LockPolicy`` a caller gives
 - ``worktrees`` where each branch is checked out (``git worktree list``)
-- ``message``   a person's commit message with the proof added, checked against git
 - ``remote``    the network segment with C git: fetch, push and their three outcomes
 - ``push``      what a push did, ref by ref (sent, race, rejected, unknown); atomic and leases
-- ``storefetch`` one fetch of the branch and the remote's ``refs/pub/*``; its records alone
-                (a shallow clone)
-- ``fetchdir``  the private fetch repository (``.git/pub/fetch.git``) those fetches run in
 - ``notes``     append-only notes under ``refs/notes/pub``, merged by line union
-- ``trailers``  writing and reading the proof-of-publication trailers
 - ``walk``      git's ``tips ^base`` history walk
 - ``diff``      what a commit changes against its first parent (``git diff-tree``)
 - ``treecheck`` what ``git fsck --strict`` refuses in one tree object

@@ -17,12 +17,11 @@ How C git answers for damage, and what we make of it:
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 from pathlib import Path
 from typing import IO
 
-from gitpub.git.run import git_env
+from gitpub.git.run import Popen, TimeoutExpired, popen_git
 
 
 class Unreadable(Exception):
@@ -34,7 +33,7 @@ class CatFile:
 
     def __init__(self, git_dir: Path, cwd: Path) -> None:
         self._git_dir, self._cwd = git_dir, cwd
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: Popen[bytes] | None = None
         self._lock = threading.Lock()  # one request and its answer at a time
 
     def info(self, name: str) -> tuple[str, str, int] | None:
@@ -65,19 +64,17 @@ class CatFile:
                 stream.close()
         try:
             proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
+        except TimeoutExpired:
             proc.kill()
             proc.wait()
 
     # -- the protocol ----------------------------------------------------------------------
 
-    def _start(self) -> subprocess.Popen[bytes]:
+    def _start(self) -> Popen[bytes]:
         if self._proc is None or self._proc.poll() is not None:
             self.close()
-            self._proc = subprocess.Popen(
-                ["git", "cat-file", "--batch-command"], cwd=self._cwd,
-                env=git_env(self._git_dir), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE)
+            self._proc = popen_git(["cat-file", "--batch-command"], git_dir=self._git_dir,
+                                   cwd=self._cwd)
             assert self._proc.stderr is not None
             os.set_blocking(self._proc.stderr.fileno(), False)
         return self._proc
@@ -125,7 +122,7 @@ class CatFile:
         if proc is not None:
             try:
                 proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
+            except TimeoutExpired:
                 proc.kill()
             said = self._stderr()
         self.close()

@@ -9,15 +9,12 @@ its diff is the one every clone's checkout agrees with.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from gitpub.core.errors import CorruptStateError
 from gitpub.git.catfile import CatFile, Unreadable
 from gitpub.git.objects import ObjectFormat, git_order, parse_commit, parse_tree
+from gitpub.git.run import CompletedProcess
 from gitpub.git.values import MODE_GITLINK, MODE_TREE, Change, CommitInfo, Entry
-
-if TYPE_CHECKING:
-    import subprocess
 
 
 class ObjectReading:
@@ -27,7 +24,7 @@ class ObjectReading:
     _cat: CatFile
 
     def git(self, *args: str, timeout: float = 300, input: bytes | None = None
-            ) -> subprocess.CompletedProcess[bytes]:
+            ) -> CompletedProcess[bytes]:
         raise NotImplementedError
 
     # -- single objects --------------------------------------------------------------------

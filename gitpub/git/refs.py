@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeVar
@@ -36,7 +35,7 @@ from gitpub.core.errors import CorruptStateError
 from gitpub.core.files import fsync_dir
 from gitpub.git.locks import FileLocked
 from gitpub.git.objects import ObjectFormat
-from gitpub.git.run import git_env, run_git
+from gitpub.git.run import CompletedProcess, popen_git, run_git
 
 T = TypeVar("T")
 
@@ -61,7 +60,7 @@ class RefAccess:
     git_dir: Path
 
     def git(self, *args: str, timeout: float = 300, input: bytes | None = None
-            ) -> subprocess.CompletedProcess[bytes]:
+            ) -> CompletedProcess[bytes]:
         raise NotImplementedError
 
     def _while_locked(self, action: Callable[[], T], what: str,
@@ -151,11 +150,9 @@ class RefAccess:
             else:
                 lines.append(f"update {u.ref} {u.new} {u.old}")
         lines.append("prepare")
-        proc = subprocess.Popen(
-            ["git", "-c", "core.fsync=reference", "update-ref", "--no-deref", "--stdin", "-m",
-             " ".join(message.split())],
-            cwd=self.git_dir, env=git_env(self.git_dir), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = popen_git(["-c", "core.fsync=reference", "update-ref", "--no-deref", "--stdin",
+                          "-m", " ".join(message.split())], git_dir=self.git_dir,
+                         cwd=self.git_dir)
         assert proc.stdin is not None and proc.stdout is not None
         try:
             proc.stdin.write(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))

@@ -30,20 +30,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
 from gitpub.core import pushmark
 from gitpub.core.errors import GitpubError, UsageError
 from gitpub.core.sanitize import sanitize
-from gitpub.git.fetchdir import (
-    ISOLATED_CONFIG,
-    current_value,
-    isolated_fetch_dir,
-    mirror_ref,
-    read_loose,
-)
 from gitpub.git.push import (
     Pushed,
     PushOutcome,
@@ -55,10 +47,10 @@ from gitpub.git.push import (
 )
 from gitpub.git.refs import corrupt_packed_refs
 from gitpub.git.repo import Repository
-from gitpub.git.run import run_git
+from gitpub.git.run import CompletedProcess, TimeoutExpired, run_git
 
 __all__ = ["PushOutcome", "PushResult", "Pushed", "Remote", "RemoteConfigError", "RemoteError",
-           "Update", "classify_push", "default_branch", "isolated_fetch_dir", "remote_names"]
+           "Update", "classify_push", "default_branch", "remote_names"]
 
 FETCH_TIMEOUT = 300.0
 PUSH_TIMEOUT = 300.0
@@ -209,77 +201,11 @@ class Remote:
         return p if p.is_absolute() else (self.repo.work_tree or self.repo.git_dir) / p
 
     def _git(self, args: list[str], timeout: float, env: Mapping[str, str] | None = None
-             ) -> subprocess.CompletedProcess[bytes]:
+             ) -> CompletedProcess[bytes]:
         return self.repo.git(*args, timeout=timeout, env=env)
 
-    def fetch(self) -> str | None:
-        """Fetch the branch into its tracking ref; its tip, or None if the branch does not
-        exist on the remote. Raises ``RemoteError`` when the remote cannot be reached."""
-        return self.fetch_ref(f"refs/heads/{self.branch}", self.tracking_ref)
-
-    def fetch_ref(self, src: str, dst: str, *, deepen: int | None = None) -> str | None:
-        """Fetch remote ref ``src`` into local ref ``dst`` (forced: ``dst`` mirrors the
-        remote); the fetched tip, or None if the remote has no such ref.
-
-        C git's fetch checks the connectivity of what it received against *every* local ref
-        (``rev-list --not --all``), so one damaged job ref — an empty ref file, a ref to a
-        missing object, a truncated state commit — would make every fetch die (``fatal: bad
-        object refs/pub/jobs/…``) and stop the delivery of every healthy job. So the fetch runs
-        in a private repository that shares this one's objects and has none of its refs
-        (``isolated_fetch_dir``); ``dst`` is then moved here. Shallow and partial clones, whose
-        state lives in the repository itself, and deepening fetches, fetch here directly,
-        skipping broken refs (``GIT_REF_PARANOIA=0``).
-        """
-        if deepen is None and self._can_isolate():
-            return self._fetch_isolated(src, dst)
-        args = [f"--deepen={deepen}"] if deepen is not None else []
-        proc = self._fetch(args, src, dst, self.repo.git_dir, {"GIT_REF_PARANOIA": "0"})
-        return None if proc is None else self.repo.read_ref(dst)
-
-    def fetch_with(self, src: str, dst: str) -> tuple[str | None, str | None]:
-        """Fetch the branch (as ``fetch``) and remote ref ``src`` into ``dst`` (as
-        ``fetch_ref``) in one ``git fetch``: (the branch's tip, ``dst``'s), each None when the
-        remote has no such ref. ``src`` is fetched through a pattern that only it matches
-        exactly (``src*``), so that a remote without it is no error; refs the pattern also
-        matches (``<src>-old``, say) are fetched into the private fetch repository only and
-        never mirrored here."""
-        if not self._can_isolate():
-            return self.fetch(), self.fetch_ref(src, dst)
-        net = isolated_fetch_dir(self.repo)
-        branch = f"refs/heads/{self.branch}"
-        mirror_ref(self.repo, net, self.tracking_ref)
-        mirror_ref(self.repo, net, branch)
-        (net / dst).unlink(missing_ok=True)  # after the fetch, absent means: not there
-        env = {"GIT_OBJECT_DIRECTORY": str(self.repo.common_dir / "objects")}
-        for lock in (self.tracking_ref, dst):
-            self.repo.heal_lock(net / f"{lock}.lock")
-        specs = [f"+{branch}:{self.tracking_ref}", f"+{src}*:{dst}*"]
-        if self.fetch_refspecs(list(ISOLATED_CONFIG), specs, net, env) is None:
-            return None, self.fetch_ref(src, dst)  # no such branch: the other ref alone
-        return self.bring(net, self.tracking_ref, branch), self.bring(net, dst, src)
-
-    def bring(self, net: Path, dst: str, src: str) -> str | None:
-        """Mirror ``dst`` from the private fetch repository here (CAS); its value, or None
-        when the fetch left none: the remote has no ``src`` (``dst`` here is left as it is, as
-        ``fetch_ref`` leaves it)."""
-        tip = read_loose(net, dst)
-        if tip is None:
-            return None
-        if not self.repo.has_object(tip):
-            raise RemoteError(f"fetch from {sanitize(self.remote)} left no {dst}")
-        for _ in range(5):  # mirror it here; a concurrent fetch may move it too
-            old = current_value(self.repo, dst)
-            if old == tip or self.repo.cas_ref(dst, old, tip, f"gitpub: fetch {src}"):
-                return tip
-        raise RemoteError(f"could not update {dst}: it kept moving")
-
-    def _fetch(self, extra: list[str], src: str, dst: str, git_dir: Path,
-               env: dict[str, str]) -> subprocess.CompletedProcess[bytes] | None:
-        self.repo.heal_lock(git_dir / f"{dst}.lock")  # a killed fetch's leftover
-        return self.fetch_refspecs(extra, [f"+{src}:{dst}"], git_dir, env)
-
     def fetch_refspecs(self, extra: list[str], refspecs: list[str], git_dir: Path,
-                       env: dict[str, str]) -> subprocess.CompletedProcess[bytes] | None:
+                       env: dict[str, str]) -> CompletedProcess[bytes] | None:
         """One ``git fetch`` of ``refspecs`` into ``git_dir``; None when a ref one of them
         names exactly is not on the remote. Raises ``RemoteError`` / ``RemoteConfigError``."""
         # Negotiate only with branches and the fetched job store: not with the local job refs,
@@ -294,7 +220,7 @@ class Remote:
                            cwd=self.repo.work_tree or self.repo.git_dir, git_dir=git_dir,
                            work_tree=self.repo.work_tree if git_dir == self.repo.git_dir
                            else None, timeout=self.fetch_timeout, env=env)
-        except subprocess.TimeoutExpired:
+        except TimeoutExpired:
             raise RemoteError(f"fetch from {sanitize(self.remote)} timed out") from None
         err = proc.stderr.decode("utf-8", "replace")
         if proc.returncode != 0:
@@ -318,30 +244,6 @@ class Remote:
                 or name.startswith("."):
             name = "url-" + hashlib.sha256(name.encode()).hexdigest()[:12]
         return f"refs/pub/remote/{name}/"
-
-    def can_isolate(self) -> bool:
-        """Whether fetches run in the private fetch repository (``fetch_ref``)."""
-        return self._can_isolate()
-
-    def _can_isolate(self) -> bool:
-        common = self.repo.common_dir
-        if (common / "shallow").exists():
-            return False
-        proc = self.repo.git("config", "--get-regexp",
-                             r"^extensions\.(partialclone|objectformat|refstorage)$")
-        return proc.returncode == 1  # none of them set
-
-    def _fetch_isolated(self, src: str, dst: str) -> str | None:
-        net = isolated_fetch_dir(self.repo)
-        mirror_ref(self.repo, net, dst)
-        mirror_ref(self.repo, net, f"refs/heads/{self.branch}")
-        env = {"GIT_OBJECT_DIRECTORY": str(self.repo.common_dir / "objects")}
-        if self._fetch(list(ISOLATED_CONFIG), src, dst, net, env) is None:
-            return None
-        tip = self.bring(net, dst, src)
-        if tip is None:
-            raise RemoteError(f"fetch from {sanitize(self.remote)} left no {dst}")
-        return tip
 
     def push(self, commit: str, *, verified_onto: str | None = None) -> PushOutcome:
         """Push ``commit`` as the new tip of the remote branch, never forcing.
@@ -377,7 +279,7 @@ class Remote:
         try:
             proc = self._git([*args, self.remote, *(u.refspec() for u in updates)],
                              self.push_timeout, env)
-        except subprocess.TimeoutExpired:
+        except TimeoutExpired:
             return Pushed({u.dst: PushOutcome(PushResult.UNKNOWN, "push timed out")
                            for u in updates})
         out, err = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
@@ -400,7 +302,7 @@ class Remote:
         try:
             proc = self._git(["ls-remote", self.remote, *(u.dst for u in updates)],
                              self.fetch_timeout)
-        except subprocess.TimeoutExpired:
+        except TimeoutExpired:
             return pushed
         if proc.returncode != 0:
             if misconfiguration(self.remote, proc.stderr.decode("utf-8", "replace")):
@@ -426,7 +328,7 @@ class Remote:
             proc = self._git(["push", "--dry-run", "--porcelain", "--no-verify",
                               "--no-recurse-submodules", self.remote, f"{source}:{dst}"],
                              self.push_timeout)
-        except subprocess.TimeoutExpired:
+        except TimeoutExpired:
             return PushOutcome(PushResult.UNKNOWN, "push --dry-run timed out")
         out, err = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
         outcome = classify_push(proc.returncode, out, err, dst)
@@ -448,7 +350,7 @@ class Remote:
         self.check()
         try:
             proc = self._git(["ls-remote", self.remote, *patterns], self.fetch_timeout)
-        except subprocess.TimeoutExpired:
+        except TimeoutExpired:
             raise RemoteError(f"ls-remote of {sanitize(self.remote)} timed out") from None
         err = proc.stderr.decode("utf-8", "replace")
         if proc.returncode != 0:
@@ -497,7 +399,7 @@ def default_branch(repo: Repository, remote: str) -> str | None:
     """
     try:
         proc = repo.git("ls-remote", "--symref", remote, "HEAD", timeout=LS_REMOTE_TIMEOUT)
-    except subprocess.TimeoutExpired:
+    except TimeoutExpired:
         proc = None
     if proc is not None and proc.returncode == 0:
         for line in proc.stdout.decode("utf-8", "replace").splitlines():

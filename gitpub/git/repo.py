@@ -9,13 +9,13 @@ is done, and why (see docs/dulwich.md for the dulwich behaviours this layer guar
   them: file and directory fsynced.
 - **Refs are read and moved by C git** (``git.refs``): exact reads, compare-and-swap
   transactions, broken refs reported as corruption, never taken for no ref.
-- A lock another process holds is waited for, and a stale one healed (``git.locks``).
+- A lock another process holds is waited for, and a stale one healed by the lock policy
+  the caller gives (``git.locks``; gitpub's is ``runtime.pubdir``).
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -28,7 +28,7 @@ from gitpub.git.locate import Location, locate
 from gitpub.git.objects import FORMATS, ObjectFormat
 from gitpub.git.reading import ObjectReading
 from gitpub.git.refs import RefAccess, RefUpdate
-from gitpub.git.run import run_git
+from gitpub.git.run import CompletedProcess, run_git
 from gitpub.git.values import (
     BLOB_MODES,
     MODE_EXEC,
@@ -71,15 +71,13 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
                                     f"{location.object_format!r} is not one gitpub knows",
                                     hint="gitpub reads sha1 and sha256 repositories")
         self.object_format: ObjectFormat = found
-        #: Where a line about healing goes (a stale lock removed): the command's progress.
-        self.notice: Callable[[str], None] = lambda message: None
-        #: How long a write waits for a lock another process holds (None: ``locks.WAIT``).
+        #: What to do about a lock another process holds (``git.locks``): None, only wait.
+        self.lock_policy: locks.LockPolicy | None = None
+        #: How long a write waits for such a lock (None: the policy's, else ``locks.WAIT``).
         self.lock_wait: float | None = None
         self._cat = CatFile(self.git_dir, self.work_tree or self.git_dir)
         self._store = None
         self._batch_dirs: set[str] | None = None
-        self._presence: locks.Presence | None = None
-        self._healer: locks.Healer | None = None
 
     @classmethod
     def discover(cls, start: Path) -> Repository:
@@ -89,9 +87,8 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         return cls(locate(start))
 
     def close(self) -> None:
-        if self._presence is not None:
-            self._presence.close()
-            self._presence = None
+        if self.lock_policy is not None:
+            self.lock_policy.close()
         self._cat.close()
         if self._store is not None:
             self._store.close()
@@ -104,7 +101,7 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         self.close()
 
     def git(self, *args: str, timeout: float = 300, input: bytes | None = None,
-            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+            env: Mapping[str, str] | None = None) -> CompletedProcess[bytes]:
         """Run C git in this repository and no other (see ``git.run``). ``env`` adds
         variables (a temporary ``GIT_INDEX_FILE``, say) after the hardening."""
         return run_git(args, cwd=self.work_tree or self.git_dir, git_dir=self.git_dir,
@@ -124,41 +121,41 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
     def _while_locked(self, action: Callable[[], T], what: str,
                       done: Callable[[], bool] | None = None) -> T | None:
         """Run ``action``, retrying while another process holds the lock it needs
-        (``FileLocked``), with a short exponential backoff; a stale lock is removed
-        (``git.locks``). ``done`` may say that the other process did our work meanwhile (then
-        ``None`` is returned). After ``lock_wait`` seconds: ``LockedError``."""
-        if self._presence is None:
-            self._presence = locks.Presence(locks.ensure_pub_dir(self.pub_dir))
+        (``FileLocked``), with a short exponential backoff; the lock policy may remove a stale
+        lock (``git.locks``). ``done`` may say that the other process did our work meanwhile
+        (then ``None`` is returned). After ``lock_wait`` seconds: ``LockedError``."""
+        policy = self.lock_policy
+        if policy is not None:
+            policy.enter()
+        wait = self.lock_wait if self.lock_wait is not None else \
+            locks.WAIT if policy is None else policy.wait
         delay = 0.001
-        deadline = time.monotonic() + (locks.WAIT if self.lock_wait is None else self.lock_wait)
+        deadline = time.monotonic() + wait
         while True:
             try:
                 return action()
             except locks.FileLocked as e:
                 lock = Path(os.fsdecode(e.lockfilename))
-                if self.healer.heal(lock) and time.monotonic() <= deadline:
+                if self.heal_lock(lock) and time.monotonic() <= deadline:
                     continue  # it was stale and is gone, or its holder finished: at once
                 if time.monotonic() > deadline:
-                    raise self.healer.locked_error(lock, what) from None
+                    raise (locks.LockedError(f"{what} is locked by another process ({lock} "
+                                             "exists)", hint="run the command again")
+                           if policy is None else policy.locked_error(lock, what)) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
                 if done is not None and done():
                     return None
 
-    @property
-    def healer(self) -> locks.Healer:
-        if self._healer is None:
-            self._healer = locks.Healer(self.common_dir, self.common_dir / "pub",
-                                        lambda message: self.notice(message))
-        return self._healer
-
     def sweep_stale_locks(self) -> int:
-        """Remove the stale lock files nobody ran into yet (see ``git.locks``); how many."""
-        return self.healer.sweep()
+        """Remove the stale lock files nobody ran into yet (the lock policy's); how many."""
+        return 0 if self.lock_policy is None else self.lock_policy.sweep()
 
     def heal_lock(self, lock: Path) -> bool:
-        """Remove ``lock`` (a C git command's) if it is stale; whether it is gone now."""
-        return self.healer.heal(lock)
+        """Remove ``lock`` if the lock policy calls it stale; whether it is gone now."""
+        if self.lock_policy is not None:
+            return self.lock_policy.heal(lock)
+        return not lock.exists()
 
     # -- configuration ---------------------------------------------------------------------
 

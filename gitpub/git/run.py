@@ -25,24 +25,26 @@ all of them share one environment:
 - **No stale mark.** ``GITPUB_VERIFIED_PUSH`` (``core.pushmark``) is never inherited either: it
   reaches only the one ``git push`` a caller gives it to.
 - **No stdin, output captured, never raises on git's failure** (the caller reads the exit
-  status); a timeout raises ``subprocess.TimeoutExpired`` for the caller to classify.
+  status); a timeout raises ``TimeoutExpired`` for the caller to classify.
 
-The hooks' stdlib-only fast path (``hooks.fast``) keeps its own tiny runner: it must not import
-``subprocess`` (see its docstring). It runs inside a hook, where git itself set the environment.
+Every process gitpub starts is started here (C git) or in ``runtime.steps`` (the pipeline's and
+the channels' commands); an import contract keeps it so. ``CompletedProcess``, ``Popen`` and
+``TimeoutExpired`` are re-exported for the callers' types and handlers.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from subprocess import CompletedProcess, Popen, TimeoutExpired
+from typing import IO
 
 from gitpub.core import pushmark
 
-TYPE_CHECKING = False  # mypy treats this name as True
-if TYPE_CHECKING:
-    import subprocess
-    from typing import IO
+__all__ = ["CompletedProcess", "Popen", "TimeoutExpired", "git_env", "popen_git", "run_git",
+           "spawn_git"]
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -78,12 +80,10 @@ def git_env(git_dir: Path | None = None, work_tree: Path | None = None,
 def run_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
             work_tree: Path | None = None, timeout: float = DEFAULT_TIMEOUT,
             input: bytes | None = None,
-            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+            env: Mapping[str, str] | None = None) -> CompletedProcess[bytes]:
     """Run ``git ARGS`` in ``cwd`` (for ``git_dir``, when given); output captured, exit status
     unchecked. Raises ``NotADirectoryError``/``FileNotFoundError`` when ``cwd`` is not a
     directory or git is not installed, ``subprocess.TimeoutExpired`` after ``timeout``."""
-    import subprocess  # ~3 ms: not for a command that runs no git (``status``)
-
     full_env = git_env(git_dir, work_tree, env)
     if input is None:
         return subprocess.run(["git", *args], cwd=cwd, env=full_env, capture_output=True,
@@ -94,14 +94,20 @@ def run_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
 
 def spawn_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
               work_tree: Path | None = None, stdin: IO[bytes] | None = None,
-              stdout: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
+              stdout: IO[bytes] | None = None) -> Popen[bytes]:
     """Start ``git ARGS`` as ``run_git`` would run it, without waiting: for a walk that runs
     while the caller does other work. stdin and stdout are the files given (none when not:
     a file, not a pipe — read at once, after, which costs less than a pipe read 32 KiB at a
     time), stderr piped: ``communicate()`` collects it and waits."""
-    import subprocess
-
     return subprocess.Popen(["git", *args], cwd=cwd, env=git_env(git_dir, work_tree),
                             stdin=subprocess.DEVNULL if stdin is None else stdin,
                             stdout=subprocess.DEVNULL if stdout is None else stdout,
+                            stderr=subprocess.PIPE)
+
+
+def popen_git(args: Sequence[str], *, git_dir: Path, cwd: Path) -> Popen[bytes]:
+    """Start ``git ARGS`` for ``git_dir`` (as ``run_git`` would run it) with its stdin, stdout
+    and stderr piped to us: a conversation (``cat-file --batch-command``, a ref transaction)."""
+    return subprocess.Popen(["git", *args], cwd=cwd, env=git_env(git_dir),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import heapq
 import re
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO
@@ -19,7 +18,7 @@ from typing import IO
 from gitpub.core.errors import CorruptStateError
 from gitpub.git.objects import is_object_id
 from gitpub.git.repo import CommitInfo, Repository
-from gitpub.git.run import spawn_git
+from gitpub.git.run import Popen, spawn_git
 
 
 def walk_since(
@@ -213,7 +212,7 @@ def _listed_scan(repo: Repository, revs: Sequence[str], needle: bytes,
 
 
 def _spawned(repo: Repository, args: Sequence[str], output: IO[bytes],
-             meanwhile: Callable[[], object] | None) -> subprocess.Popen[bytes]:
+             meanwhile: Callable[[], object] | None) -> Popen[bytes]:
     """A git of ``args`` writing to ``output``, started, and ``meanwhile`` run while it works
     (work of the caller's that needs no walk); if ``meanwhile`` fails, the git is ended and
     waited for, and the error goes on."""

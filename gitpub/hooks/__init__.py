@@ -7,8 +7,8 @@
                edits in the outbox, verify pushed job commits)
 - ``install``  installing and removing the shims, planned first, applied atomically
 
-May import: ``verify``, ``store``, ``config``, ``git``, ``core``; ``fast`` and ``shared`` import
+May import: ``pipeline``, ``runtime`` and everything below; ``fast`` and ``shared`` import
 nothing of gitpub at start (``fast`` imports the import-free ``core.pushmark`` for pre-push, and
 ``work`` only on its slow path). The commands
-(``git pub hooks …``, ``hook-impl``) are in ``gitpub.cli``.
+(``git pub hooks …``, ``hook-impl``) are in ``gitpub.app.hooks``.
 """

@@ -41,8 +41,7 @@ from pathlib import Path
 from typing import Literal
 
 from gitpub.config.load import load_config
-from gitpub.config.model import ConfigError
-from gitpub.core.errors import GitpubError, NotARepositoryError, UsageError
+from gitpub.core.errors import ConfigError, GitpubError, NotARepositoryError, UsageError
 from gitpub.core.files import fsync_dir, write_atomic
 from gitpub.git.run import run_git
 from gitpub.hooks.shared import HOOKS, LEGACY_SUFFIX, is_shim, is_shim_head

@@ -25,13 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitpub.config.load import load_config
-from gitpub.config.model import CONFIG_FILE, Config
-from gitpub.core.errors import GitpubError
+from gitpub.config.model import Config
+from gitpub.core.errors import CONFIG_FILE, GitpubError
 from gitpub.core.files import write_atomic
 from gitpub.core.sanitize import contains_secret, sanitize
-from gitpub.git import notes, trailers
+from gitpub.git import notes
 from gitpub.git.repo import Repository
 from gitpub.hooks.shared import CACHE_NAME, cache_bytes, read_cache
+from gitpub.proof import trailers
+from gitpub.runtime.session import open_repository
 from gitpub.store.outbox import register_external_change
 from gitpub.verify.commit import DEFAULT_PREFIX, Verdict, verify_commit
 
@@ -95,8 +97,7 @@ def post_commit_slow(commit: str, message: bytes, paths: Sequence[str], *, git_d
                      top: str) -> None:
     """The exact post-commit check and its one write (``hooks.fast`` handles errors)."""
     config = refresh_cache(Path(git_dir), Path(top))
-    with Repository.discover(Path(top)) as repo:
-        repo.notice = _say
+    with open_repository(Path(top), _say) as repo:
         repo.lock_wait = HOOK_LOCK_WAIT  # a commit never waits long on a hint
         proof = trailers.read_pub_trailers(message, config.trailer_prefix)
         if proof is not None:

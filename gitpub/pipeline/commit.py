@@ -24,10 +24,10 @@ from gitpub.core.manifest import Manifest, ManifestError, content_sha256
 from gitpub.core.record import JobRecord, Target
 from gitpub.core.states import FailureCode, Kind, Stage, State
 from gitpub.git import paths as git_paths
-from gitpub.git import trailers
-from gitpub.git.message import ProofMessageError, with_proof
 from gitpub.git.repo import BLOB_MODES, Entry, Identity, Repository
 from gitpub.pipeline.gates import title_of
+from gitpub.proof import trailers
+from gitpub.proof.message import ProofMessageError, with_proof
 from gitpub.store.jobs import Job, JobStore
 from gitpub.verify.probe import find_job_commit
 
@@ -154,7 +154,7 @@ def build_commit(
 def _rebuild_hand_commit(repo: Repository, record: JobRecord, artifacts: Artifacts, tree: str,
                          onto: str | None, proof: trailers.PubTrailers, prefix: str) -> str:
     """A sync job's commit: the person's commit with the new tree and parent, its author and
-    message kept and the proof added (``git.message``), committed by the identity and at the
+    message kept and the proof added (``proof.message``), committed by the identity and at the
     time fixed in the record (so it is reproducible, as every content commit is)."""
     assert record.sync_commit is not None
     original = repo.commit(record.sync_commit)

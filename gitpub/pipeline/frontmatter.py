@@ -29,7 +29,7 @@ from typing import Literal
 import yaml
 
 from gitpub.config.load import StrictLoader, bound_aliases
-from gitpub.config.model import ConfigError
+from gitpub.core.errors import ConfigError
 
 Format = Literal["yaml", "toml", "json"]
 

@@ -14,7 +14,7 @@ from gitpub.core.manifest import Manifest, ManifestError
 from gitpub.core.record import JobRecord
 from gitpub.core.states import FailureCode, Phase, Stage, State
 from gitpub.fonts import step as fontstep
-from gitpub.pipeline.context import Context
+from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
 from gitpub.verify.history import commits_mentioning
 from gitpub.verify.probe import ProbeResult, judge_claims, prefixes_claiming

@@ -39,11 +39,12 @@ from gitpub.core.states import Answer, FailureCode, Kind, Phase, Stage, State
 from gitpub.fonts import step as fontstep
 from gitpub.git import paths as git_paths
 from gitpub.git.repo import MODE_FILE, MODE_TREE, Entry
-from gitpub.pipeline import gates, steps
+from gitpub.pipeline import gates
 from gitpub.pipeline.commit import commit_job, recover
-from gitpub.pipeline.context import Context
 from gitpub.pipeline.history import history_phase
 from gitpub.pipeline.request import Request, ensure_job
+from gitpub.runtime import steps
+from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job, JobStore
 
 #: How long ``prepare`` waits for another process already preparing the same job.

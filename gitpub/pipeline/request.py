@@ -21,8 +21,8 @@ from gitpub.core.record import JobRecord, Target
 from gitpub.core.sanitize import find_secrets, sanitize, sanitize_bytes
 from gitpub.core.states import Kind, Phase, State
 from gitpub.git import paths as git_paths
-from gitpub.pipeline.context import Context
 from gitpub.pipeline.gates import allowlist_at
+from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job, job_id_for_key
 from gitpub.store.shared import SharedView
 

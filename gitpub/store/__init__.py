@@ -6,8 +6,11 @@
 - ``outbox``       content changes made outside gitpub, recorded for ``git pub sync``
 - ``shared``       the remote's job store as last fetched (``refs/pub/remote/<remote>/``): a
                    job found anywhere, how this clone's value relates to the remote's
+- ``fetch``        one fetch of the branch and the remote's ``refs/pub/*``; its records alone
+                   (a shallow clone)
+- ``fetchdir``     the private fetch repository (``.git/pub/fetch.git``) every fetch runs in
 - ``archive``      the archive of finished jobs (format; the fold is ``delivery.fold``)
 - ``maintenance``  keeping many refs cheap for git itself (packing with git's ``pack-refs``)
 
-May import: ``gitpub.git``, ``gitpub.core``.
+May import: ``gitpub.git``, ``gitpub.config``, ``gitpub.core``.
 """

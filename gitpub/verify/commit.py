@@ -37,10 +37,10 @@ from typing import NamedTuple
 from gitpub.core.manifest import HEADERS, Manifest, ManifestError, content_sha256
 from gitpub.core.paths import is_steering
 from gitpub.core.sanitize import sanitize
-from gitpub.git import trailers
 from gitpub.git.diff import Change, changes_of
 from gitpub.git.repo import MODE_TREE, CommitInfo, Repository
 from gitpub.git.treecheck import tree_problems as fsck_problems
+from gitpub.proof import trailers
 
 #: The prefix gitpub writes by default: claims under it are always checked by ``confirm``.
 DEFAULT_PREFIX = "Blog"

@@ -37,16 +37,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from gitpub.config.model import CONFIG_FILE
-from gitpub.core.errors import GitpubError, UsageError
+from gitpub.core.errors import CONFIG_FILE, GitpubError, UsageError
 from gitpub.core.sanitize import remember_secret, sanitize
-from gitpub.git import trailers
 from gitpub.git.diff import first_parent_changes
 from gitpub.git.notes import NOTES_REF, add_notes, build_notes_commit, read_note
 from gitpub.git.objects import ObjectFormat, is_object_id
 from gitpub.git.remote import PushResult, Remote
 from gitpub.git.repo import Repository
 from gitpub.git.walk import LogScan, log_scan, shallow_commits
+from gitpub.proof import trailers
+from gitpub.store.fetchdir import fetch_ref, fetch_with
 from gitpub.verify import facts as F
 from gitpub.verify import ledger as L
 from gitpub.verify import rules
@@ -118,7 +118,7 @@ def confirm(repo: Repository, config: F.ConfigFacts, remote: Remote, *, rev_rang
         try:
             fetched = fetch_store(remote, (NOTES_REF, REMOTE_NOTES))  # one network round
             if fetched is None:  # a shallow clone: the store comes by depth, in the check
-                tip, notes_tip = remote.fetch_with(NOTES_REF, REMOTE_NOTES)
+                tip, notes_tip = fetch_with(remote, NOTES_REF, REMOTE_NOTES)
             else:
                 tip, notes_tip = fetched.tip, fetched.also
         except GitpubError:
@@ -217,7 +217,7 @@ def accept(repo: Repository, remote: Remote, commit: str, reason: str, who: str,
                               "push, so it would not count: run it where the key is set")
     if not reason.strip():
         raise UsageError("--accept needs a --reason")
-    notes_tip = remote.fetch_ref(NOTES_REF, REMOTE_NOTES)
+    notes_tip = fetch_ref(remote, NOTES_REF, REMOTE_NOTES)
     full = is_object_id(commit.lower())
     sha = commit.lower() if full else _rev_parse(repo, commit)  # a shallow clone may lack it
     memory = L.read_memory(repo, notes_tip, key)
@@ -281,7 +281,7 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
                 return scan, [p for p in points if p not in ancestors]
         progress(f"shallow clone: fetching {depth} more commits of history")
         before = _commit_count(repo, tip)
-        remote.fetch_ref(f"refs/heads/{remote.branch}", remote.tracking_ref, deepen=depth)
+        fetch_ref(remote, f"refs/heads/{remote.branch}", remote.tracking_ref, deepen=depth)
         report.deepened += _commit_count(repo, tip) - before  # fewer than asked near the root
         depth *= 4
 
@@ -478,7 +478,7 @@ def _write(repo: Repository, remote: Remote, additions: dict[str, list[str]],
         if outcome.result == PushResult.SENT:
             report.notes_pushed = True
             break
-        base = remote.fetch_ref(NOTES_REF, REMOTE_NOTES)
+        base = fetch_ref(remote, NOTES_REF, REMOTE_NOTES)
     else:
         raise GitpubError(f"could not push notes to {NOTES_REF}: the remote notes kept moving")
     local = repo.read_ref(NOTES_REF)

@@ -15,7 +15,7 @@ before (``Resolver.facts``). So nothing unauthenticated can change what is check
 line is a memo of the validator's answer, written by CI.
 
 Before the ledger is read, ``confirm`` fetches with a *guess* of the remote and branch
-(``guess_remote_branch``), checked against the facts once they are known (``app.ci``).
+(``guess_remote_branch``), checked against the facts once they are known (``app.confirm``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from typing import NamedTuple
 
 import gitpub
 from gitpub.config.load import parse_config
-from gitpub.config.model import CONFIG_FILE, Config, ConfigError
+from gitpub.config.model import Config
+from gitpub.core.errors import CONFIG_FILE, ConfigError
 from gitpub.git.objects import ObjectFormat, is_object_id
 from gitpub.git.repo import Repository
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 from gitpub.core.manifest import Manifest
 from gitpub.core.record import JobRecord
-from gitpub.git import trailers
 from gitpub.git.repo import Repository
 from gitpub.git.walk import walk_since
+from gitpub.proof import trailers
 from gitpub.verify.commit import DEFAULT_PREFIX, Verdict, same_request, verify_commit
 
 

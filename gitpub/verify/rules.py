@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from gitpub.config.model import CONFIG_FILE
+from gitpub.core.errors import CONFIG_FILE
 from gitpub.git.repo import Repository
 from gitpub.verify import ledger as L
 from gitpub.verify.commit import DEFAULT_PREFIX

@@ -42,9 +42,10 @@ from gitpub.core.states import State
 from gitpub.git.objects import is_object_id
 from gitpub.git.remote import Remote
 from gitpub.git.repo import Repository
-from gitpub.git.storefetch import Fetched, fetch_records, fetch_with_store
 from gitpub.git.walk import shallow_commits
 from gitpub.store.archive import Archive
+from gitpub.store.fetch import Fetched, fetch_records, fetch_with_store
+from gitpub.store.fetchdir import fetch_ref
 from gitpub.store.jobs import JobStore
 from gitpub.store.shared import SharedView
 from gitpub.verify import ledger as L
@@ -151,7 +152,7 @@ class _Checker:
         if self._deepened or not self.shallow:
             return
         self._deepened = True
-        self.remote.fetch_ref(f"refs/heads/{self.remote.branch}", self.remote.tracking_ref,
+        fetch_ref(self.remote, f"refs/heads/{self.remote.branch}", self.remote.tracking_ref,
                               deepen=_EVERYTHING)
 
     # -- rule 1: the range's job commits have their records --------------------------------

@@ -7,7 +7,8 @@ Kept apart from ``session`` (which also opens the job store and builds the pipel
 from __future__ import annotations
 
 from gitpub.config.load import decode_config, load_config, parse_config
-from gitpub.config.model import CONFIG_FILE, DEFAULT_BRANCH, Config, ConfigError
+from gitpub.config.model import DEFAULT_BRANCH, Config
+from gitpub.core.errors import CONFIG_FILE, ConfigError
 from gitpub.git.repo import Repository
 
 

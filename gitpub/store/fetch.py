@@ -24,15 +24,18 @@ from typing import NamedTuple
 
 from gitpub.core.errors import GitpubError
 from gitpub.core.sanitize import sanitize
-from gitpub.git.fetchdir import (
+from gitpub.git.refs import for_each_ref
+from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
+from gitpub.store.fetchdir import (
     ISOLATED_CONFIG,
+    bring,
+    can_isolate,
     current_value,
+    fetch_ref,
     isolated_fetch_dir,
     mirror_ref,
     read_loose,
 )
-from gitpub.git.refs import for_each_ref
-from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
 
 #: The remote's job store: everything gitpub keeps on a remote under this prefix.
 REMOTE_PREFIX = "refs/pub/"
@@ -57,11 +60,11 @@ def fetch_with_store(remote: Remote, also: tuple[str, str] | None = None) -> Fet
     repo = remote.repo
     branch_spec = f"+refs/heads/{remote.branch}:{remote.tracking_ref}"
     store_spec = f"+{REMOTE_PREFIX}*:{remote.store_prefix}*"
-    if not remote.can_isolate():
+    if not can_isolate(remote):
         fetched = _fetch_here(remote, branch_spec, store_spec)
         if also is None:
             return fetched
-        return Fetched(fetched.tip, fetched.store, remote.fetch_ref(*also))
+        return Fetched(fetched.tip, fetched.store, fetch_ref(remote, *also))
     net = isolated_fetch_dir(repo)
     mirror_ref(repo, net, remote.tracking_ref)
     mirror_ref(repo, net, f"refs/heads/{remote.branch}")
@@ -83,7 +86,7 @@ def fetch_with_store(remote: Remote, also: tuple[str, str] | None = None) -> Fet
             raise RemoteError(f"fetch from {sanitize(remote.remote)} left no "
                               f"{remote.tracking_ref}")
         _move(remote, remote.tracking_ref, tip)
-    value = None if also is None else remote.bring(net, also[1], also[0])
+    value = None if also is None else bring(remote, net, also[1], also[0])
     return Fetched(tip, _bring_back(remote, net), value)
 
 

@@ -14,13 +14,14 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from gitpub.core.errors import EXIT_ERROR, EXIT_OK
+from gitpub.core.errors import EXIT_ERROR, EXIT_OK, GitpubError
+from gitpub.git.run import run_git
+from gitpub.runtime.steps import run_program
 from gitpub.store.jobs import job_id_for_key
 
 ARTICLE = """---
@@ -69,8 +70,13 @@ print(json.dumps({"outcome": "sent", "remote_id": post["id"], "url": post["url"]
 """
 
 
-def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+def _git(cwd: Path, *args: str) -> str:
+    """``git ARGS`` in ``cwd`` (the demo's own repositories, found from there); its output."""
+    proc = run_git(args, cwd=cwd)
+    if proc.returncode != 0:
+        raise GitpubError(f"demo: git {' '.join(args)} failed: "
+                          f"{proc.stderr.decode('utf-8', 'replace').strip()}")
+    return proc.stdout.decode("utf-8", "replace")
 
 
 class _Demo:
@@ -85,9 +91,8 @@ class _Demo:
     def pub(self, cwd: Path, *args: str, stdin: str | None = None) -> int:
         self.say(f"\n$ git pub {shlex.join(args)}")
         argv = [sys.executable, "-m", "gitpub", *args, *(["--json"] if self.quiet else [])]
-        proc = subprocess.run(argv, cwd=cwd, input=None if stdin is None else stdin.encode(),
-                              stdout=subprocess.PIPE if self.quiet else None,
-                              stderr=subprocess.DEVNULL if self.quiet else None)
+        proc = run_program(argv, cwd=cwd, stdin=None if stdin is None else stdin.encode(),
+                           capture=self.quiet)
         if self.quiet:
             try:
                 output = json.loads(proc.stdout.decode("utf-8", "replace"))
@@ -139,9 +144,8 @@ def run_demo(keep: bool = False, quiet: bool = False) -> tuple[int, dict[str, An
         demo.say((top / "platform.jsonl").read_text().rstrip("\n"))
         demo.say("\n$ git log --format='%h %s%n%(trailers:key=Blog-Job-Id)' -1 origin/main "
                  "(in the bare remote)")
-        published = subprocess.run(
-            ["git", "log", "-1", "--format=%h %s%n%(trailers:key=Blog-Job-Id)", "main"],
-            cwd=remote, check=True, capture_output=True, text=True).stdout
+        published = _git(remote, "log", "-1", "--format=%h %s%n%(trailers:key=Blog-Job-Id)",
+                         "main")
         demo.say(published.rstrip("\n"))
         code = EXIT_OK if all(c == EXIT_OK for c in codes) else EXIT_ERROR
     finally:

@@ -1,5 +1,7 @@
 """Opening a repository for a command: the repository, its configuration, the job store.
 
+``open_repository`` opens the repository git would use from a directory, with gitpub's lock
+policy (``runtime.pubdir``: stale locks healed, a line about it in the command's progress).
 Every command that works on jobs runs inside ``open_session``: the repository found from the
 working directory as git finds it, its ``.gitpub.yaml`` (in a bare repository, the file
 committed on the configured branch), read and validated at once, and a job store written on
@@ -12,21 +14,28 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gitpub.app.repoconfig import load_repo_config
 from gitpub.core.errors import UsageError
 from gitpub.core.states import State
 from gitpub.git.repo import Repository
-from gitpub.pipeline.context import Context
+from gitpub.runtime.context import Context
+from gitpub.runtime.pubdir import Healer
+from gitpub.runtime.repoconfig import load_repo_config
 from gitpub.store.jobs import Job, JobStore
 from gitpub.store.lease import Worker
+
+
+def open_repository(where: Path, progress: Callable[[str], None]) -> Repository:
+    """The repository git would use in ``where``, with gitpub's lock policy (close it)."""
+    repo = Repository.discover(where)
+    repo.lock_policy = Healer(repo.common_dir, repo.common_dir / "pub", progress)
+    return repo
 
 
 @contextmanager
 def open_session(where: Path, progress: Callable[[str], None], *,
                  keep_lease_in: frozenset[State] = frozenset()) -> Iterator[Context]:
     """The context of one command in the repository at ``where``; closed when done."""
-    with Repository.discover(where) as repo:
-        repo.notice = progress
+    with open_repository(where, progress) as repo:
         _ = repo.pub_dir  # something else there (a file): every command says so, with the fix
         config = load_repo_config(repo)
         store = JobStore(repo, Worker.current(config.lease_seconds),

@@ -293,3 +293,13 @@ def _kill_group(pgid: int) -> None:
     """Kill what the step left running in its own process group."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def run_program(argv: list[str], *, cwd: Path, stdin: bytes | None = None,
+                capture: bool = False) -> subprocess.CompletedProcess[bytes]:
+    """Run a program that is no pipeline step, as a person would at a prompt (the demo runs
+    ``git pub`` so): in ``cwd``, its output captured only when asked (``capture``: stdout;
+    stderr is then dropped), its exit status returned, never raised."""
+    out = subprocess.PIPE if capture else None
+    err = subprocess.DEVNULL if capture else None
+    return subprocess.run(argv, cwd=cwd, input=stdin, stdout=out, stderr=err, check=False)

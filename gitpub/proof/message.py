@@ -20,11 +20,11 @@ reason, never rewritten.
 
 from __future__ import annotations
 
-import subprocess
 from typing import TYPE_CHECKING
 
 from gitpub.core.manifest import HEADERS
-from gitpub.git import trailers
+from gitpub.git.run import TimeoutExpired
+from gitpub.proof import trailers
 
 if TYPE_CHECKING:
     from gitpub.git.repo import Repository
@@ -44,7 +44,7 @@ def _parse(repo: Repository, message: bytes, *, divider: bool) -> bytes:
     args = ["interpret-trailers", "--parse", *([] if divider else ["--no-divider"])]
     try:
         proc = repo.git(*args, input=message, timeout=_PARSE_TIMEOUT)
-    except subprocess.TimeoutExpired:
+    except TimeoutExpired:
         raise ProofMessageError("git interpret-trailers did not finish reading the "
                                 "message") from None
     if proc.returncode != 0:

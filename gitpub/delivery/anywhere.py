@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gitpub.app.contain import Failures
-from gitpub.app.session import find_job
 from gitpub.core.errors import LostRace, TryLaterError, UsageError
 from gitpub.core.states import SETTLED, TERMINAL
 from gitpub.delivery.lock import delivery_lock
 from gitpub.delivery.shared import Shared
 from gitpub.git.locks import LockedError
 from gitpub.git.remote import RemoteConfigError, RemoteError
-from gitpub.pipeline.context import Context
+from gitpub.runtime.contain import Failures
+from gitpub.runtime.context import Context
+from gitpub.runtime.session import find_job
 from gitpub.store.jobs import Job
 from gitpub.store.shared import SharedView
 

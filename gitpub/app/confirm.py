@@ -17,15 +17,17 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from gitpub.app.repoconfig import load_repo_config
-from gitpub.config.model import CONFIG_FILE
-from gitpub.core.errors import UsageError
+from gitpub.core.errors import CONFIG_FILE, UsageError
 from gitpub.git.remote import Remote
 from gitpub.git.repo import Repository
+from gitpub.runtime.repoconfig import load_repo_config
+from gitpub.runtime.session import open_repository
 from gitpub.verify import facts as F
 from gitpub.verify.confirm import KEY_ENV, ConfirmReport, Settle, confirm_key
 from gitpub.verify.confirm import accept as accept_bad
 from gitpub.verify.confirm import confirm as run_confirm
+
+__all__ = ["ConfirmReport", "confirm"]
 
 
 def confirm(where: Path, progress: Callable[[str], None], rev_range: str | None,
@@ -36,8 +38,7 @@ def confirm(where: Path, progress: Callable[[str], None], rev_range: str | None,
     if (accept is None) != (reason is None):
         raise UsageError("--accept SHA and --reason TEXT go together")
     key = confirm_key(os.environ.get(KEY_ENV))
-    with Repository.discover(where) as repo:
-        repo.notice = progress
+    with open_repository(where, progress) as repo:
         if accept is not None and reason is not None:
             config = load_repo_config(repo)
             remote = Remote(repo, config.remote, config.branch)

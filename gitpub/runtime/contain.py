@@ -21,7 +21,7 @@ from collections.abc import Callable
 from gitpub.core.errors import CorruptStateError, GitpubError, LostRace
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import SETTLED, FailureCode, Stage, State
-from gitpub.pipeline.context import Context
+from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
 
 #: States an internal error does not move to REVIEW: settled ones, and PUSHING, whose outcome

@@ -12,7 +12,7 @@ import time
 from gitpub.core.manifest import content_sha256
 from gitpub.core.states import LOCAL, FailureCode, State
 from gitpub.git.values import MODE_TREE
-from gitpub.pipeline.context import Context
+from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
 from gitpub.store.lease import shown_owner
 

@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitpub.app.session import find_job, open_session
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.states import LOCAL, State
 from gitpub.delivery.deliver import DELIVERABLE, Deliverer
@@ -21,7 +20,8 @@ from gitpub.delivery.sync import Pending, discover
 from gitpub.fonts.step import font_outputs
 from gitpub.git.remote import RemoteError
 from gitpub.pipeline.commit import target_problems
-from gitpub.pipeline.context import Context
+from gitpub.runtime.context import Context
+from gitpub.runtime.session import find_job, open_session
 from gitpub.store.jobs import Job
 from gitpub.verify.probe import find_job_commit
 

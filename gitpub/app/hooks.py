@@ -1,0 +1,28 @@
+"""``git pub hooks install``, ``git pub hooks uninstall`` and ``git pub hook-impl`` (what the
+shims fall back to, and what the pre-commit framework runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gitpub.hooks import fast
+from gitpub.hooks.install import HookState
+from gitpub.hooks.install import install as install_hooks
+from gitpub.hooks.install import uninstall as uninstall_hooks
+from gitpub.hooks.shared import HOOKS
+
+
+def hooks_install(where: Path, hooks_path_ok: bool) -> list[HookState]:
+    return install_hooks(where, hooks_path_ok=hooks_path_ok)
+
+
+def hooks_uninstall(where: Path) -> list[HookState]:
+    return uninstall_hooks(where)
+
+
+def run_hook(hook: str, args: list[str]) -> int:
+    """Run ``hook`` (``pre-push``, ``post-commit``) in the current directory, as a shim does."""
+    return fast.main([hook, *args])
+
+
+__all__ = ["HOOKS", "HookState", "hooks_install", "hooks_uninstall", "run_hook"]

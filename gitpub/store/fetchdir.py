@@ -1,0 +1,185 @@
+"""The private fetch repository, ``.git/pub/fetch.git``.
+
+Every gitpub fetch (``fetch_ref``, ``fetch_with``, the job store's fetch in ``store.fetch``)
+runs in a bare repository that shares this one's configuration but keeps its own refs; the
+objects it receives are written into this repository's object store
+(``GIT_OBJECT_DIRECTORY``), and the refs fetched are then moved here by compare-and-swap. Why:
+C git's fetch checks the connectivity of what it received against *every* local ref, so one
+damaged job ref — an empty ref file, a ref to a missing object, a truncated state commit —
+would make every fetch in this repository die and stop the delivery of every healthy job. The
+private repository holds nothing that is not derived, so it is recreated whenever it is
+missing or damaged. Shallow and partial clones, whose state lives in the repository itself,
+fetch here directly, skipping broken refs (``GIT_REF_PARANOIA=0``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from gitpub.core.errors import GitpubError
+from gitpub.core.files import write_atomic
+from gitpub.core.sanitize import sanitize
+from gitpub.git.locks import ensure_pub_dir
+from gitpub.git.objects import is_object_id
+from gitpub.git.remote import Remote, RemoteError
+from gitpub.git.repo import Repository
+from gitpub.git.run import CompletedProcess
+
+#: In the private fetch repository never run gc or maintenance (its refs are not this
+#: repository's: a prune there would lose this one's objects) and never write a commit-graph;
+#: its configuration says so too, and runs no hooks.
+ISOLATED_CONFIG = ("--no-auto-maintenance", "--no-write-commit-graph")
+
+
+def isolated_fetch_dir(repo: Repository) -> Path:
+    """``.git/pub/fetch.git``: a bare repository with this one's configuration (included: the
+    remote, credential helpers, URL rewrites) and its own refs only (one tracking ref per fetched
+    ref). Its objects are never used: fetches there write into this repository's object store
+    (``GIT_OBJECT_DIRECTORY``). Created when missing; it holds nothing that is not derived."""
+    net = ensure_pub_dir(repo.pub_dir) / "fetch.git"
+    config = net / "config"
+    if config.is_file() and (net / "HEAD").is_file() and (net / "refs").is_dir():
+        return net
+    for sub in ("refs/heads", "refs/remotes", "objects", "hooks"):
+        (net / sub).mkdir(parents=True, exist_ok=True)
+    (net / "HEAD").write_bytes(b"ref: refs/heads/main\n")
+    text = (f"[include]\n\tpath = {_quoted(repo.common_dir / 'config')}\n"
+            "[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
+            f"\thooksPath = {_quoted(net / 'hooks')}\n\tlogAllRefUpdates = false\n"
+            "[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n"
+            "[fetch]\n\twriteCommitGraph = false\n")
+    write_atomic(config, text.encode())
+    return net
+
+
+def _quoted(path: Path) -> str:
+    """``path`` as a git config value."""
+    return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def read_loose(git_dir: Path, ref: str) -> str | None:
+    try:
+        value = (git_dir / ref).read_bytes().strip().decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return value if is_object_id(value) else None
+
+
+def current_value(repo: Repository, ref: str) -> str | None:
+    """``ref``'s value here, or None (absent or damaged: the fetch will replace it)."""
+    try:
+        return repo.read_ref(ref)
+    except GitpubError:
+        return None
+
+
+def mirror_ref(repo: Repository, net: Path, ref: str) -> None:
+    """Give the private fetch repository this repository's value of ``ref`` (the fetch
+    negotiates with it), or none if it has no usable one."""
+    sha = current_value(repo, ref)
+    path = net / ref
+    if sha is None or not repo.has_object(sha):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    if read_loose(net, ref) == sha:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=net, prefix=".ref-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(f"{sha}\n".encode())
+    os.replace(tmp, path)
+
+
+# -- fetches through it ------------------------------------------------------------------
+
+def fetch_branch(remote: Remote) -> str | None:
+    """Fetch the branch into its tracking ref; its tip, or None if the branch does not
+    exist on the remote. Raises ``RemoteError`` when the remote cannot be reached."""
+    return fetch_ref(remote, f"refs/heads/{remote.branch}", remote.tracking_ref)
+
+
+def fetch_ref(remote: Remote, src: str, dst: str, *, deepen: int | None = None) -> str | None:
+    """Fetch remote ref ``src`` into local ref ``dst`` (forced: ``dst`` mirrors the
+    remote); the fetched tip, or None if the remote has no such ref.
+
+    It runs in the private fetch repository (see the module); a deepening fetch, and any
+    fetch of a clone that repository cannot serve (``can_isolate``), runs here directly.
+    """
+    if deepen is None and can_isolate(remote):
+        return _fetch_isolated(remote, src, dst)
+    args = [f"--deepen={deepen}"] if deepen is not None else []
+    proc = _fetch(remote, args, src, dst, remote.repo.git_dir, {"GIT_REF_PARANOIA": "0"})
+    return None if proc is None else remote.repo.read_ref(dst)
+
+
+def fetch_with(remote: Remote, src: str, dst: str) -> tuple[str | None, str | None]:
+    """Fetch the branch (as ``fetch_branch``) and remote ref ``src`` into ``dst`` (as
+    ``fetch_ref``) in one ``git fetch``: (the branch's tip, ``dst``'s), each None when the
+    remote has no such ref. ``src`` is fetched through a pattern that only it matches
+    exactly (``src*``), so that a remote without it is no error; refs the pattern also
+    matches (``<src>-old``, say) are fetched into the private fetch repository only and
+    never mirrored here."""
+    if not can_isolate(remote):
+        return fetch_branch(remote), fetch_ref(remote, src, dst)
+    net = isolated_fetch_dir(remote.repo)
+    branch = f"refs/heads/{remote.branch}"
+    mirror_ref(remote.repo, net, remote.tracking_ref)
+    mirror_ref(remote.repo, net, branch)
+    (net / dst).unlink(missing_ok=True)  # after the fetch, absent means: not there
+    env = {"GIT_OBJECT_DIRECTORY": str(remote.repo.common_dir / "objects")}
+    for lock in (remote.tracking_ref, dst):
+        remote.repo.heal_lock(net / f"{lock}.lock")
+    specs = [f"+{branch}:{remote.tracking_ref}", f"+{src}*:{dst}*"]
+    if remote.fetch_refspecs(list(ISOLATED_CONFIG), specs, net, env) is None:
+        return None, fetch_ref(remote, src, dst)  # no such branch: the other ref alone
+    return bring(remote, net, remote.tracking_ref, branch), bring(remote, net, dst, src)
+
+
+def bring(remote: Remote, net: Path, dst: str, src: str) -> str | None:
+    """Mirror ``dst`` from the private fetch repository here (CAS); its value, or None
+    when the fetch left none: the remote has no ``src`` (``dst`` here is left as it is, as
+    ``fetch_ref`` leaves it)."""
+    tip = read_loose(net, dst)
+    if tip is None:
+        return None
+    if not remote.repo.has_object(tip):
+        raise RemoteError(f"fetch from {sanitize(remote.remote)} left no {dst}")
+    for _ in range(5):  # mirror it here; a concurrent fetch may move it too
+        old = current_value(remote.repo, dst)
+        if old == tip or remote.repo.cas_ref(dst, old, tip, f"gitpub: fetch {src}"):
+            return tip
+    raise RemoteError(f"could not update {dst}: it kept moving")
+
+
+def _fetch(remote: Remote, extra: list[str], src: str, dst: str, git_dir: Path,
+           env: dict[str, str]) -> CompletedProcess[bytes] | None:
+    remote.repo.heal_lock(git_dir / f"{dst}.lock")  # a killed fetch's leftover
+    return remote.fetch_refspecs(extra, [f"+{src}:{dst}"], git_dir, env)
+
+
+def can_isolate(remote: Remote) -> bool:
+    """Whether fetches run in the private fetch repository: not in a shallow or partial
+    clone, nor in one of another object format or ref storage."""
+    common = remote.repo.common_dir
+    if (common / "shallow").exists():
+        return False
+    proc = remote.repo.git("config", "--get-regexp",
+                           r"^extensions\.(partialclone|objectformat|refstorage)$")
+    return proc.returncode == 1  # none of them set
+
+
+def _fetch_isolated(remote: Remote, src: str, dst: str) -> str | None:
+    net = isolated_fetch_dir(remote.repo)
+    mirror_ref(remote.repo, net, dst)
+    mirror_ref(remote.repo, net, f"refs/heads/{remote.branch}")
+    env = {"GIT_OBJECT_DIRECTORY": str(remote.repo.common_dir / "objects")}
+    if _fetch(remote, list(ISOLATED_CONFIG), src, dst, net, env) is None:
+        return None
+    tip = bring(remote, net, dst, src)
+    if tip is None:
+        raise RemoteError(f"fetch from {sanitize(remote.remote)} left no {dst}")
+    return tip
