@@ -4,20 +4,28 @@ shims fall back to, and what the pre-commit framework runs)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gitpub.hooks import fast
-from gitpub.hooks.install import HookState
-from gitpub.hooks.install import install as install_hooks
-from gitpub.hooks.install import uninstall as uninstall_hooks
 from gitpub.hooks.shared import HOOKS
+
+if TYPE_CHECKING:
+    from gitpub.hooks.install import HookState
+
+# The installer reads the configuration (PyYAML and the model): loaded by the commands that
+# install, not by the command line's start (it names the hooks: ``HOOKS``).
 
 
 def hooks_install(where: Path, hooks_path_ok: bool) -> list[HookState]:
-    return install_hooks(where, hooks_path_ok=hooks_path_ok)
+    from gitpub.hooks.install import install
+
+    return install(where, hooks_path_ok=hooks_path_ok)
 
 
 def hooks_uninstall(where: Path) -> list[HookState]:
-    return uninstall_hooks(where)
+    from gitpub.hooks.install import uninstall
+
+    return uninstall(where)
 
 
 def run_hook(hook: str, args: list[str]) -> int:

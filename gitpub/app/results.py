@@ -19,15 +19,14 @@ from gitpub.core.errors import (
     EXIT_UNCONFIRMED,
 )
 from gitpub.core.states import exit_code_for
-from gitpub.store.jobs import Event, Job
-
-__all__ = ["Event", "History", "Job", "Jobs", "Prepared", "Progress", "Shown",
-           "aggregate_exit"]
 
 if TYPE_CHECKING:
     from gitpub.channels.drive import Report
     from gitpub.delivery.handplan import Outcome
     from gitpub.delivery.sync import Pending
+    from gitpub.store.jobs import Event, Job
+__all__ = ["Event", "History", "Job", "Jobs", "Prepared", "Progress", "Shown",
+           "aggregate_exit"]  # Job, Event: for the command line's types
 
 Progress = Callable[[str], None]
 

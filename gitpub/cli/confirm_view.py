@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gitpub.app.confirm import ConfirmReport
+if TYPE_CHECKING:  # a type only: rendering loads no verifier
+    from gitpub.app.confirm import ConfirmReport
 
 
 def confirm_json(report: ConfirmReport) -> dict[str, Any]:

@@ -6,12 +6,16 @@ import os
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from gitpub.app.hooks import HOOKS, HookState, hooks_install, hooks_uninstall, run_hook
+from gitpub.app.hooks import HOOKS, hooks_install, hooks_uninstall, run_hook
 from gitpub.cli.options import common_options, out_for, where
 from gitpub.core.errors import EXIT_OK
+
+if TYPE_CHECKING:
+    from gitpub.app.hooks import HookState
 
 
 def describe_install(states: Sequence[HookState]) -> str:

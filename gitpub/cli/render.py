@@ -8,14 +8,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from gitpub.app.doctor import Report
-from gitpub.app.initialize import Initialized
-from gitpub.app.results import History, Job, Jobs
 from gitpub.core.errors import CONFIG_FILE
 from gitpub.core.states import TERMINAL, State
 
-if TYPE_CHECKING:  # the delivery machinery (dulwich) and the channel code: not for `status`
+if TYPE_CHECKING:  # types only: rendering one command's result loads no other command
+    from gitpub.app.doctor import Report
+    from gitpub.app.initialize import Initialized
     from gitpub.app.plan import Plan
+    from gitpub.app.results import History, Job, Jobs
     from gitpub.channels.drive import Report as ChannelReport
 
 
