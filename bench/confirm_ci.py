@@ -44,6 +44,7 @@ GREP_WHAT = "`git log --grep=Blog-Job-Id --fixed-strings` over the same history,
 def confirm_ci(h: Harness, s: Sizes) -> list[Row]:
     template = history_template(h, s.deep_commits)
     root = fresh_dir(h.sites / "confirm-ci")
+    _anchor(h).unlink(missing_ok=True)
     site = make_site(h, template, root, "posts/bench")
     pub = Publisher(h, site, "ci")
     job_id, _ = pub.prepare()
@@ -72,8 +73,16 @@ class _Clones:
         return path
 
 
+def _anchor(h: Harness) -> Path:
+    """The rollback anchor CI keeps between runs (one per bench run)."""
+    return h.sites / "confirm-anchor.json"
+
+
 def _confirm(h: Harness, repo: Path, *args: str, keyed: bool = True) -> dict[str, object]:
-    env = {"GITPUB_CONFIRM_KEY": KEY} if keyed else None
+    env = {"GITPUB_CONFIRM_KEY": KEY, "GITPUB_CONFIRM_ANCHOR": str(_anchor(h))} if keyed \
+        else None
+    if keyed and not _anchor(h).exists():
+        args = (*args, "--first-run")  # the person who set CI up, once (or a first run)
     p = h.pub(repo, "confirm", "--json", *args, check=False, extra_env=env)
     if p.code != 0:
         raise BenchError(f"confirm failed ({p.code}): {p.out[-500:]} {p.err[-500:]}")
@@ -240,7 +249,8 @@ def _in_process(h: Harness, repo: Path) -> float:
 
     saved = dict(os.environ)
     os.environ.clear()
-    os.environ.update({**h.env, "GITPUB_CONFIRM_KEY": KEY})
+    os.environ.update({**h.env, "GITPUB_CONFIRM_KEY": KEY,
+                       "GITPUB_CONFIRM_ANCHOR": str(_anchor(h))})
     try:
         t0 = time.perf_counter()
         report = confirm(repo, lambda _: None, None, True)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from conftest import Result, Site, git
@@ -24,12 +26,51 @@ def publish(site: Site, n: int, start: int = 0) -> list[str]:
     return [str(j["remote_commit"]) for j in r.json()["jobs"]]
 
 
-def ci_clone(site: Site, tmp_path: Path, name: str, depth: int | None = 1) -> Site:
+@dataclass
+class CI(Site):
+    """A fresh CI clone with CI's key and its rollback anchor (``GITPUB_CONFIRM_ANCHOR``: one
+    file per test, kept between its CI clones as a CI cache keeps it). The first keyed run of a
+    test is the one a person started with ``--first-run`` (when the anchor does not exist
+    yet); the tests of that rule itself (``test_confirm_trust``) give the flags themselves."""
+
+    anchor: Path = Path()
+    first_runs: bool = True
+
+    def run(self, *args: str, input: bytes | str | None = None,
+            env: dict[str, str] | None = None, timeout: float = 60) -> Result:
+        return super().run(*self.flags(args, env), input=input, env=env, timeout=timeout)
+
+    def call(self, *args: str, input: bytes | str = b"") -> Result:
+        """In this process: the anchor from the environment as a CI job sets it."""
+        before = os.environ.get("GITPUB_CONFIRM_ANCHOR")
+        os.environ["GITPUB_CONFIRM_ANCHOR"] = str(self.anchor)
+        try:
+            return super().call(*self.flags(args, None), input=input)
+        finally:
+            if before is None:
+                del os.environ["GITPUB_CONFIRM_ANCHOR"]
+            else:
+                os.environ["GITPUB_CONFIRM_ANCHOR"] = before
+
+    def flags(self, args: tuple[str, ...], env: dict[str, str] | None) -> tuple[str, ...]:
+        keyed = bool({**self.env, **os.environ, **(env or {})}.get("GITPUB_CONFIRM_KEY"))
+        if self.first_runs and keyed and "confirm" in args and "--accept" not in args and \
+                "--range" not in args and "--first-run" not in args and \
+                not self.anchor.exists():
+            return (*args, "--first-run")
+        return args
+
+
+def ci_clone(site: Site, tmp_path: Path, name: str, depth: int | None = 1, *,
+             first_runs: bool = True) -> CI:
     path = tmp_path / name
     args = ["clone", "-q", "--no-local"] + ([f"--depth={depth}"] if depth else [])
     git(tmp_path, *args, site.remote.as_uri(), str(path))
     site.repos.append(path)
-    return Site(path, site.remote, {**site.env, "GITPUB_CONFIRM_KEY": KEY})
+    anchor = tmp_path / "ci-cache" / "confirm-anchor.json"
+    return CI(path, site.remote, {**site.env, "GITPUB_CONFIRM_KEY": KEY,
+                                  "GITPUB_CONFIRM_ANCHOR": str(anchor)},
+              anchor=anchor, first_runs=first_runs)
 
 
 def remote_notes(site: Site, commit: str) -> str:

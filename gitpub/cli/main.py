@@ -354,22 +354,37 @@ def metrics(ctx: click.Context) -> None:
 @click.option("--range", "rev_range", metavar="A..B",
               help="Verify these commits instead of those since the last confirmed point.")
 @click.option("--no-push-notes", is_flag=True, help="Write the notes locally only.")
+@click.option("--remote", metavar="NAME", help="The remote to confirm (default: origin).")
+@click.option("--branch", metavar="NAME",
+              help="The branch to confirm (default: the one the ledger names, else the "
+                   "remote's default branch; never the pushed .gitpub.yaml's).")
+@click.option("--anchor", metavar="FILE",
+              help="The rollback anchor CI keeps between runs (or GITPUB_CONFIRM_ANCHOR); "
+                   "needed with the key, unless --no-anchor.")
+@click.option("--no-anchor", is_flag=True,
+              help="Keep no rollback anchor (a rollback of the notes cannot be detected).")
+@click.option("--first-run", is_flag=True,
+              help="Take the remote's notes as they are, once: the first keyed run, or after "
+                   "the anchor was lost (a person's decision).")
 @click.option("--accept", "accept", metavar="SHA",
               help="Accept the BAD verdict on this commit (with --reason).")
 @click.option("--reason", metavar="TEXT", help="Why the BAD verdict is accepted.")
 @common_options
 @click.pass_context
-def confirm(ctx: click.Context, rev_range: str | None, no_push_notes: bool,
+def confirm(ctx: click.Context, rev_range: str | None, no_push_notes: bool, remote: str | None,
+            branch: str | None, anchor: str | None, no_anchor: bool, first_run: bool,
             accept: str | None, reason: str | None) -> None:
     """For CI: verify the trailers and manifests of commits on the remote branch."""
+    from gitpub.app.confirm import confirm as run
+
     # The objects made so far live as long as the process: kept out of the collector's way,
     # which would walk them all again at each collection and at exit (measured: 50 ms of a
     # first run's exit).
     gc.freeze()
     out = out_for(ctx)
-    from gitpub.app.confirm import confirm as run
-
-    report = run(where(), out.progress, rev_range, not no_push_notes, accept, reason)
+    report = run(where(), out.progress, rev_range, not no_push_notes, accept, reason,
+                 remote=remote, branch=branch, anchor=anchor, no_anchor=no_anchor,
+                 first_run=first_run)
     out.emit(confirm_view.confirm_json(report),
              confirm_view.confirm_text(report, accepting=accept))
     ctx.exit(EXIT_ERROR if report.failed else EXIT_OK)

@@ -6,8 +6,10 @@
 - ``confirm``  what CI runs: verify the remote branch, record verdicts as notes
 - ``rules``    which trailer prefixes ``confirm`` checks (the range's start's, only ever more)
 - ``ledger``   what ``confirm`` remembers between runs, and why it can be believed
+- ``anchor``   the rollback anchor CI keeps: the last ledger it wrote, out of pushers' reach
+- ``facts``    the configuration ``confirm`` may believe (never the pushed tree's)
 - ``store_check`` confirm's check of the remote's job store (job refs, archive) against the
                 branch
 
-May import: ``store``, ``config``, ``git``, ``core``.
+May import: ``store``, ``proof``, ``config``, ``git``, ``core``.
 """

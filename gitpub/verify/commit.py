@@ -19,7 +19,11 @@ publication"):
 5. against its first parent — as C git computes it (``git.diff``), so what is judged is what a
    clone checks out — it changes something, only the manifest's paths (no other file added,
    changed or deleted, no deletion the manifest does not list, no directory that leads to none
-   of them), and none of them is a path that steers git, CI or gitpub (``steers``).
+   of them), and none of them is a path that steers git, CI or gitpub (``steers``);
+6. where a trusted configuration is given (``confirm``: the one its last run checked, never the
+   pushed tree's — ``verify.facts``), every manifest path is one a job may write under it (the
+   write scope, ``publish``, or content ``git pub sync`` delivers), and a symbolic link points
+   inside the repository (``scope_problems``).
 
 Trailers alone prove nothing (anyone can copy a message), and neither does a tree that merely
 holds the files (a forged commit may carry them plus something else). The probe of delivery,
@@ -34,13 +38,15 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from gitpub.config.model import Config
 from gitpub.core.manifest import HEADERS, Manifest, ManifestError, content_sha256
-from gitpub.core.paths import is_steering
+from gitpub.core.paths import is_dotgit, is_steering
 from gitpub.core.sanitize import sanitize
 from gitpub.git.diff import Change, changes_of
-from gitpub.git.repo import MODE_TREE, CommitInfo, Repository
+from gitpub.git.repo import MODE_LINK, MODE_TREE, CommitInfo, Repository
 from gitpub.git.treecheck import tree_problems as fsck_problems
 from gitpub.proof import trailers
+from gitpub.verify.facts import Bad
 
 #: The prefix gitpub writes by default: claims under it are always checked by ``confirm``.
 DEFAULT_PREFIX = "Blog"
@@ -114,16 +120,66 @@ def shown_message(repo: Repository, info: CommitInfo) -> tuple[bytes, str | None
 
 def verify_commit(repo: Repository, commit: str, prefixes: Sequence[str],
                   info: CommitInfo | None = None,
-                  changes: Sequence[Change] | None = None) -> Verdict | None:
+                  changes: Sequence[Change] | None = None,
+                  trusted: Config | Bad | None = None) -> Verdict | None:
     """None for a commit that claims no job under ``prefixes``; else its verdict. ``changes``
-    (``git.diff.first_parent_changes``) may be given when many commits are verified at once."""
+    (``git.diff.first_parent_changes``) may be given when many commits are verified at once;
+    ``trusted``: the configuration whose write scope applies (rule 6)."""
     info = info or repo.commit(commit)
     message, encoding_problem = shown_message(repo, info)
     claims = claims_of(message, prefixes)
     if not claims:
         return None
     found = _judge(repo, info, message, encoding_problem, claims, prefixes, changes)
+    if trusted is not None and found.manifest is not None:
+        found = found._replace(problems=found.problems + tuple(
+            sanitize(p) for p in scope_problems(repo, info, found.manifest, trusted)))
     return found._replace(job_ids=tuple(dict.fromkeys(i for c in claims for i in c.job_ids)))
+
+
+def scope_problems(repo: Repository, info: CommitInfo, manifest: Manifest,
+                   trusted: Config | Bad) -> list[str]:
+    """Rule 6: what a job may not have written under the trusted configuration — a path
+    outside its write scope (``Config.scope_problem``; content ``sync`` delivers is in it), a
+    symbolic link that points out of the repository or into ``.git``."""
+    if isinstance(trusted, Bad):
+        return [f"no trusted configuration to check its write scope against: "
+                f"{getattr(trusted.error, 'message', trusted.error)}"]
+    problems = []
+    for entry in manifest.entries:
+        problem = trusted.scope_problem(entry.path)
+        if problem is not None and not trusted.is_content(entry.path):
+            problems.append(f"{entry.path}: {problem}")
+        if entry.mode == MODE_LINK:
+            found = repo.lookup(info.tree, entry.path)
+            if found is not None and found.mode == MODE_LINK:
+                escape = link_problem(entry.path, repo.blob(found.sha))
+                if escape is not None:
+                    problems.append(f"{entry.path}: a symbolic link {escape}")
+    return problems
+
+
+def link_problem(path: str, target: bytes) -> str | None:
+    """Why a symbolic link at ``path`` to ``target`` may not be published (it points out of the
+    repository, or into ``.git``), or None."""
+    text = target.decode("utf-8", "surrogateescape")
+    if text.startswith("/"):
+        return "to an absolute path"
+    if "\\" in text or "\0" in text:
+        return "whose target is no portable path"
+    parts: list[str] = path.split("/")[:-1]
+    for part in text.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return "out of the repository"
+            parts.pop()
+        else:
+            parts.append(part)
+    if any(is_dotgit(p) for p in parts):
+        return "into .git"
+    return None
 
 
 def _judge(repo: Repository, info: CommitInfo, message: bytes, encoding_problem: str | None,

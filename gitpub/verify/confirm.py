@@ -3,15 +3,22 @@
 One run, with CI's key (``GITPUB_CONFIRM_KEY``; ``verify.ledger`` says what it authenticates):
 
 1. fetch the remote branch and the remote's ``refs/notes/pub`` (one ``git fetch``); read the
-   newest *authentic* ledger there (``ledger.read_memory``): the points the last run checked
-   through, the open BAD verdicts, the prefixes ever checked. A ledger without a valid MAC is
-   looked through;
+   newest *authentic* ledger there (``ledger.read_memory``): the branch it confirms, the points
+   the last run checked through, the open BAD verdicts, the prefixes ever checked. A ledger
+   without a valid MAC is looked through. The branch is CI's ``--branch``, else the ledger's,
+   else the remote's default branch — never the pushed ``.gitpub.yaml``'s (``verify.facts``);
+   the remote is CI's ``--remote`` (default ``origin``);
+1b. make sure the ledger is the newest one CI wrote: the rollback anchor CI keeps
+   (``verify.anchor``) must still be in the remote's notes, and a keyed run finds an authentic
+   ledger at all — unless a person says ``--first-run``. Otherwise the run fails (exit 1): the
+   notes were rolled back or deleted, and with them open BAD verdicts and rewrite checks;
 2. every checked-through point must still be in the branch's history: one that is not (the
    branch was rewritten, e.g. by a force-push) is BAD itself — the run fails, naming it, until
    a person accepts it — and the walk starts from the points that remain, or from the root;
 3. walk ``tip ^points`` with one ``git log`` (the cost of C git's walk; a shallow clone is
    deepened step by step until the walk is whole);
-4. verify every commit that claims a job (``verify.commit``) under every prefix that applies:
+4. verify every commit that claims a job (``verify.commit``, its write scope and links under
+   the configuration at the range's start) under every prefix that applies:
    the configuration's *at the range's start* (the last verified commit, never the pushed
    tree), the default ``Blog``, every prefix the ledger says was ever checked, every prefix a
    configuration inside the range names, and the prefix of any claim the configuration at
@@ -36,17 +43,21 @@ acceptance does not count. A remark says how to turn on the authenticated mode.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
 
+from gitpub.config.model import Config
 from gitpub.core.errors import CONFIG_FILE, GitpubError, UsageError
 from gitpub.core.sanitize import remember_secret, sanitize
 from gitpub.git.diff import first_parent_changes
 from gitpub.git.notes import NOTES_REF, add_notes, build_notes_commit, read_note
 from gitpub.git.objects import ObjectFormat, is_object_id
-from gitpub.git.remote import PushResult, Remote
+from gitpub.git.remote import PushResult, Remote, default_branch
 from gitpub.git.repo import Repository
 from gitpub.git.walk import LogScan, log_scan, shallow_commits
 from gitpub.proof import trailers
 from gitpub.store.fetchdir import fetch_ref, fetch_with
+from gitpub.verify import anchor as A
 from gitpub.verify import facts as F
 from gitpub.verify import ledger as L
 from gitpub.verify import rules
@@ -103,59 +114,64 @@ def confirm_key(value: str | None) -> L.Key | None:
     return L.Key(secret)
 
 
-Settle = Callable[[F.Resolver], F.ConfigFacts]
+class Target(NamedTuple):
+    """What CI asks to confirm: the remote (its name in this clone) and the branch (None: the
+    ledger's, else the remote's default branch)."""
+
+    remote: str = "origin"
+    branch: str | None = None
 
 
-def confirm(repo: Repository, config: F.ConfigFacts, remote: Remote, *, rev_range: str | None,
-            push_notes: bool, progress: Progress, key: L.Key | None = None,
-            settle: Settle | None = None) -> ConfirmReport:
-    """One run (the module's docstring). ``settle``: ``config`` is only a guess of the working
-    tree's configuration (``facts.guess_remote_branch``), made without PyYAML; once
-    the authentic ledger is read, ``settle`` gives the real facts (vouched for by it, else
-    parsed and validated: ``verify.facts``) — and if they name another remote or branch, the
-    fetch is made again with those."""
+class Anchoring(NamedTuple):
+    """The rollback anchor CI keeps (``verify.anchor``): its file (None: ``--no-anchor``), and
+    whether a person takes the remote's notes as they are this once (``--first-run``)."""
+
+    path: Path | None = None
+    first_run: bool = False
+
+
+#: No rollback anchor, no first run (``--no-anchor``; a run without the key keeps none).
+NO_ANCHOR = Anchoring()
+
+
+def confirm(repo: Repository, target: Target, *, rev_range: str | None, push_notes: bool,
+            progress: Progress, key: L.Key | None = None,
+            anchoring: Anchoring = NO_ANCHOR) -> ConfirmReport:
+    """One run (the module's docstring)."""
+    branch = target.branch or _default_branch(repo, target.remote)
     while True:
-        try:
-            fetched = fetch_store(remote, (NOTES_REF, REMOTE_NOTES))  # one network round
-            if fetched is None:  # a shallow clone: the store comes by depth, in the check
-                tip, notes_tip = fetch_with(remote, NOTES_REF, REMOTE_NOTES)
-            else:
-                tip, notes_tip = fetched.tip, fetched.also
-        except GitpubError:
-            if settle is None:
-                raise
-            # a bad configuration says so first, as it always did; a wrong guess, again
-            config, settle = settle(F.Resolver(repo, {})), None
-            if (config.remote, config.branch) == (remote.remote, remote.branch):
-                raise
-            remote = Remote(repo, config.remote, config.branch)
-            continue
+        remote = Remote(repo, target.remote, branch)
+        fetched = fetch_store(remote, (NOTES_REF, REMOTE_NOTES))  # one network round
+        if fetched is None:  # a shallow clone: the store comes by depth, in the check
+            tip, notes_tip = fetch_with(remote, NOTES_REF, REMOTE_NOTES)
+        else:
+            tip, notes_tip = fetched.tip, fetched.also
         memory = L.read_memory(repo, notes_tip, key)
-        facts = F.Resolver(repo, F.vouched(memory.ledger.facts, F.validator_digest())
-                           if key is not None else {})
-        if settle is None:
+        named = memory.ledger.branch
+        if target.branch is not None or named in ("", "?", branch):
             break
-        config, settle = settle(facts), None
-        if (config.remote, config.branch) == (remote.remote, remote.branch):
-            break
-        remote = Remote(repo, config.remote, config.branch)  # the guess was wrong: again
+        branch = named  # the ledger's branch, not the guess: again
     if tip is None:
-        raise GitpubError(f"the remote has no branch {config.branch}")
+        raise GitpubError(f"the remote {sanitize(target.remote)} has no branch "
+                          f"{sanitize(branch)}", hint="give the branch CI confirms: --branch")
     report = ConfirmReport(tip, authenticated=key is not None)
+    if key is not None and rev_range is None:
+        report.remarks += _guard(repo, key, memory, notes_tip, anchoring, branch)
     _remark_memory(report, memory, key)
     points = _points(repo, memory.ledger, rev_range)
     if rev_range is not None:
         tip = _rev_parse(repo, rev_range.partition("..")[2] or tip)
         report.tip = tip
-    # what the ledger will say of the tip's .gitpub.yaml (``_with_facts``), learnt while C git
-    # walks: on a first run that parses the file (PyYAML), on a long walk's time
-    ahead = (lambda: facts.at(tip)) if key is not None and rev_range is None else None
-    scan, gone = _walk(repo, remote, tip, points, report, progress, ahead)
+    configs = F.Resolver(repo)
+    scan, gone = _walk(repo, remote, tip, points, report, progress)
     report.checked = scan.count
     report.start = next((p for p in points if p not in gone), None)
+    at_tip = configs.at(tip)
+    trusted = configs.at(report.start) if report.start is not None else at_tip
+    report.remarks += _target_remarks(at_tip, target.remote, branch, report.start)
     ordered = _oldest_first(repo, scan.candidates)
-    checked = rules.checked_prefixes(repo, config, memory, ordered[::-1], report.start,
-                                     report.tip, facts)
+    checked = rules.checked_prefixes(repo, at_tip, memory, ordered[::-1], report.start,
+                                     report.tip, configs)
     report.prefixes, report.config_changes = checked.prefixes, checked.config_changes
     report.remarks += checked.remarks
     prefixes = checked.prefixes
@@ -163,38 +179,109 @@ def confirm(repo: Repository, config: F.ConfigFacts, remote: Remote, *, rev_rang
     candidates = [(sha, m) for sha, m in ordered if trailers.mentions_job_id(m, prefixes)]
     changes = first_parent_changes(repo, [sha for sha, _ in candidates
                                           if _parent_here(repo, sha)])
-    found = [v for v in (verify_commit(repo, sha, prefixes, changes=changes.get(sha))
+    found = [v for v in (verify_commit(repo, sha, prefixes, changes=changes.get(sha),
+                                       trusted=trusted)
                          for sha, _ in candidates) if v is not None]
     firsts = _first_publications(repo, found)
     report.verdicts += [_duplicate(v, firsts, lookup) for v in found]
     index = {v.job_id: v.commit for v in report.verdicts if v.ok}  # published here first
     store = check_store(repo, remote, tip=tip, verdicts=report.verdicts, prefixes=prefixes,
-                        unrecorded=unrecorded_rule(config, report.start, facts), key=key,
+                        unrecorded=unrecorded_rule(at_tip, report.start, configs), key=key,
                         memory=memory, fetched_with=None if fetched is None else fetched.tip)
     report.verdicts, report.remarks = store.verdicts, report.remarks + store.remarks
     if key is not None and rev_range is None:
         _rewritten(repo, memory, gone, notes_tip, key, report)
     ledger = _next_ledger(memory.ledger, report, gone, checked=rev_range is None)
     if key is not None and rev_range is None:
-        ledger = _with_facts(ledger, facts, report.tip)
+        ledger = ledger.next_run(branch)
     additions = _union(_additions(report, index, key, repo.object_format,
                                  checked=rev_range is None), store.notes)
     subject = f"gitpub confirm: {len(report.verdicts)} job commit(s) up to {tip}"
     final = _write(repo, remote, additions, ledger, subject, notes_tip, push_notes, report,
                    key, memory)
-    _settle(repo, final, report, key, memory, _settled_ledger(repo, final, key, ledger))
+    settled = _settled_ledger(repo, final, key, ledger)
+    _settle(repo, final, report, key, memory, settled)
+    if key is not None and anchoring.path is not None and report.notes_pushed and \
+            final is not None and rev_range is None:
+        A.save(anchoring.path, A.Anchor(final, settled.serial, branch), key)
     return report
 
 
-def _with_facts(ledger: L.Ledger, facts: F.Resolver, tip: str) -> L.Ledger:
-    """The ledger with the facts of ``.gitpub.yaml`` at ``tip`` — the next run's start — for
-    this validator (``verify.facts``); as it was when the file is absent or does not
-    validate."""
-    blob = facts.blob_at(tip)
-    found = facts.of_blob(blob, f"{CONFIG_FILE} at {tip[:12]}")
-    if blob is None or isinstance(found, F.Bad):
-        return ledger
-    return ledger.with_facts(F.facts_line(blob, F.validator_digest(), found))
+def _default_branch(repo: Repository, remote: str) -> str:
+    """The branch to fetch before the ledger is read: what the remote's ``HEAD`` names, as the
+    clone recorded it (``refs/remotes/<remote>/HEAD``), else as the remote says."""
+    proc = repo.git("symbolic-ref", "--quiet", f"refs/remotes/{remote}/HEAD")
+    recorded = proc.stdout.decode("utf-8", "replace").strip()
+    if proc.returncode == 0 and recorded.startswith(f"refs/remotes/{remote}/"):
+        return recorded.removeprefix(f"refs/remotes/{remote}/")
+    found = default_branch(repo, remote)
+    if found is None:
+        raise UsageError(f"cannot tell which branch of {sanitize(remote)} to confirm (the "
+                         "remote names no default branch)",
+                         hint="give it: `git pub confirm --branch NAME`")
+    return found
+
+
+def _guard(repo: Repository, key: L.Key, memory: L.Memory, notes_tip: str | None,
+           anchoring: Anchoring, branch: str) -> list[str]:
+    """Refuse a ledger that is not the newest CI wrote (rule 1b); the remarks to show."""
+    remarks = []
+    if anchoring.path is None:
+        remarks.append("--no-anchor: a rollback of the notes to an older authentic ledger "
+                       "cannot be detected (keep an --anchor file in CI)")
+    if memory.ledger.branch not in ("", "?", branch):
+        remarks.append(f"the ledger confirmed branch {sanitize(memory.ledger.branch)}; this "
+                       f"run confirms {sanitize(branch)} (CI's --branch)")
+    if anchoring.first_run:
+        return ["--first-run: the remote's notes are taken as they are "
+                + ("(an authentic ledger was found)" if memory.found else
+                   "(no authentic ledger: the whole history is checked)"), *remarks]
+    anchor = None if anchoring.path is None else A.load(anchoring.path, key)
+    if anchor is not None:
+        if notes_tip is None or not _in_notes(repo, anchor.notes, notes_tip) or \
+                memory.ledger.serial < anchor.serial:
+            raise A.AnchorError(
+                f"{NOTES_REF} was rolled back or deleted on the remote: the ledger this CI "
+                f"wrote last (run {anchor.serial}, notes commit {anchor.notes}) is not in "
+                "its history any more, and with it open BAD verdicts and the points that "
+                "show a rewritten branch may be gone",
+                hint=f"restore {NOTES_REF} on the remote (it must descend from "
+                     f"{anchor.notes[:12]}); a person who has checked the remote may run "
+                     "once with --first-run to take the notes as they are")
+    elif anchoring.path is not None:
+        raise A.AnchorError(
+            f"no rollback anchor at {anchoring.path}: CI keeps it between runs, and without "
+            f"it a rollback of {NOTES_REF} cannot be told from a first run",
+            hint="on the first keyed run with this anchor (or after losing it), a person runs "
+                 "once with --first-run; then keep the file (a cache or an artifact)")
+    if not memory.found:
+        raise A.AnchorError(
+            f"no authentic ledger in the remote's {NOTES_REF}: this is a first keyed run, or "
+            "the notes were deleted or rolled back past every ledger CI wrote",
+            hint="on the very first run with the key, run once with --first-run")
+    return remarks
+
+
+def _in_notes(repo: Repository, commit: str, notes_tip: str) -> bool:
+    """Is ``commit`` in the notes' history (fetched whole: absent means not there)?"""
+    return repo.has_object(commit) and \
+        repo.git("merge-base", "--is-ancestor", commit, notes_tip).returncode == 0
+
+
+def _target_remarks(at_tip: Config | F.Bad, remote: str, branch: str,
+                    start: str | None) -> list[str]:
+    """What the pushed configuration says that this run does not follow (the remote and branch
+    come from CI and the ledger, never from it), and whose configuration applied."""
+    remarks = []
+    if not isinstance(at_tip, F.Bad) and (at_tip.remote, at_tip.branch) != (remote, branch):
+        remarks.append(f"the pushed {CONFIG_FILE} names {sanitize(at_tip.remote)}/"
+                       f"{sanitize(at_tip.branch)}; this run confirms {sanitize(remote)}/"
+                       f"{sanitize(branch)} (CI's arguments and the ledger decide, never the "
+                       "pushed tree)")
+    if start is not None:
+        remarks.append(f"write scope, trailer prefix and confirm_unrecorded: the configuration "
+                       f"at {start[:12]}, which the last run checked through")
+    return remarks
 
 
 def _settled_ledger(repo: Repository, final: str | None, key: L.Key | None,
@@ -206,7 +293,7 @@ def _settled_ledger(repo: Repository, final: str | None, key: L.Key | None,
     return written.ledger if written.found else ours
 
 
-def accept(repo: Repository, remote: Remote, commit: str, reason: str, who: str, *,
+def accept(repo: Repository, target: Target, commit: str, reason: str, who: str, *,
            push_notes: bool, key: L.Key | None = None) -> ConfirmReport:
     """A person accepts a BAD verdict: an acceptance line on the commit's note (sanitized,
     with a MAC), the commit closed in the ledger. Refused without the key (an acceptance
@@ -217,6 +304,7 @@ def accept(repo: Repository, remote: Remote, commit: str, reason: str, who: str,
                               "push, so it would not count: run it where the key is set")
     if not reason.strip():
         raise UsageError("--accept needs a --reason")
+    remote = Remote(repo, target.remote, target.branch or "main")  # only the notes move
     notes_tip = fetch_ref(remote, NOTES_REF, REMOTE_NOTES)
     full = is_object_id(commit.lower())
     sha = commit.lower() if full else _rev_parse(repo, commit)  # a shallow clone may lack it

@@ -1,9 +1,12 @@
 """The confirm ledger: what ``git pub confirm`` remembers between runs, inside ``refs/notes/pub``,
 and why it can be believed.
 
-Four facts must survive from one CI run to the next, in a fresh clone, at a cost that does not
+Five facts must survive from one CI run to the next, in a fresh clone, at a cost that does not
 grow with the history:
 
+- **which branch the runs confirm** (v4): a pushed ``.gitpub.yaml`` never redirects a run, and
+  a **serial** that grows by one each run, which CI's rollback anchor compares
+  (``verify.anchor``);
 - **where the last run stopped** (the checked-through points): the next run walks only
   ``tip ^points``;
 - **which BAD verdicts are still open** (not accepted by a person): BAD is sticky;
@@ -17,12 +20,14 @@ holds a secret key, ``GITPUB_CONFIRM_KEY`` (never stored, never shown: the sanit
 it and no child process inherits it), and everything ``confirm`` relies on is authenticated
 with it (HMAC-SHA256, ``Key``):
 
-- the *ledger* — the checked-through points, the open BAD verdicts, the recent acceptances and
-  the prefixes, as lines in the message of the notes commit a run writes — carries one MAC over
-  all of its lines *and the notes commit's tree*. A reader believes only ledgers whose MAC is
-  valid (``read_memory``): a forged point, a ledger without the open BAD lines, or an
-  acceptance line appended by hand are ignored, and the newest authentic ledger below them
-  applies (a forged point only means a longer walk from the last authentic one);
+- the *ledger* — the branch and serial, the checked-through points, the open BAD verdicts, the
+  recent acceptances and the prefixes, as lines in the message of the notes commit a run
+  writes — carries one MAC over all of its lines *and the notes commit's tree*. A reader
+  believes only ledgers whose MAC is valid (``read_memory``): a forged point, a ledger
+  without the open BAD lines, or an acceptance line appended by hand are ignored, and the
+  newest authentic ledger below them applies (a forged point only means a longer walk from
+  the last authentic one). A MAC proves a ledger authentic, not newest: CI's anchor
+  (``verify.anchor``) catches a rollback;
 - the job-id index is looked up in the *trees of authentic ledgers*, not in the notes tip: a
   note erased after the last authentic run is still there. Its lines carry their own MAC
   (``published_line``), so an index line added by hand is ignored too;
@@ -58,9 +63,14 @@ from gitpub.git.objects import ObjectFormat
 from gitpub.git.repo import Repository
 
 VERSION_LINE = "Gitpub-Confirm-Ledger: v2"
-#: A ledger with facts lines (``verify.facts``): older readers see no ledger in it at all.
+#: A ledger with facts lines (written by older gitpubs; read, never written).
 VERSION_3 = "Gitpub-Confirm-Ledger: v3"
+#: A ledger that names the branch it confirms and counts the runs (``serial``): what a rollback
+#: anchor (``verify.anchor``) compares. Older readers see no ledger in it at all.
+VERSION_4 = "Gitpub-Confirm-Ledger: v4"
 FACTS = "Gitpub-Config-Facts: "
+BRANCH = "Gitpub-Confirmed-Branch: "
+SERIAL = "Gitpub-Ledger-Serial: "
 #: How many ``.gitpub.yaml`` files' facts a ledger keeps (the newest first).
 MAX_FACTS = 4
 POINT = "Gitpub-Checked-Through: "
@@ -81,7 +91,9 @@ MIN_KEY_BYTES = 16
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _PREFIX_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
 _TAG = re.compile(r" \[mac ([0-9a-f]{64})\]$")
-_FACTS_LINE = re.compile(r"\{[ -~]*\}")  # one line of ASCII JSON (``verify.facts``)
+_FACTS_LINE = re.compile(r"\{[ -~]*\}")  # one line of ASCII JSON (an older memo)
+_BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
+_DIGITS = re.compile(r"[0-9]{1,18}")
 
 
 class Key(NamedTuple):
@@ -102,19 +114,29 @@ class Ledger(NamedTuple):
     open_bad: tuple[str, ...] = ()  # commits with a BAD verdict no person has accepted
     accepted: tuple[str, ...] = ()  # BAD commits a person accepted (the newest first)
     prefixes: tuple[str, ...] = ()  # every trailer prefix a run has checked
-    facts: tuple[str, ...] = ()  # .gitpub.yaml facts lines (``verify.facts``), newest first
+    facts: tuple[str, ...] = ()  # an older gitpub's .gitpub.yaml memo lines (v3: read only)
+    branch: str = ""  # the remote branch the runs confirm ("": an older ledger, v2 or v3)
+    serial: int = 0  # how many keyed runs wrote a ledger before this one (v4)
+
+    @property
+    def version(self) -> int:
+        return 4 if self.branch else 3 if self.facts else 2
 
     def merged(self, other: Ledger) -> Ledger:
-        """Both ledgers' facts: two runs that raced keep each other's."""
+        """Both ledgers' facts: two runs that raced keep each other's. A v4 ledger (ours)
+        merged with anything is v4; an older ledger's memo lines are dropped then."""
         accepted = _unique((*self.accepted, *other.accepted))[:MAX_ACCEPTED]
+        branch = self.branch or other.branch
         return Ledger(_unique((*self.points, *other.points))[:MAX_POINTS],
                       tuple(c for c in _unique((*self.open_bad, *other.open_bad))
                             if c not in accepted), accepted,
                       _unique((*self.prefixes, *other.prefixes)),
-                      _unique((*self.facts, *other.facts))[:MAX_FACTS])
+                      () if branch else _unique((*self.facts, *other.facts))[:MAX_FACTS],
+                      branch, max(self.serial, other.serial))
 
-    def with_facts(self, line: str) -> Ledger:
-        return self._replace(facts=_unique((line, *self.facts))[:MAX_FACTS])
+    def next_run(self, branch: str) -> Ledger:
+        """The ledger a run writes on top of this one: v4, confirming ``branch``, counted."""
+        return self._replace(facts=(), branch=branch, serial=self.serial + 1)
 
     def checked_through(self, tip: str, dropped: Iterable[str] = ()) -> Ledger:
         gone = set(dropped)
@@ -132,15 +154,18 @@ class Ledger(NamedTuple):
         return self._replace(prefixes=_unique((*self.prefixes, *prefixes)))
 
     def accept(self, commit: str) -> Ledger:
-        return Ledger(tuple(p for p in self.points if p != commit),
-                      tuple(c for c in self.open_bad if c != commit),
-                      _unique((commit, *self.accepted))[:MAX_ACCEPTED], self.prefixes,
-                      self.facts)
+        return self._replace(points=tuple(p for p in self.points if p != commit),
+                             open_bad=tuple(c for c in self.open_bad if c != commit),
+                             accepted=_unique((commit, *self.accepted))[:MAX_ACCEPTED])
 
     def lines(self) -> list[str]:
-        return [VERSION_3 if self.facts else VERSION_LINE, *(POINT + p for p in self.points),
+        """The ledger's lines, as its version writes them (the MAC is over these)."""
+        head = {4: [VERSION_4, BRANCH + self.branch, SERIAL + str(self.serial)],
+                3: [VERSION_3], 2: [VERSION_LINE]}[self.version]
+        return [*head, *(POINT + p for p in self.points),
                 *(OPEN + c for c in self.open_bad), *(ACCEPTED + c for c in self.accepted),
-                *(PREFIX + p for p in self.prefixes), *(FACTS + f for f in self.facts)]
+                *(PREFIX + p for p in self.prefixes),
+                *(FACTS + f for f in self.facts if self.version == 3)]
 
     def message(self, subject: str, key: Key | None, tree: str) -> str:
         """The notes commit's message: the subject, then (with a key) the ledger and its MAC
@@ -159,7 +184,7 @@ def _unique(items: Iterable[str]) -> tuple[str, ...]:
 def parse_ledger(message: bytes) -> tuple[Ledger, str | None] | None:
     """The ledger in a notes commit's message and its MAC tag, or None if it has none."""
     lines = message.decode("utf-8", "replace").splitlines()
-    if VERSION_LINE not in lines and VERSION_3 not in lines:
+    if VERSION_LINE not in lines and VERSION_3 not in lines and VERSION_4 not in lines:
         return None
 
     def values(prefix: str, pattern: re.Pattern[str]) -> tuple[str, ...]:
@@ -167,6 +192,11 @@ def parse_ledger(message: bytes) -> tuple[Ledger, str | None] | None:
                        and pattern.fullmatch(v := ln[len(prefix):].strip()))
 
     tag = next((ln[len(MAC):].strip() for ln in lines if ln.startswith(MAC)), None)
+    if VERSION_4 in lines:
+        branch = next((v for v in values(BRANCH, _BRANCH)), "")
+        serial = next((int(v) for v in values(SERIAL, _DIGITS)), 0)
+        return Ledger(values(POINT, _SHA), values(OPEN, _SHA), values(ACCEPTED, _SHA),
+                      values(PREFIX, _PREFIX_TOKEN), (), branch or "?", serial), tag
     facts = values(FACTS, _FACTS_LINE) if VERSION_3 in lines else ()
     return Ledger(values(POINT, _SHA), values(OPEN, _SHA), values(ACCEPTED, _SHA),
                   values(PREFIX, _PREFIX_TOKEN), facts), tag

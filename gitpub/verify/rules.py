@@ -13,11 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from gitpub.config.model import Config
 from gitpub.core.errors import CONFIG_FILE
 from gitpub.git.repo import Repository
 from gitpub.verify import ledger as L
 from gitpub.verify.commit import DEFAULT_PREFIX
-from gitpub.verify.facts import Bad, ConfigFacts, Resolver
+from gitpub.verify.facts import Bad, Resolver
 
 _CLAIM_KEY = re.compile(rb"^([A-Za-z][A-Za-z0-9-]*)-job-id[ \t]*:", re.I | re.M)
 
@@ -30,24 +31,22 @@ class Rules:
 
 
 def _prefix_at(facts: Resolver, commit: str) -> str | None:
-    """The trailer prefix the configuration at ``commit`` names (None: unreadable). Its facts
-    come from the authentic ledger when it vouches for that very file (``verify.facts``),
-    else from parsing and validating it."""
+    """The trailer prefix the configuration at ``commit`` names (None: unreadable)."""
     if not facts.repo.has_object(commit):
         return None
     found = facts.at(commit)
     return None if isinstance(found, Bad) else found.trailer_prefix
 
 
-def checked_prefixes(repo: Repository, config: ConfigFacts, memory: L.Memory,
+def checked_prefixes(repo: Repository, config: Config | Bad, memory: L.Memory,
                      candidates: Sequence[tuple[str, bytes]], start: str | None,
                      tip: str, facts: Resolver) -> Rules:
     """The prefixes whose claims are checked in ``start..tip`` (``candidates``: the commits
     of the walk that mention a job id, with their messages); only ever more. ``config``: the
-    working tree's (the tip's), used only without a trusted start."""
+    tip's, used only without a trusted start (a first run)."""
     out = Rules()
     if start is None:
-        first = config.trailer_prefix
+        first = DEFAULT_PREFIX if isinstance(config, Bad) else config.trailer_prefix
         if not memory.found:
             out.remarks.append("no verified start: the configuration at the tip, the default "
                                "prefix and every prefix the configuration at a claiming "

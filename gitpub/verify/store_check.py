@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from gitpub.config.model import Config
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.record import JobRecord
 from gitpub.core.states import State
@@ -50,7 +51,7 @@ from gitpub.store.jobs import JobStore
 from gitpub.store.shared import SharedView
 from gitpub.verify import ledger as L
 from gitpub.verify.commit import Verdict, verdict, verify_commit
-from gitpub.verify.facts import Bad, ConfigFacts, Resolver
+from gitpub.verify.facts import Bad, Resolver
 
 ARCHIVE_CHECKED = "gitpub-confirm: archive-checked"
 #: States of a record whose delivery is under way: the outcome is not recorded yet.
@@ -78,11 +79,11 @@ def fetch_store(remote: Remote, also: tuple[str, str]) -> Fetched | None:
     return fetch_with_store(remote, also)
 
 
-def unrecorded_rule(config: ConfigFacts, start: str | None, facts: Resolver) -> str:
+def unrecorded_rule(config: Config | Bad, start: str | None, facts: Resolver) -> str:
     """``confirm_unrecorded`` as the configuration at the range's start says (the tip's,
     ``config``, when there is no trusted start); ``bad`` when that file cannot be read."""
     if start is None or not facts.repo.has_object(start):
-        return config.confirm_unrecorded
+        return "bad" if isinstance(config, Bad) else config.confirm_unrecorded
     found = facts.at(start)
     return "bad" if isinstance(found, Bad) else found.confirm_unrecorded
 
