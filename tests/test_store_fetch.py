@@ -44,9 +44,13 @@ def test_a_copy_fetches_from_its_own_remote(site: Site, tmp_path: Path) -> None:
     copy = Site(tmp_path / "copy", other_remote, site.env, [tmp_path / "copy", other_remote])
     shutil.copytree(site.path, copy.path, symlinks=True)
     copy.git("remote", "set-url", "origin", str(other_remote))
-    git(site.remote, "update-ref", "refs/heads/decoy", "main")  # only the original has it
+    (site.path / "decoy.md").write_text("only the original's remote has this\n")
+    site.git("add", "decoy.md")
+    site.git("commit", "-q", "-m", "decoy")
+    site.git("push", "-q", "origin", "main")
     publish(copy, "copied")
     assert git(other_remote, "show", "main:posts/copied.md") == article("copied")
+    assert git(other_remote, "ls-tree", "--name-only", "main", "decoy.md") == ""
     assert git(site.remote, "ls-tree", "--name-only", "main", "posts/copied.md") == ""
     site.repos.append(copy.path)
 
