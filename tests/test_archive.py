@@ -264,3 +264,50 @@ def test_a_remote_that_refuses_the_archive_keeps_the_job_refs(site: Site, daemon
     assert sorted(remote_job_refs(site)) == sorted(ids)
     assert git(site.remote, "rev-parse", "-q", "--verify", ARCHIVE, check=False) == ""
     assert_each_found(site, ids)
+
+
+# -- a damaged remote archive (issue 23 point 6) ------------------------------------------------
+
+@pytest.mark.parametrize("damage", ["blob", "tree", "unknown format"])
+def test_a_damaged_remote_archive_jams_nothing_and_is_kept(site: Site, tmp_path: Path,
+                                                          damage: str) -> None:
+    """Someone points the remote's ``refs/pub/archive`` at something that is no archive: every
+    clone still prepares and pushes other jobs, finds archived ones, keeps the last good archive
+    (so no gc loses the records), doctor reports it, and ``doctor --fix`` puts the last good
+    archive back by compare-and-swap."""
+    site.write_config(FOLD)
+    site.git("commit", "-qam", "fold at once")
+    site.git("push", "-q", "origin", "main")
+    folded = publish(site, ["a", "b"])
+    assert site.call("reconcile").code == 0
+    good = git(site.remote, "rev-parse", ARCHIVE).strip()
+    assert archived_state(site, folded[0]) is not None
+    if damage == "blob":
+        bad = git(site.remote, "hash-object", "-w", "--stdin", input=b"not an archive\n")
+    elif damage == "tree":
+        bad = git(site.remote, "rev-parse", f"{good}^{{tree}}")
+    else:
+        tree = git(site.remote, "mktree", input=b"")
+        bad = git(site.remote, "commit-tree", tree.strip(), "-m", "no FORMAT")
+    git(site.remote, "update-ref", ARCHIVE, bad.strip())
+    other = node(site, tmp_path, "other")
+    for clone in (site, other):
+        job = prepare(clone, f"after-{clone.path.name}", f"posts/after-{clone.path.name}.md",
+                      article(clone.path.name))
+        r = clone.call("push", str(job["job_id"]))
+        assert r.code == 0, r.out + r.err
+        assert "refs/pub/archive" in r.err and "is no archive" in r.err, r.err
+        if clone is other:
+            continue  # a new clone never saw a good archive: only the remote had it
+        shown = clone.call("status", "--json", folded[0])
+        assert shown.code == 0 and shown.json()["state"] == "PUBLISHED", shown.out
+        again = prepare(clone, "a", "posts/a.md", article("a"))  # the key is found
+        assert again["job_id"] == folded[0] and again["state"] == "PUBLISHED"
+    assert site.git("rev-parse", f"refs/pub/remote/origin/{ARCHIVE.split('/')[-1]}").strip() \
+        == good  # the last good archive is kept here: its records stay reachable
+    r = site.call("doctor", "--json")
+    check = next(c for c in r.json()["checks"] if c["name"] == "remote archive")
+    assert check["status"] == "fail" and check["safe_fix"], check
+    r = site.call("doctor", "--fix", "--json")
+    assert git(site.remote, "rev-parse", ARCHIVE).strip() == good
+    assert site.call("reconcile").code == 0

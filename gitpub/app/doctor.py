@@ -33,7 +33,9 @@ from gitpub.config.model import Config
 from gitpub.core.errors import EXIT_ERROR, EXIT_OK, CorruptStateError, GitpubError
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import TERMINAL
+from gitpub.delivery.fold import ARCHIVE_REF
 from gitpub.delivery.sync import discover
+from gitpub.git.push import Update
 from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError
 from gitpub.git.repo import Repository
 from gitpub.hooks.install import (
@@ -48,6 +50,8 @@ from gitpub.runtime.context import Context
 from gitpub.runtime.pubdir import Healer
 from gitpub.runtime.repoconfig import load_repo_config
 from gitpub.runtime.session import open_repository
+from gitpub.store.archive import ARCHIVE
+from gitpub.store.fetch import fetch_with_store
 from gitpub.store.jobs import ACTIVE_PREFIX, JOBS_PREFIX, JobStore
 
 #: A lock file older than this is a dead process's leftover (see the module docstring).
@@ -148,6 +152,37 @@ def _remote(env: _Env) -> Check:
     return Check("remote", "fail" if outcome.result == PushResult.UNKNOWN else "warn",
                  f"{name}: git push --dry-run: {outcome.detail}",
                  "check write access to the remote")
+
+
+def _remote_archive(env: _Env) -> Check:
+    """The remote's ``refs/pub/archive`` is an archive (a fetch finds out: ``store.fetch``);
+    when it is not and this clone keeps the last good one, ``--fix`` puts that back by
+    compare-and-swap on the damaged value (issue 23 point 6)."""
+    assert env.config is not None
+    remote = Remote(env.repo, env.config.remote, env.config.branch, fetch_timeout=60,
+                    push_timeout=60)
+    try:
+        fetched = fetch_with_store(remote)
+    except (RemoteError, RemoteConfigError) as e:
+        return Check("remote archive", "skipped", f"the remote could not be fetched: {e.message}")
+    if fetched.damaged_archive is None:
+        return Check("remote archive", "ok", "refs/pub/archive is an archive (or there is none)")
+    good = env.repo.read_ref(remote.store_prefix + ARCHIVE)
+    what = "is gone" if not fetched.damaged_archive else \
+        f"is no archive ({fetched.damaged_archive[:12]})"
+    if good is None:
+        return Check("remote archive", "fail", f"refs/pub/archive on {env.config.remote} {what}, "
+                     "and this clone has no good archive to put back",
+                     "restore it from a clone that has one (`git pub doctor --fix` there)")
+    check = Check("remote archive", "fail", f"refs/pub/archive on {env.config.remote} {what}: "
+                  "its archived job records are unreachable there, and nothing folds",
+                  f"put back the last good archive, {good[:12]} (`git pub doctor --fix`)",
+                  safe_fix=True)
+    if env.fix:
+        outcome = remote.push_updates(
+            [Update(ARCHIVE_REF, good, fetched.damaged_archive)], verify=False).of(ARCHIVE_REF)
+        return replace(check, fixed=outcome.result == PushResult.SENT)
+    return check
 
 
 def _hooks(env: _Env) -> Check:
@@ -341,6 +376,7 @@ def _hand_edits(env: _Env) -> Check:
 
 _CHECKS: tuple[tuple[str, Callable[[_Env], Check]], ...] = (
     ("remote", _remote),
+    ("remote archive", _remote_archive),
     ("hooks", _hooks),
     ("notes refspec", _notes_refspec),
     ("shallow clone", _shallow),
@@ -350,4 +386,5 @@ _CHECKS: tuple[tuple[str, Callable[[_Env], Check]], ...] = (
     ("font sources", _fonts),
     ("hand edits", _hand_edits),
 )
-_NEEDS_CONFIG = frozenset({"remote", "notes refspec", "font sources", "hand edits"})
+_NEEDS_CONFIG = frozenset({"remote", "remote archive", "notes refspec", "font sources",
+                           "hand edits"})
