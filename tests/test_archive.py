@@ -311,3 +311,28 @@ def test_a_damaged_remote_archive_jams_nothing_and_is_kept(site: Site, tmp_path:
     r = site.call("doctor", "--fix", "--json")
     assert git(site.remote, "rev-parse", ARCHIVE).strip() == good
     assert site.call("reconcile").code == 0
+
+
+# -- folding in the ordinary flow (issue 23 point 8) --------------------------------------------
+
+def test_push_and_prepare_push_fold_without_reconcile(site: Site) -> None:
+    """Nobody runs ``reconcile``: finished job refs are folded by the publishing commands
+    themselves once ``archive_after`` of them piled up, so the store stays small."""
+    site.write_config("archive_after: 3\n")
+    site.git("commit", "-qam", "fold after three")
+    site.git("push", "-q", "origin", "main")
+    ids = []
+    for i in range(8):
+        if i % 2:
+            job = prepare(site, f"k{i}", f"posts/k{i}.md", article(i))
+            r = site.call("push", "--json", str(job["job_id"]))
+        else:
+            r = site.call("prepare", "--json", "--push", "--key", f"k{i}", "--to",
+                          f"posts/k{i}.md", "-", input=article(i))
+        assert r.code == 0, r.out + r.err
+        ids.append(str(r.json()["job_id"] if "job_id" in r.json()
+                       else r.json()["jobs"][0]["job_id"]))
+        assert len(remote_job_refs(site)) <= 3, (i, remote_job_refs(site))
+        assert len(site.job_refs()) <= 3, (i, site.job_refs())
+    assert sum(archived_state(site, j) is not None for j in ids) >= 5
+    assert_each_found(site, ids)
