@@ -125,14 +125,17 @@ def test_fold_waits_for_archive_after_and_unfinished_jobs_stay(site: Site, daemo
     (b.path / "posts/welcome.md").write_text("# Welcome\n\nTheirs.\n")
     b.git("commit", "-qam", "their edit")
     b.git("push", "-q", "origin", "HEAD:main")
-    assert site.call("push").code == 4
+    r = site.run("push")  # three job refs now (two finished): due, folded by the push itself
+    assert r.code == 4, r.out + r.err  # the CONFLICT needs a person
+    assert "2 finished job(s) folded" in r.err, r.err
     done += publish(site, ["c"])
     r = site.run("reconcile")
     assert r.code == 4, r.out + r.err  # the CONFLICT still needs a person
-    assert "3 finished job(s) folded" in r.err, r.err
-    assert remote_job_refs(site) == [conflict], "an unfinished job keeps its ref"
-    assert site.git("for-each-ref", "--format=%(refname)", JOBS).split() == [JOBS + conflict]
-    for job_id in done:
+    # c alone is one finished ref: not due again; the unfinished job keeps its ref
+    assert sorted(remote_job_refs(site)) == sorted([conflict, done[2]])
+    assert sorted(site.git("for-each-ref", "--format=%(refname)", JOBS).split()) == \
+        sorted([JOBS + conflict, JOBS + done[2]])
+    for job_id in done[:2]:
         assert archived_state(site, job_id) is not None
     assert archived_state(site, conflict) is None
 
@@ -263,4 +266,76 @@ def test_a_remote_that_refuses_the_archive_keeps_the_job_refs(site: Site, daemon
     assert "refuses the fold's push" in r.err, r.err
     assert sorted(remote_job_refs(site)) == sorted(ids)
     assert git(site.remote, "rev-parse", "-q", "--verify", ARCHIVE, check=False) == ""
+    assert_each_found(site, ids)
+
+
+# -- a damaged remote archive (issue 23 point 6) ------------------------------------------------
+
+@pytest.mark.parametrize("damage", ["blob", "tree", "unknown format"])
+def test_a_damaged_remote_archive_jams_nothing_and_is_kept(site: Site, tmp_path: Path,
+                                                          damage: str) -> None:
+    """Someone points the remote's ``refs/pub/archive`` at something that is no archive: every
+    clone still prepares and pushes other jobs, finds archived ones, keeps the last good archive
+    (so no gc loses the records), doctor reports it, and ``doctor --fix`` puts the last good
+    archive back by compare-and-swap."""
+    site.write_config(FOLD)
+    site.git("commit", "-qam", "fold at once")
+    site.git("push", "-q", "origin", "main")
+    folded = publish(site, ["a", "b"])
+    assert site.call("reconcile").code == 0
+    good = git(site.remote, "rev-parse", ARCHIVE).strip()
+    assert archived_state(site, folded[0]) is not None
+    if damage == "blob":
+        bad = git(site.remote, "hash-object", "-w", "--stdin", input=b"not an archive\n")
+    elif damage == "tree":
+        bad = git(site.remote, "rev-parse", f"{good}^{{tree}}")
+    else:
+        tree = git(site.remote, "mktree", input=b"")
+        bad = git(site.remote, "commit-tree", tree.strip(), "-m", "no FORMAT")
+    git(site.remote, "update-ref", ARCHIVE, bad.strip())
+    other = node(site, tmp_path, "other")
+    for clone in (site, other):
+        job = prepare(clone, f"after-{clone.path.name}", f"posts/after-{clone.path.name}.md",
+                      article(clone.path.name))
+        r = clone.call("push", str(job["job_id"]))
+        assert r.code == 0, r.out + r.err
+        assert "refs/pub/archive" in r.err and "is no archive" in r.err, r.err
+        if clone is other:
+            continue  # a new clone never saw a good archive: only the remote had it
+        shown = clone.call("status", "--json", folded[0])
+        assert shown.code == 0 and shown.json()["state"] == "PUBLISHED", shown.out
+        again = prepare(clone, "a", "posts/a.md", article("a"))  # the key is found
+        assert again["job_id"] == folded[0] and again["state"] == "PUBLISHED"
+    assert site.git("rev-parse", f"refs/pub/remote/origin/{ARCHIVE.split('/')[-1]}").strip() \
+        == good  # the last good archive is kept here: its records stay reachable
+    r = site.call("doctor", "--json")
+    check = next(c for c in r.json()["checks"] if c["name"] == "remote archive")
+    assert check["status"] == "fail" and check["safe_fix"], check
+    r = site.call("doctor", "--fix", "--json")
+    assert git(site.remote, "rev-parse", ARCHIVE).strip() == good
+    assert site.call("reconcile").code == 0
+
+
+# -- folding in the ordinary flow (issue 23 point 8) --------------------------------------------
+
+def test_push_and_prepare_push_fold_without_reconcile(site: Site) -> None:
+    """Nobody runs ``reconcile``: finished job refs are folded by the publishing commands
+    themselves once ``archive_after`` of them piled up, so the store stays small."""
+    site.write_config("archive_after: 3\n")
+    site.git("commit", "-qam", "fold after three")
+    site.git("push", "-q", "origin", "main")
+    ids = []
+    for i in range(8):
+        if i % 2:
+            job = prepare(site, f"k{i}", f"posts/k{i}.md", article(i))
+            r = site.call("push", "--json", str(job["job_id"]))
+        else:
+            r = site.call("prepare", "--json", "--push", "--key", f"k{i}", "--to",
+                          f"posts/k{i}.md", "-", input=article(i))
+        assert r.code == 0, r.out + r.err
+        ids.append(str(r.json()["job_id"] if "job_id" in r.json()
+                       else r.json()["jobs"][0]["job_id"]))
+        assert len(remote_job_refs(site)) <= 3, (i, remote_job_refs(site))
+        assert len(site.job_refs()) <= 3, (i, site.job_refs())
+    assert sum(archived_state(site, j) is not None for j in ids) >= 5
     assert_each_found(site, ids)

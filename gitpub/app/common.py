@@ -1,22 +1,37 @@
-"""What several commands share: delivering a set of jobs, driving their channels, the hints.
+"""What several commands share: delivering a set of jobs, driving their channels, folding
+finished jobs into the archive, the hints.
 
 Above ``delivery`` and ``channels`` (which know nothing of each other): a published job's
 channels are driven right after its delivery, in the same run.
+
+Folding (``fold_if_due``) is part of the ordinary flow: every command that delivers (``push``,
+``sync``, ``prepare --push``, ``reconcile``) folds the finished jobs into the archive once
+``archive_after`` finished job refs piled up (counted without the network), so the refs — and
+what every fetch and push of the store costs — stay proportional to the unfinished jobs
+without anyone running ``reconcile`` (issue 23 point 8; ``bench/jobstore.py`` measures it). A
+fold that cannot run now (the remote does not answer, another gitpub here holds the delivery
+lock, the remote's archive is damaged) is said and left to the next run; it is housekeeping,
+so it never changes a command's exit code unless it fails unexpectedly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gitpub.channels.drive import Driver, Report
+from gitpub.channels.state import ChannelState
 from gitpub.core.errors import CorruptStateError
+from gitpub.core.sanitize import sanitize
 from gitpub.core.states import State
 from gitpub.delivery.deliver import BranchMissingError, Deliverer
-from gitpub.git.remote import RemoteConfigError
+from gitpub.delivery.fold import Folded, due, fold
+from gitpub.delivery.lock import delivery_lock
+from gitpub.git.locks import LockedError
+from gitpub.git.remote import RemoteConfigError, RemoteError
 from gitpub.pipeline.advice import next_step
 from gitpub.runtime.contain import Failures
 from gitpub.runtime.context import Context
-from gitpub.store.jobs import Job
+from gitpub.store.jobs import DISTRIBUTING_PREFIX, Job
 from gitpub.store.maintenance import pack_refs_if_needed
 
 
@@ -86,3 +101,54 @@ def distribute(ctx: Context, driver: Driver, done: Sequence[Job], errors: list[s
         if fresh is not None:
             shown[job_id] = fresh
     return list(shown.values()), by_id
+
+
+def settled(ctx: Context) -> Callable[[Job], bool]:
+    """``job -> bool``: whether a finished job's distribution is settled — SKIPPED, or
+    PUBLISHED with no channel left to drive (none recorded, or every one final) and not in
+    this clone's distribution index (its channels are about to be recorded)."""
+    channels = ChannelState(ctx.store)
+
+    def check(job: Job) -> bool:
+        if job.state == State.SKIPPED:
+            return True
+        if ctx.repo.read_ref(DISTRIBUTING_PREFIX + job.job_id) is not None:
+            return False
+        try:
+            dist = channels.load(job)
+        except CorruptStateError:
+            return False
+        return dist is None or dist.settled
+
+    return check
+
+
+def fold_if_due(ctx: Context, deliverer: Deliverer, failures: Failures) -> Folded | None:
+    """Fold the finished jobs into the archive when ``archive_after`` of them piled up; what
+    the fold did, or None when it did not run."""
+    shared = deliverer.shared
+    if not due(shared, ctx.config.archive_after):
+        return None
+    try:
+        with delivery_lock(ctx.repo, progress=ctx.progress):
+            result = fold(shared, settled(ctx))
+    except LockedError:
+        ctx.progress("no fold into the archive in this run: another gitpub here holds the "
+                     "delivery lock")
+        return None
+    except RemoteConfigError:
+        return None  # said once, by the delivery (exit 2) or the take-over
+    except RemoteError as e:
+        ctx.progress(f"no fold into the archive in this run: {sanitize(e.message)}")
+        return None
+    except Exception as e:  # a bug or the machine: reported, the jobs' results stand
+        failures.add(None, e)
+        return None
+    for why in result.skipped:
+        ctx.progress(f"archive: {why}")
+    if result.changed:
+        ctx.progress(f"archive: {result.archived} finished job(s) folded, {result.deleted} "
+                     f"job ref(s) deleted on the remote, {result.pruned} here")
+    if result.stopped:
+        ctx.progress(f"archive: the fold stopped: {result.stopped}; the next run goes on")
+    return result

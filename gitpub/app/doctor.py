@@ -9,9 +9,9 @@ Each check reads only; it returns a ``Check`` saying what it found and how to fi
   refspec into a namespace of its own; no ref moves now, no local note can be overwritten. Only
   for a remote that has a URL: a refspec alone would half-create the remote (``git remote add``
   then refuses it); a remote configured without a URL is a failed remote check;
-- **stale locks** (remove ``*.lock`` files under ``refs/`` and ``objects/`` older than
-  ``STALE_LOCK_AGE``): git and gitpub hold such a lock for the milliseconds of one ref or object
-  write, so one that old is the leftover of a killed process, and it blocks every later write;
+- **stale locks** (remove ``*.lock`` files of refs and loose objects that no live process may
+  hold: ``runtime.pubdir``): the leftovers of killed processes, each blocking every later write
+  of its file; a lock a live git or gitpub may hold is reported, never removed;
 - **active index** (add the missing entries of unfinished jobs, remove those of finished ones):
   derived data, never the truth about a job, rebuilt from the job refs themselves.
 
@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import os
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -34,7 +33,9 @@ from gitpub.config.model import Config
 from gitpub.core.errors import EXIT_ERROR, EXIT_OK, CorruptStateError, GitpubError
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import TERMINAL
+from gitpub.delivery.fold import ARCHIVE_REF
 from gitpub.delivery.sync import discover
+from gitpub.git.push import Update
 from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError
 from gitpub.git.repo import Repository
 from gitpub.hooks.install import (
@@ -46,12 +47,14 @@ from gitpub.hooks.install import (
 )
 from gitpub.hooks.shared import HOOKS
 from gitpub.runtime.context import Context
+from gitpub.runtime.pubdir import Healer
 from gitpub.runtime.repoconfig import load_repo_config
 from gitpub.runtime.session import open_repository
+from gitpub.store.archive import ARCHIVE
+from gitpub.store.fetch import fetch_with_store
 from gitpub.store.jobs import ACTIVE_PREFIX, JOBS_PREFIX, JobStore
 
 #: A lock file older than this is a dead process's leftover (see the module docstring).
-STALE_LOCK_AGE = 600.0
 
 Status = Literal["ok", "warn", "fail", "skipped"]
 
@@ -151,6 +154,37 @@ def _remote(env: _Env) -> Check:
                  "check write access to the remote")
 
 
+def _remote_archive(env: _Env) -> Check:
+    """The remote's ``refs/pub/archive`` is an archive (a fetch finds out: ``store.fetch``);
+    when it is not and this clone keeps the last good one, ``--fix`` puts that back by
+    compare-and-swap on the damaged value (issue 23 point 6)."""
+    assert env.config is not None
+    remote = Remote(env.repo, env.config.remote, env.config.branch, fetch_timeout=60,
+                    push_timeout=60)
+    try:
+        fetched = fetch_with_store(remote)
+    except (RemoteError, RemoteConfigError) as e:
+        return Check("remote archive", "skipped", f"the remote could not be fetched: {e.message}")
+    if fetched.damaged_archive is None:
+        return Check("remote archive", "ok", "refs/pub/archive is an archive (or there is none)")
+    good = env.repo.read_ref(remote.store_prefix + ARCHIVE)
+    what = "is gone" if not fetched.damaged_archive else \
+        f"is no archive ({fetched.damaged_archive[:12]})"
+    if good is None:
+        return Check("remote archive", "fail", f"refs/pub/archive on {env.config.remote} {what}, "
+                     "and this clone has no good archive to put back",
+                     "restore it from a clone that has one (`git pub doctor --fix` there)")
+    check = Check("remote archive", "fail", f"refs/pub/archive on {env.config.remote} {what}: "
+                  "its archived job records are unreachable there, and nothing folds",
+                  f"put back the last good archive, {good[:12]} (`git pub doctor --fix`)",
+                  safe_fix=True)
+    if env.fix:
+        outcome = remote.push_updates(
+            [Update(ARCHIVE_REF, good, fetched.damaged_archive)], verify=False).of(ARCHIVE_REF)
+        return replace(check, fixed=outcome.result == PushResult.SENT)
+    return check
+
+
 def _hooks(env: _Env) -> Check:
     if env.repo.work_tree is None:
         return Check("hooks", "skipped", "a bare repository runs no commit hooks")
@@ -236,42 +270,34 @@ def _shallow(env: _Env) -> Check:
     return Check("shallow clone", "ok", "complete history")
 
 
-def stale_locks(common_dir: Path, now: float | None = None,
-                age: float = STALE_LOCK_AGE) -> list[Path]:
-    """``*.lock`` files under ``refs/`` and ``objects/`` (and ``packed-refs.lock``) older than
-    ``age`` seconds."""
-    now = time.time() if now is None else now
-
-    def candidates() -> Iterator[Path]:
-        yield common_dir / "packed-refs.lock"
-        for top in ("refs", "objects"):
-            for root, _dirs, files in os.walk(common_dir / top):
-                yield from (Path(root) / f for f in files if f.endswith(".lock"))
-
-    old = []
-    for path in candidates():
-        try:
-            if now - path.lstat().st_mtime > age:
-                old.append(path)
-        except FileNotFoundError:
-            continue
-    return sorted(old)
-
-
 def _locks(env: _Env) -> Check:
-    old = stale_locks(env.repo.common_dir)
-    if not old:
-        return Check("stale locks", "ok", "no lock file older than "
-                                          f"{STALE_LOCK_AGE / 60:.0f} minutes")
-    names = ", ".join(str(p.relative_to(env.repo.common_dir)) for p in old[:5])
-    check = Check("stale locks", "fail", f"{len(old)} lock file(s) older than "
-                  f"{STALE_LOCK_AGE / 60:.0f} minutes (left by killed processes): {names}",
+    policy = env.repo.lock_policy
+    found = _lock_files(env.repo.common_dir)
+    if not found:
+        return Check("stale locks", "ok", "no lock file of a ref or a loose object")
+    names = ", ".join(str(p.relative_to(env.repo.common_dir)) for p in found[:5])
+    held = not isinstance(policy, Healer) or policy.holders() != []
+    if held:
+        return Check("stale locks", "warn", f"{len(found)} lock file(s): {names}; a live "
+                     "process may hold them (git or gitpub at work here), so they are left",
+                     "run doctor again when no git runs in this repository")
+    check = Check("stale locks", "fail", f"{len(found)} lock file(s) no live process may hold "
+                  f"(left by killed processes): {names}",
                   "remove them (`git pub doctor --fix`)", safe_fix=True)
     if env.fix:
-        for path in old:
-            path.unlink(missing_ok=True)
-        return replace(check, fixed=True)
+        env.repo.sweep_stale_locks()
+        return replace(check, fixed=not _lock_files(env.repo.common_dir))
     return check
+
+
+def _lock_files(common_dir: Path) -> list[Path]:
+    """The lock files of refs and loose objects (``packed-refs.lock``, ``HEAD.lock`` too)."""
+    found = [p for p in (common_dir / "packed-refs.lock", common_dir / "HEAD.lock")
+             if p.exists()]
+    for top in ("refs", "objects"):
+        for root, _dirs, files in os.walk(common_dir / top):
+            found += [Path(root) / f for f in files if f.endswith(".lock")]
+    return sorted(found)
 
 
 def _job_refs(env: _Env) -> Check:
@@ -350,6 +376,7 @@ def _hand_edits(env: _Env) -> Check:
 
 _CHECKS: tuple[tuple[str, Callable[[_Env], Check]], ...] = (
     ("remote", _remote),
+    ("remote archive", _remote_archive),
     ("hooks", _hooks),
     ("notes refspec", _notes_refspec),
     ("shallow clone", _shallow),
@@ -359,4 +386,5 @@ _CHECKS: tuple[tuple[str, Callable[[_Env], Check]], ...] = (
     ("font sources", _fonts),
     ("hand edits", _hand_edits),
 )
-_NEEDS_CONFIG = frozenset({"remote", "notes refspec", "font sources", "hand edits"})
+_NEEDS_CONFIG = frozenset({"remote", "remote archive", "notes refspec", "font sources",
+                           "hand edits"})

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from gitpub.app.common import driver_for
+from gitpub.app.common import driver_for, fold_if_due
 from gitpub.app.results import Prepared, Progress
+from gitpub.channels.drive import Report
 from gitpub.core.states import State
 from gitpub.delivery.deliver import Deliverer
 from gitpub.pipeline.advice import next_step
@@ -15,6 +16,7 @@ from gitpub.pipeline.prepare import prepare as run_prepare
 from gitpub.pipeline.request import Request
 from gitpub.pipeline.sources import read_sources
 from gitpub.pipeline.targets import check_targets
+from gitpub.runtime.contain import Failures
 from gitpub.runtime.context import Context
 from gitpub.runtime.session import open_session
 from gitpub.store.jobs import Job
@@ -33,7 +35,6 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
         if not push:
             return Prepared(job, created, _no_base_note(ctx, job), next_step(ctx, job))
         # Deliver it now, in this process: one interpreter start instead of two.
-
         deliverer = Deliverer(ctx, ctx.remote(), now_please=True)
         driver = driver_for(ctx)
         driver.expect([job])
@@ -42,9 +43,11 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
         job = ctx.store.load(job.job_id) or job
         report = reports[0] if reports else None
         if failed:
-            from gitpub.channels.drive import Report
-
             report = Report(job.job_id, None, errors=tuple(failed))
+        failures = Failures()
+        fold_if_due(ctx, deliverer, failures)
+        for error in failures.errors:
+            ctx.progress(f"archive: {error}")
         return Prepared(job, created, deliverer.notes.get(job.job_id), next_step(ctx, job),
                         report, deliverer.left_to_others(job))
 

@@ -10,6 +10,7 @@ from gitpub.app.common import (
     deliver_one,
     distribute,
     driver_for,
+    fold_if_due,
     next_steps,
     unfinished,
 )
@@ -54,6 +55,7 @@ def sync(where: Path, progress: Progress) -> Jobs:
             settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         except Exception as e:
             failures.add(None, e)
+        fold_if_due(ctx, deliverer, failures)
         touched = list({j.job_id: j for j in [*stale, *done, *report.jobs]}.values())
         hints = next_steps(ctx, touched)
     return Jobs(tuple(touched), tuple(errors), dict(deliverer.notes),

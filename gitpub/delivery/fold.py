@@ -108,6 +108,10 @@ def fold(shared: Shared, settled: Settled) -> Folded:
     result = Folded()
     for _ in range(ROUNDS):
         shared.fetch()
+        if shared.damaged_archive is not None:
+            result.stopped = "the remote's refs/pub/archive is no archive: `git pub doctor " \
+                             "--fix` puts the last good one back"
+            return result
         candidates = _candidates(shared, settled, result)
         if not candidates:
             return result

@@ -60,6 +60,13 @@ class StoreRefusedError(RemoteConfigError):
     until it accepts it (exit 2, no attempt used)."""
 
 
+def damaged_archive_line(remote: str, value: str) -> str:
+    """What a command says of a remote archive that is no archive (``Shared.fetch``)."""
+    what = "is gone" if not value else f"is no archive ({value[:12]})"
+    return (f"refs/pub/archive on {sanitize(remote)} {what}: the last good archive is kept "
+            "here and used; nothing is folded until `git pub doctor --fix` puts it back")
+
+
 def remote_ref(job_id: str) -> str:
     """The job's ref on the remote (the same name as here)."""
     return JOBS_PREFIX + job_id
@@ -84,6 +91,9 @@ class Shared:
     damaged: list[CorruptStateError] = field(default_factory=list)
     atomic: bool = True  # until the server says it does not support it
     fetched: bool = False
+    #: The remote's ``refs/pub/archive`` when it is no archive ("": gone): the last good one
+    #: stays here (``store.fetch.keep_good_archive``), and nothing folds onto the remote's.
+    damaged_archive: str | None = None
 
     def __post_init__(self) -> None:
         self.view = SharedView(self.ctx.store, self.remote.store_prefix,
@@ -92,10 +102,14 @@ class Shared:
     # -- reading the remote ------------------------------------------------------------------
 
     def fetch(self) -> str | None:
-        """Fetch the branch and the job store; the branch's tip (None: no such branch)."""
-        tip = fetch_with_store(self.remote).tip
+        """Fetch the branch and the job store; the branch's tip (None: no such branch). A
+        remote archive that is no archive is said, once per command, and otherwise ignored."""
+        fetched = fetch_with_store(self.remote)
+        if fetched.damaged_archive is not None and self.damaged_archive is None:
+            self.ctx.progress(damaged_archive_line(self.remote.remote, fetched.damaged_archive))
+        self.damaged_archive = fetched.damaged_archive
         self.fetched = True
-        return tip
+        return fetched.tip
 
     def remote_value(self, job_id: str) -> str | None:
         return self.view.remote_value(job_id)

@@ -55,6 +55,12 @@ class CatFile:
                 raise self._died(oid)
             return kind, data[:size]
 
+    @property
+    def pid(self) -> int | None:
+        """The running ``git cat-file``'s process id (None: not started, or ended)."""
+        proc = self._proc
+        return None if proc is None or proc.poll() is not None else proc.pid
+
     def close(self) -> None:
         proc, self._proc = self._proc, None
         if proc is None:

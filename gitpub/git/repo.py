@@ -147,6 +147,11 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
                 if done is not None and done():
                     return None
 
+    def reader_pids(self) -> list[int]:
+        """The processes this repository keeps running to read it (its ``git cat-file``)."""
+        pid = self._cat.pid
+        return [] if pid is None else [pid]
+
     def sweep_stale_locks(self) -> int:
         """Remove the stale lock files nobody ran into yet (the lock policy's); how many."""
         return 0 if self.lock_policy is None else self.lock_policy.sweep()

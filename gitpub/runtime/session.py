@@ -27,7 +27,8 @@ from gitpub.store.lease import Worker
 def open_repository(where: Path, progress: Callable[[str], None]) -> Repository:
     """The repository git would use in ``where``, with gitpub's lock policy (close it)."""
     repo = Repository.discover(where)
-    repo.lock_policy = Healer(repo.common_dir, repo.common_dir / "pub", progress)
+    repo.lock_policy = Healer(repo.common_dir, repo.common_dir / "pub", progress,
+                              work_tree=repo.work_tree, readers=repo.reader_pids)
     return repo
 
 

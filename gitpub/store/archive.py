@@ -43,6 +43,16 @@ _HEX = frozenset("0123456789abcdef")
 _ID_CHARS = _HEX | {"-"}  # a job id is a UUID: anything else is never looked up
 
 
+def archive_problem(repo: Repository, commit: str) -> str | None:
+    """Why ``commit`` is no archive commit gitpub can read (not a commit, no ``FORMAT`` of a
+    known format), or None."""
+    try:
+        _ = Archive(repo, commit).tree
+    except CorruptStateError as e:
+        return e.message
+    return None
+
+
 def entry_dir(job_id: str) -> str:
     return f"{job_id[0:2]}/{job_id[2:4]}/{job_id}"
 

@@ -26,6 +26,7 @@ from gitpub.core.errors import GitpubError
 from gitpub.core.sanitize import sanitize
 from gitpub.git.refs import for_each_ref
 from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
+from gitpub.store.archive import ARCHIVE, archive_problem
 from gitpub.store.fetchdir import (
     ISOLATED_CONFIG,
     bring,
@@ -48,6 +49,9 @@ class Fetched(NamedTuple):
     tip: str | None
     store: dict[str, str]
     also: str | None = None  # the value of ``also``'s local ref (None: not on the remote)
+    #: The remote's ``refs/pub/archive`` when it is no archive (damaged, or gone: ""): the last
+    #: good archive is kept here instead (``keep_good_archive``).
+    damaged_archive: str | None = None
 
 
 def fetch_with_store(remote: Remote, also: tuple[str, str] | None = None) -> Fetched:
@@ -87,7 +91,8 @@ def fetch_with_store(remote: Remote, also: tuple[str, str] | None = None) -> Fet
                               f"{remote.tracking_ref}")
         _move(remote, remote.tracking_ref, tip)
     value = None if also is None else bring(remote, net, also[1], also[0])
-    return Fetched(tip, _bring_back(remote, net), value)
+    store, damaged = _bring_back(remote, net)
+    return Fetched(tip, store, value, damaged)
 
 
 def _fetch_here(remote: Remote, branch_spec: str, store_spec: str) -> Fetched:
@@ -96,12 +101,32 @@ def _fetch_here(remote: Remote, branch_spec: str, store_spec: str) -> Fetched:
     repo = remote.repo
     env = {"GIT_REF_PARANOIA": "0"}
     tip: str | None = None
+    archive = remote.store_prefix + ARCHIVE
+    kept = repo.read_ref(archive)
     if remote.fetch_refspecs(["--prune"], [branch_spec, store_spec], repo.git_dir,
                              env) is None:
         remote.fetch_refspecs(["--prune"], [store_spec], repo.git_dir, env)
     else:
         tip = repo.read_ref(remote.tracking_ref)
-    return Fetched(tip, repo.list_refs(remote.store_prefix))
+    damaged = keep_good_archive(remote, kept, repo.read_ref(archive))
+    return Fetched(tip, repo.list_refs(remote.store_prefix), damaged_archive=damaged)
+
+
+def keep_good_archive(remote: Remote, kept: str | None, fetched: str | None) -> str | None:
+    """The tracking archive after a fetch: the remote's, unless it is no archive or gone while
+    this clone holds a good one — then the good one stays (moved back by compare-and-swap
+    where the fetch moved it), so its records stay readable and reachable here, and the
+    remote's value is returned (``""``: gone) for the caller to report (issue 23 point 6)."""
+    if fetched == kept or (fetched is not None and archive_problem(remote.repo, fetched) is None):
+        return None
+    ref = remote.store_prefix + ARCHIVE
+    if kept is None:
+        if fetched is not None:
+            remote.repo.delete_ref(ref, fetched)  # no good archive here either: none
+        return fetched
+    if remote.repo.read_ref(ref) != kept:
+        _move(remote, ref, kept)
+    return fetched or ""
 
 
 def _mirror_store(remote: Remote, net: Path) -> None:
@@ -128,12 +153,23 @@ def _mirror_store(remote: Remote, net: Path) -> None:
             os.replace(tmp, path)
 
 
-def _bring_back(remote: Remote, net: Path) -> dict[str, str]:
+def _bring_back(remote: Remote, net: Path) -> tuple[dict[str, str], str | None]:
     """Move this repository's tracking store to what the fetch left in the private one;
-    returns it (name below ``refs/pub/`` → object id)."""
+    returns it (name below ``refs/pub/`` → object id), and the remote's archive when it is no
+    archive (``keep_good_archive``: the good one stays here)."""
     prefix = remote.store_prefix
     fetched = _listed(net, prefix)
     here = remote.repo.list_refs(prefix)
+    damaged = None
+    theirs, ours = fetched.get(ARCHIVE), here.get(ARCHIVE)
+    if theirs is not None and theirs != ours and archive_problem(remote.repo, theirs):
+        damaged = theirs
+        if ours is None:
+            del fetched[ARCHIVE]  # no good archive here either: none
+        else:
+            fetched[ARCHIVE] = ours  # the last good archive stays
+    elif theirs is None and ours is not None:
+        damaged, fetched[ARCHIVE] = "", ours  # gone from the remote: the records stay here
     for key in here.keys() - fetched.keys():
         remote.repo.delete_ref(prefix + key, here[key])
     for key, sha in fetched.items():
@@ -142,7 +178,7 @@ def _bring_back(remote: Remote, net: Path) -> dict[str, str]:
                 raise RemoteError(f"fetch from {sanitize(remote.remote)} left "
                                   f"{prefix + key} without its object")
             _move(remote, prefix + key, sha)
-    return fetched
+    return fetched, damaged
 
 
 def _listed(net: Path, prefix: str) -> dict[str, str]:

@@ -34,30 +34,41 @@ from gitpub.git.run import CompletedProcess
 ISOLATED_CONFIG = ("--no-auto-maintenance", "--no-write-commit-graph")
 
 
+#: The private fetch repository's configuration. Nothing in it names a path of this machine:
+#: the repository's own configuration is included by a path relative to this file (git
+#: resolves it from ``.git/pub/fetch.git/``), so a repository moved or copied elsewhere fetches
+#: with its own configuration, never the original's; and no hook can run (``/dev/null`` is no
+#: directory of hooks).
+FETCH_CONFIG = (b"[include]\n\tpath = ../../config\n"
+                b"[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
+                b"\thooksPath = /dev/null\n\tlogAllRefUpdates = false\n"
+                b"[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n"
+                b"[fetch]\n\twriteCommitGraph = false\n")
+
+
 def isolated_fetch_dir(repo: Repository) -> Path:
     """``.git/pub/fetch.git``: a bare repository with this one's configuration (included: the
     remote, credential helpers, URL rewrites) and its own refs only (one tracking ref per fetched
     ref). Its objects are never used: fetches there write into this repository's object store
-    (``GIT_OBJECT_DIRECTORY``). Created when missing; it holds nothing that is not derived."""
+    (``GIT_OBJECT_DIRECTORY``). Created when missing, its configuration written again when it
+    is not ``FETCH_CONFIG`` (an older gitpub's named absolute paths); it holds nothing that is
+    not derived."""
     net = ensure_pub_dir(repo.pub_dir) / "fetch.git"
     config = net / "config"
-    if config.is_file() and (net / "HEAD").is_file() and (net / "refs").is_dir():
+    if (net / "HEAD").is_file() and (net / "refs").is_dir() and _reads(config) == FETCH_CONFIG:
         return net
-    for sub in ("refs/heads", "refs/remotes", "objects", "hooks"):
+    for sub in ("refs/heads", "refs/remotes", "objects"):
         (net / sub).mkdir(parents=True, exist_ok=True)
     (net / "HEAD").write_bytes(b"ref: refs/heads/main\n")
-    text = (f"[include]\n\tpath = {_quoted(repo.common_dir / 'config')}\n"
-            "[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
-            f"\thooksPath = {_quoted(net / 'hooks')}\n\tlogAllRefUpdates = false\n"
-            "[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n"
-            "[fetch]\n\twriteCommitGraph = false\n")
-    write_atomic(config, text.encode())
+    write_atomic(config, FETCH_CONFIG)
     return net
 
 
-def _quoted(path: Path) -> str:
-    """``path`` as a git config value."""
-    return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
+def _reads(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def read_loose(git_dir: Path, ref: str) -> str | None:
