@@ -218,3 +218,21 @@ def test_a_repository_without_gitpub_yaml_is_refused_naming_init(site: Site,
     assert r.returncode == 2 and "git pub init" in r.stderr, r.stderr
     assert site.call("init").code == 0
     assert site.call("status").code == 0
+
+
+def test_create_branch_never_makes_a_parentless_branch(hugo: Site) -> None:
+    """Issue 24 point 4: a job prepared on no base (neither the remote's branch nor a local
+    one existed) is a commit without a parent; ``--create-branch`` refuses to start the branch
+    from it (exit 2, nothing pushed, the job as it was) and says how to go on."""
+    (hugo.path / ".gitpub.yaml").write_text("branch: main\narticles: ['content/**/*.md']\n")
+    r = hugo.call("prepare", "--json", "--key", "k", "--to", "content/en/new.md", "-",
+                  input="# New\n")
+    job = r.json()
+    assert job["base_commit"] is None
+    before = remote_refs(hugo)
+    r = hugo.call("push", "--create-branch", job["job_id"])
+    assert r.code == 2, r.out + r.err
+    assert "without a parent" in r.err and "git push" in r.err
+    assert remote_refs(hugo) == before
+    status = hugo.call("status", "--json", job["job_id"]).json()
+    assert status["state"] == "LOCAL_COMMITTED" and status["attempt"] == 0
