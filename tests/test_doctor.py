@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import Site, git
 
 
@@ -21,7 +22,8 @@ def doctor(site: Site, *args: str) -> tuple[int, dict[str, Any]]:
 def healthy(site: Site) -> None:
     assert site.call("hooks", "install").code == 0
     _code, checks = doctor(site, "--fix")
-    assert checks["notes refspec"]["fixed"]
+    # `hooks install` set the notes refspec up; doctor agrees and adds none (issue 24.4)
+    assert checks["notes refspec"]["status"] == "ok" and not checks["notes refspec"]["fixed"]
 
 
 def test_a_healthy_site(site: Site) -> None:
@@ -294,3 +296,28 @@ def test_doctor_names_a_remote_configured_without_a_url(site: Site) -> None:
     assert "git remote set-url upstream URL" in checks["remote"]["fix"]
     site.git("remote", "set-url", "upstream", str(site.remote))
     assert doctor(site)[1]["remote"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("first", ["init", "doctor --fix"])
+def test_init_and_doctor_agree_on_the_notes_refspec(site: Site, first: str) -> None:
+    """Issue 24 point 4: whichever ran first, the other finds the notes fetched and adds no
+    second refspec; and a clone set up by an older gitpub (``refs/notes/pub`` without the
+    star) gets no duplicate either."""
+    def specs() -> list[str]:
+        return site.git("config", "--get-all", "remote.origin.fetch").split()
+
+    for command in (first, "doctor --fix" if first == "init" else "init", "doctor --fix"):
+        assert site.call(*command.split()).code in (0, 1), command
+    notes = [s for s in specs() if "notes" in s]
+    assert notes == ["+refs/notes/pub*:refs/notes/remotes/origin/pub*"], specs()
+    assert site.git("config", "notes.pub.mergeStrategy").strip() == "cat_sort_uniq"
+    site.git("config", "--unset-all", "remote.origin.fetch", "notes")
+    site.git("config", "--add", "remote.origin.fetch",
+             "+refs/notes/pub:refs/notes/remotes/origin/pub")
+    checks = {c["name"]: c for c in site.call("doctor", "--json").json()["checks"]}
+    assert checks["notes refspec"]["status"] == "warn", checks["notes refspec"]
+    site.call("doctor", "--fix")
+    site.call("init")
+    assert [s for s in specs() if "notes" in s] == [
+        "+refs/notes/pub*:refs/notes/remotes/origin/pub*"]  # replaced, not doubled
+    site.git("fetch", "-q", "origin")  # no notes on the remote yet: the fetch works

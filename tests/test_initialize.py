@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -192,3 +193,46 @@ def test_create_branch_builds_on_the_jobs_base(site: Site) -> None:
     published = git(site.remote, "rev-parse", "refs/heads/main").strip()
     assert git(site.remote, "rev-parse", f"{published}^").strip() == base
     assert "posts/welcome.md" in git(site.remote, "ls-tree", "-r", "--name-only", published)
+
+
+def test_a_repository_without_gitpub_yaml_is_refused_naming_init(site: Site,
+                                                                  tmp_path: Path) -> None:
+    """Issue 24 point 4: no ``.gitpub.yaml`` is an error naming ``git pub init`` — never a
+    silent guess of ``origin``/``main`` — for every command that works on jobs, in a working
+    tree and in a bare repository; ``doctor`` says the same; ``init`` then sets it up."""
+    site.git("rm", "-q", ".gitpub.yaml")
+    site.git("commit", "-qm", "no gitpub")
+    for args in (["status"], ["push"], ["reconcile"], ["metrics"], ["sync"],
+                 ["prepare", "--key", "k", "--to", "posts/k.md", "-"]):
+        r = site.call(*args, input="# K\n")
+        assert r.code == 2, (args, r.out, r.err)
+        assert "no .gitpub.yaml" in r.err and "git pub init" in r.err, (args, r.err)
+    assert site.job_refs() == {}
+    doctor = site.call("doctor", "--json").json()
+    check = next(c for c in doctor["checks"] if c["name"] == "configuration")
+    assert check["status"] == "fail" and "git pub init" in check["fix"], check
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(site.path), str(bare)], check=True)
+    r = subprocess.run([sys.executable, "-m", "gitpub", "-C", str(bare), "status"],
+                       capture_output=True, text=True, env=site.env)
+    assert r.returncode == 2 and "git pub init" in r.stderr, r.stderr
+    assert site.call("init").code == 0
+    assert site.call("status").code == 0
+
+
+def test_create_branch_never_makes_a_parentless_branch(hugo: Site) -> None:
+    """Issue 24 point 4: a job prepared on no base (neither the remote's branch nor a local
+    one existed) is a commit without a parent; ``--create-branch`` refuses to start the branch
+    from it (exit 2, nothing pushed, the job as it was) and says how to go on."""
+    (hugo.path / ".gitpub.yaml").write_text("branch: main\narticles: ['content/**/*.md']\n")
+    r = hugo.call("prepare", "--json", "--key", "k", "--to", "content/en/new.md", "-",
+                  input="# New\n")
+    job = r.json()
+    assert job["base_commit"] is None
+    before = remote_refs(hugo)
+    r = hugo.call("push", "--create-branch", job["job_id"])
+    assert r.code == 2, r.out + r.err
+    assert "without a parent" in r.err and "git push" in r.err
+    assert remote_refs(hugo) == before
+    status = hugo.call("status", "--json", job["job_id"]).json()
+    assert status["state"] == "LOCAL_COMMITTED" and status["attempt"] == 0

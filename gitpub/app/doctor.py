@@ -39,9 +39,12 @@ from gitpub.git.push import Update
 from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError
 from gitpub.git.repo import Repository
 from gitpub.hooks.install import (
+    fetches_notes,
     hooks_directory,
     install,
     missing_entry,
+    notes_refspec,
+    older_notes_refspecs,
     plan_install,
     render_shim,
 )
@@ -249,15 +252,26 @@ def _notes_refspec(env: _Env) -> Check:
                      "written here would be lost",
                      f"`git config --unset-all remote.{remote}.fetch '{clobbering[0]}'`, then "
                      "`git pub doctor --fix`")
-    mirror = f"+refs/notes/pub:refs/notes/remotes/{remote}/pub"
-    if any(s.lstrip("+").split(":")[0] in ("refs/notes/pub", "refs/notes/*") for s in specs):
+    mirror = notes_refspec(remote)  # the one `git pub init` and `hooks install` add
+    older = older_notes_refspecs(specs, remote)
+    if fetches_notes(specs) and not older:
         return Check("notes refspec", "ok", "`git fetch` brings the CI's verdicts "
                                             "(refs/notes/pub)")
     check = Check("notes refspec", "warn", "`git fetch` does not bring the CI's verdicts "
-                  "(refs/notes/pub)", f"`git config --add remote.{remote}.fetch {mirror}`; "
+                  "(refs/notes/pub)", f"`git config --add remote.{remote}.fetch '{mirror}'`; "
                   f"read them with `git log --notes=remotes/{remote}/pub`", safe_fix=True)
+    if older:
+        check = replace(check, message=f"`git fetch` fails while the remote has no notes: "
+                        f"{older[0]} (an older gitpub's)", fix=f"replace it with {mirror} "
+                        "(`git pub doctor --fix`)")
     if env.fix:
-        env.repo.git("config", "--add", f"remote.{remote}.fetch", mirror, timeout=30)
+        for old in older:
+            env.repo.git("config", "--unset-all", f"remote.{remote}.fetch",
+                         "^" + re.escape(old) + "$", timeout=30)
+        if not fetches_notes([s for s in specs if s not in older]):
+            env.repo.git("config", "--add", f"remote.{remote}.fetch", mirror, timeout=30)
+        if env.repo.config_value("notes.pub", "mergeStrategy") != "cat_sort_uniq":
+            env.repo.git("config", "notes.pub.mergeStrategy", "cat_sort_uniq", timeout=30)
         return replace(check, fixed=True)
     return check
 

@@ -47,6 +47,7 @@ from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import LostRace, UsageError
 from gitpub.core.manifest import Manifest, ManifestEntry, ManifestError, content_sha256
 from gitpub.core.record import JobRecord
+from gitpub.core.sanitize import sanitize
 from gitpub.core.states import LOCAL, SETTLED, Answer, FailureCode, Kind, Phase, Stage, State
 from gitpub.delivery.checkout import fast_forward_local
 from gitpub.delivery.lock import delivery_lock
@@ -81,6 +82,18 @@ class BranchMissingError(UsageError):
     """The configured branch does not exist on the remote: a push would create it. Never done
     unasked (a wrong ``branch:`` would publish into a new branch nobody reads); the job is left
     as it was and the command stops with the usage exit code."""
+
+
+def parentless(remote: Remote, job: Job) -> BranchMissingError:
+    """``--create-branch`` for a job prepared on no base: its commit has no parent, and a
+    branch started from it would hold nothing but the job's files (issue 24 point 4)."""
+    return BranchMissingError(
+        f"--create-branch: job {job.job_id[:13]} was prepared on no base, so "
+        f"{sanitize(remote.remote)}/{sanitize(remote.branch)} would start from a commit without "
+        "a parent, holding only the job's files; no branch was created",
+        hint=f"create the branch from your history first (`git push {sanitize(remote.remote)} "
+             f"HEAD:{sanitize(remote.branch)}`), then `git pub resolve {job.job_id[:13]} "
+             "--abandon` and prepare the article again")
 
 
 def branch_missing(remote: Remote) -> BranchMissingError:
@@ -164,6 +177,8 @@ class Deliverer:
             crash_point("delivery.fetched")
             if tip is None and not self.create_branch:
                 raise branch_missing(self.remote)
+            if tip is None and job.record.base_commit is None:
+                raise parentless(self.remote, job)
             job = self.shared.sync(reload(self.ctx.store, job))
             if job.job_id in self.shared.lost or job.state not in DELIVERABLE:
                 return job

@@ -261,6 +261,20 @@ def notes_refspec(remote: str) -> str:
     return f"+refs/notes/pub*:refs/notes/remotes/{remote}/pub*"
 
 
+def fetches_notes(specs: list[str]) -> bool:
+    """Whether one of a remote's fetch refspecs already brings ``refs/notes/pub`` safely (ours,
+    or a person's ``refs/notes/*``): then none is added (``init``, ``hooks install`` and
+    ``doctor --fix`` agree: no duplicate)."""
+    return any(s.lstrip("+").split(":")[0] in ("refs/notes/pub*", "refs/notes/*")
+               for s in specs)
+
+
+def older_notes_refspecs(specs: list[str], remote: str) -> list[str]:
+    """The refspec an older ``doctor --fix`` wrote (``refs/notes/pub`` without the star):
+    ``git fetch`` fails on it while the remote has no notes yet, so ours replaces it."""
+    return [s for s in specs if s == f"+refs/notes/pub:refs/notes/remotes/{remote}/pub"]
+
+
 def configure_notes(repo_path: Path) -> bool:
     """Configure the notes ref's fetch and merge (see the module docstring); idempotent. False
     when the configured remote does not exist (yet): nothing is written then."""
@@ -271,10 +285,13 @@ def configure_notes(repo_path: Path) -> bool:
         remote = "origin"
     if _git(repo_path, "config", f"remote.{remote}.url") is None:
         return False
-    spec = notes_refspec(remote)
     fetches = (_git(repo_path, "config", "--get-all", f"remote.{remote}.fetch") or "").split("\n")
-    if spec not in fetches:
-        _git(repo_path, "config", "--add", f"remote.{remote}.fetch", spec)
+    for old in older_notes_refspecs(fetches, remote):
+        _git(repo_path, "config", "--unset-all", f"remote.{remote}.fetch", "^" + re.escape(old)
+             + "$")
+        fetches.remove(old)
+    if not fetches_notes(fetches):
+        _git(repo_path, "config", "--add", f"remote.{remote}.fetch", notes_refspec(remote))
     if _git(repo_path, "config", "notes.pub.mergeStrategy") != "cat_sort_uniq":
         _git(repo_path, "config", "notes.pub.mergeStrategy", "cat_sort_uniq")
     return True

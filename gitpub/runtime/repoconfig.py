@@ -15,17 +15,31 @@ from gitpub.git.repo import Repository
 def load_repo_config(repo: Repository) -> Config:
     """The repository's configuration: ``.gitpub.yaml`` in the working tree (where a person
     edits it before committing it); in a repository without one (bare), the file committed on
-    the configured branch (``bare_config``)."""
+    the configured branch (``bare_config``). No file at all is an error naming ``git pub
+    init``: a repository not set up for gitpub is never published to a guessed branch."""
     if repo.work_tree is not None:
-        return load_config(repo.work_tree)
+        if (repo.work_tree / CONFIG_FILE).exists() or (repo.work_tree / CONFIG_FILE).is_symlink():
+            return load_config(repo.work_tree)
+        if not repo.work_tree_implied:
+            raise missing_config(f"{repo.work_tree}")
+        # GIT_DIR without GIT_WORK_TREE: git's guess of the working tree (the start directory)
+        # may not be the checkout; the committed file says what the repository is set up for,
+        # and the commands that write say what is wrong with the guess
     return bare_config(repo)
+
+
+def missing_config(where: str) -> ConfigError:
+    return ConfigError(f"no {CONFIG_FILE} in {where}: this repository is not set up for gitpub "
+                       "(gitpub would otherwise guess the remote and branch)",
+                       hint=f"`git pub init` writes one (then commit and push {CONFIG_FILE}, so "
+                            "every writer and CI read the same)", source=CONFIG_FILE)
 
 
 def _config_at(repo: Repository, ref: str) -> Config:
     tip = repo.read_ref(ref)
     data = None if tip is None else repo.file_at(tip, CONFIG_FILE)
     if data is None:
-        return Config()
+        raise missing_config(f"{ref} of {repo.git_dir}")
     source = f"{CONFIG_FILE} (at {ref})"
     return parse_config(decode_config(data, source), source)
 
