@@ -13,10 +13,14 @@ One round, for one job, under the per-repository delivery lock (the network segm
    the remote's) has that search now, once;
 3. re-check: new remote article changes whose fingerprint was not checked yet go once to the
    dedup judge (RECHECK_CANDIDATES: SKIP → SKIPPED, KEEP → go on, anything else → REVIEW);
-4. compare-and-swap of the targets against the remote tip (changed UPDATE target, or a NEW path
-   that now exists → CONFLICT: their version stays as it is);
+4. compare-and-swap of the targets against the remote tip. An UPDATE target whose file another
+   writer changed is merged three-way when the changes do not overlap (``pipeline.merging``:
+   the merged content passes the gates again, a new manifest describes it, REVIEW when a gate
+   fails); an overlapping change, binary content, or a NEW path that now exists → CONFLICT:
+   their version stays as it is;
 5. rebase in memory: the job's files written onto the remote tip's tree (the targets passed their
-   CAS, so this *is* the three-way merge), a new commit with the same message and trailers;
+   CAS, so this *is* the three-way merge), a new commit with the same message and trailers
+   (a new manifest hash after a merge or a font regeneration);
 6. record PUSHING with that exact commit, *then* push it as a fast-forward (never forced);
 7. sent (the remote's own report says the branch is now at our commit) → confirm the
    trailers on that commit → PUBLISHED; rejected as not-a-fast-forward → another round
@@ -63,6 +67,7 @@ from gitpub.pipeline.commit import (
     target_problems,
 )
 from gitpub.pipeline.history import first_history_check
+from gitpub.pipeline.merging import Merged, Review, merge_edits
 from gitpub.pipeline.prepare import derive_fonts, drive, reload, run_judge, to_review
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
@@ -259,8 +264,27 @@ class Deliverer:
         tip_tree = None if tip is None else repo.commit(tip).tree
         hand = record.kind == Kind.SYNC  # a hand commit: delivered exactly, fonts included
         fonts = frozenset() if hand else font_outputs(self.ctx.config) & set(record.target_paths)
-        problems = target_problems(repo, tip_tree,
-                                   [t for t in record.targets if t.path not in fonts])
+        articles = [t for t in record.targets if t.path not in fonts]
+        problems = target_problems(repo, tip_tree, articles)
+        try:
+            artifacts = read_artifacts(store, job) if problems and not hand else None
+        except ManifestError as e:
+            return to_review(self.ctx, job, Stage.REBASE, FailureCode.ARTIFACTS_UNSAFE,
+                             [str(e)]), False
+        files: dict[str, bytes] = {}
+        entries: dict[str, Entry | None] = {}
+        note = ""
+        if artifacts is not None:  # edits to the same page: merged when they do not overlap
+            merged = merge_edits(self.ctx, job, record, artifacts, tip, articles)
+            if isinstance(merged, Review):
+                return to_review(self.ctx, job, Stage.REBASE, merged.code,
+                                 merged.problems), False
+            if isinstance(merged, Merged):
+                artifacts, record, problems = merged.artifacts, merged.record, []
+                files, entries = dict(merged.files), dict(merged.entries)
+                note = "; " + merged.describe()
+            else:
+                problems = merged
         if problems:
             detail = "; ".join(problems)
             return store.transition(
@@ -268,20 +292,19 @@ class Deliverer:
                                    failure_detail=detail),
                 phase=Stage.REBASE, reason=f"cannot rebase onto {tip}: {detail}"), False
         try:
-            artifacts = read_artifacts(store, job)
+            artifacts = artifacts or read_artifacts(store, job)
         except ManifestError as e:
             return to_review(self.ctx, job, Stage.REBASE, FailureCode.ARTIFACTS_UNSAFE,
                              [str(e)]), False
-        files: dict[str, bytes] = {}
-        note = ""
         if fonts:
-            resolved = self._regenerate_fonts(job, tip, artifacts, fonts)
+            resolved = self._regenerate_fonts(job, record, tip, artifacts, fonts)
             if isinstance(resolved, Job):
                 return resolved, False
-            artifacts, record, files = resolved
-            if files:
-                note = "; font-only resolution: regenerated " + ", ".join(
-                    sorted(p for p in files if p != "manifest"))
+            artifacts, record, regenerated = resolved
+            files |= regenerated
+            if regenerated:
+                note += "; font-only resolution: regenerated " + ", ".join(
+                    sorted(p for p in regenerated if p != "manifest"))
         try:
             commit = build_commit(repo, record, artifacts, tip, self.ctx.config.trailer_prefix)
         except ManifestError as e:
@@ -302,8 +325,7 @@ class Deliverer:
         job = store.transition(
             job, record.evolve(state=S.PUSHING, local_commit=commit),
             phase=Stage.PUSH, reason=f"pushing {commit} onto {tip or '(new branch)'}{note}",
-            keep_alive=[commit], files={("manifest" if p == "manifest" else f"artifacts/{p}"): d
-                                        for p, d in files.items()})
+            keep_alive=[commit], files=files, entries=entries)
         crash_point("delivery.pushing-recorded")
         self.ctx.progress(f"pushing {job.job_id[:13]} to {self.remote.remote}/"
                           f"{self.remote.branch}")
@@ -361,14 +383,14 @@ class Deliverer:
             return None
         return tip
 
-    def _regenerate_fonts(self, job: Job, tip: str | None, artifacts: Artifacts,
-                          fonts: frozenset[str]
+    def _regenerate_fonts(self, job: Job, record: JobRecord, tip: str | None,
+                          artifacts: Artifacts, fonts: frozenset[str]
                           ) -> Job | tuple[Artifacts, JobRecord, dict[str, bytes]]:
         """The job's font outputs recomputed from the merged article set (the tip's articles
         plus the job's): the font-only conflict resolved by construction. Returns the new
-        artifacts, record and changed files (``manifest`` and outputs), or the job in REVIEW
-        when a subset cannot be made."""
-        repo, record = self.ctx.repo, job.record
+        artifacts, record and changed files (for the job's state: ``manifest`` and
+        ``artifacts/<output>``), or the job in REVIEW when a subset cannot be made."""
+        repo = self.ctx.repo
         own = {p: repo.blob(e.sha) for p, e in artifacts.entries.items() if p not in fonts}
         derived = derive_fonts(self.ctx, tip, own)
         if derived.problems:
@@ -387,7 +409,8 @@ class Deliverer:
         record = record.evolve(manifest_sha256=manifest.sha256(),
                                phases=record.phases | {Phase.FONTS: derived.summary()})
         return (Artifacts(entries, manifest), record,
-                {"manifest": manifest.serialize(), **changed})
+                {"manifest": manifest.serialize(),
+                 **{f"artifacts/{out}": data for out, data in changed.items()}})
 
     # -- outcomes ----------------------------------------------------------------------------
 

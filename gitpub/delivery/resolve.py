@@ -5,8 +5,10 @@ network or written), then one function per action moves the job, each move recor
 job's history with the reason and the hashes involved.
 
 - ``--retry`` on **CONFLICT** re-checks against the current remote (fetched): while the other
-  writer's change is still there the job stays CONFLICT (the event says so, and the hint shows
-  the exact ``git diff``); when it is gone, the job goes back to LOCAL_COMMITTED and is delivered.
+  writer's change is still there and overlaps the job's, the job stays CONFLICT (the event says
+  so, and the hint shows the exact ``git diff``); when it is gone, or no longer overlaps (the
+  delivery merges it three-way: ``pipeline.merging``), the job goes back to LOCAL_COMMITTED and
+  is delivered.
   It never takes the remote's version as a new base — that would overwrite it silently.
 - ``--overwrite`` (CONFLICT) replaces their version explicitly: the targets' compare-and-swap
   conditions become *their* current content (so a third writer's change is still a CONFLICT),
@@ -33,16 +35,26 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gitpub.core.errors import GitpubError, TryLaterError, UsageError
-from gitpub.core.manifest import content_sha256
+from gitpub.core.manifest import ManifestError, content_sha256
 from gitpub.core.record import JobRecord, Target
 from gitpub.core.sanitize import find_secrets, sanitize
-from gitpub.core.states import LOCAL, MAYBE_REMOTE, TERMINAL, FailureCode, Phase, Stage, State
+from gitpub.core.states import (
+    LOCAL,
+    MAYBE_REMOTE,
+    TERMINAL,
+    FailureCode,
+    Kind,
+    Phase,
+    Stage,
+    State,
+)
 from gitpub.delivery.deliver import Deliverer
 from gitpub.delivery.lock import delivery_lock
 from gitpub.fonts.step import font_outputs
 from gitpub.git.remote import RemoteError
 from gitpub.git.repo import MODE_FILE, MODE_TREE, Entry
-from gitpub.pipeline.commit import target_problems
+from gitpub.pipeline.commit import read_artifacts, target_problems
+from gitpub.pipeline.merging import merge_contents
 from gitpub.pipeline.prepare import drive, reload
 from gitpub.runtime.context import Context
 from gitpub.store.fetchdir import fetch_branch
@@ -303,7 +315,16 @@ def _tip_tree(ctx: Context, tip: str | None) -> str | None:
 
 def _recheck_conflict(ctx: Context, deliverer: Deliverer, job: Job,
                       tip: str | None) -> Resolved:
-    problems = target_problems(ctx.repo, _tip_tree(ctx, tip), _article_targets(ctx, job.record))
+    tree, targets = _tip_tree(ctx, tip), _article_targets(ctx, job.record)
+    problems = target_problems(ctx.repo, tree, targets)
+    if problems and job.record.kind != Kind.SYNC:  # their change may merge with ours now
+        try:
+            merged = merge_contents(ctx, job, read_artifacts(ctx.store, job), tree, targets)
+        except ManifestError:
+            merged = problems
+        problems = [p for p in merged if isinstance(p, str)]
+        if not problems:
+            return _deliver_merged(ctx, deliverer, job, tip)
     if problems:
         detail = "; ".join(problems)
         job = ctx.store.transition(
@@ -317,6 +338,16 @@ def _recheck_conflict(ctx: Context, deliverer: Deliverer, job: Job,
                                failure_detail=None, next_retry_at=None),
         phase=Stage.RESOLVE,
         reason=f"retry: re-checked against {tip}: the conflicting change is gone")
+    return _deliver(deliverer, job)
+
+
+def _deliver_merged(ctx: Context, deliverer: Deliverer, job: Job, tip: str | None) -> Resolved:
+    job = ctx.store.transition(
+        job, job.record.evolve(state=S.LOCAL_COMMITTED, attempt=0, failure_code=None,
+                               failure_detail=None, next_retry_at=None),
+        phase=Stage.RESOLVE,
+        reason=f"retry: re-checked against {tip}: their changes no longer overlap ours; "
+               "the delivery merges them three-way")
     return _deliver(deliverer, job)
 
 

@@ -16,6 +16,7 @@
 - ``notes``     append-only notes under ``refs/notes/pub``, merged by line union
 - ``walk``      git's ``tips ^base`` history walk
 - ``diff``      what a commit changes against its first parent (``git diff-tree``)
+- ``mergefile`` one file's three-way merge, as ``git merge-file`` makes it
 - ``treecheck`` what ``git fsck --strict`` refuses in one tree object
 - ``paths``     whether git would refuse a path (with dulwich's validators); submodules and
                 case twins along a path in a tree

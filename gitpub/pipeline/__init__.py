@@ -9,6 +9,8 @@
 - ``gates``     the built-in content gates (secrets, UTF-8, front matter, titles)
 - ``frontmatter`` YAML ``---``, TOML ``+++`` and JSON ``{`` front matter; an article's title
 - ``commit``    the reproducible in-memory content commit, and its recovery after a crash
+- ``merging``   a job's edit and another writer's edit of the same file merged three-way (for
+                the delivery's rebase), the merged content gated again
 - ``advice``    the ``hint:`` of every outcome that is not simply done (what to run next)
 
 May import: ``runtime`` and everything below it. Never the network: preparation never waits

@@ -320,14 +320,18 @@ def _judge(ctx: Context, job: Job, command: Command) -> Job:
     return job
 
 
-def _gates(ctx: Context, job: Job) -> Job:
-    files = _artifact_files(ctx, job)
+def gate_problems(ctx: Context, job: Job, files: dict[str, bytes],
+                  allowlist: Callable[[], Allowlist]
+                  ) -> tuple[FailureCode | None, list[str], list[str]]:
+    """Every gate over ``files`` (the job's articles): (the failure code, or None when all
+    passed; the problems; the known non-secrets let through). The secret scan first, then the
+    text checks and the configured gate commands."""
     try:
-        problems, allowed = gates.secret_scan(files, _allowlist(ctx, job))
+        problems, allowed = gates.secret_scan(files, allowlist)
     except AllowlistError as e:
-        return to_review(ctx, job, Stage.GATES, FailureCode.GATE_FAILED, [e.message])
+        return FailureCode.GATE_FAILED, [e.message], []
     if problems:
-        return to_review(ctx, job, Stage.GATES, FailureCode.SECRET_IN_CONTENT, problems)
+        return FailureCode.SECRET_IN_CONTENT, problems, allowed
     problems = gates.text_problems(files)
     for command in ctx.config.gates:
         ctx.progress(f"gate: running {command.name}")
@@ -342,8 +346,14 @@ def _gates(ctx: Context, job: Job) -> Job:
         if not result.ok:
             problems.append(f"gate {command.name}: {result.describe()}")
     crash_point("prepare.gates-ran")
-    if problems:
-        return to_review(ctx, job, Stage.GATES, FailureCode.GATE_FAILED, problems)
+    return (FailureCode.GATE_FAILED if problems else None), problems, allowed
+
+
+def _gates(ctx: Context, job: Job) -> Job:
+    files = _artifact_files(ctx, job)
+    code, problems, allowed = gate_problems(ctx, job, files, _allowlist(ctx, job))
+    if code is not None:
+        return to_review(ctx, job, Stage.GATES, code, problems)
     tree = ctx.store.subtree(job, "artifacts")
     modes = {p: e.mode for p, e in ctx.repo.walk_files(tree)} if tree else {}
     record = job.record.evolve(phases=job.record.phases | {Phase.GATES: "passed"})

@@ -1,0 +1,277 @@
+"""Edits to the same page (issue 24 point 2): two writers change one file; changes that do not
+overlap merge three-way as ``git merge-file`` merges them and publish, overlapping ones stay a
+CONFLICT, and another writer's change is never overwritten."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+from conftest import Site, git
+from test_delivery import other_writer, remote_job_ids
+
+from gitpub.git.repo import Repository
+from gitpub.verify.commit import verify_commit
+
+PAGE = "posts/page.md"
+LINES = ["---", "title: The page", "---", "", "# The page", "",
+         "First paragraph.", "", "Middle paragraph.", "", "Last paragraph.", ""]
+
+
+def page(*, eol: str = "\n", **changes: str) -> bytes:
+    """The page with lines replaced (``first=``, ``middle=``, ``last=``: a paragraph's text)."""
+    index = {"first": 6, "middle": 8, "last": 10}
+    lines = list(LINES)
+    for name, text in changes.items():
+        lines[index[name]] = text
+    return eol.join(lines).encode()
+
+
+def start(site: Site, path: str, data: bytes) -> None:
+    """Commit ``data`` at ``path`` and push it: the base both writers start from."""
+    (site.path / path).parent.mkdir(parents=True, exist_ok=True)
+    (site.path / path).write_bytes(data)
+    site.git("add", path)
+    site.git("commit", "-q", "-m", f"add {path}")
+    site.git("push", "-q", "origin", "main")
+    site.git("fetch", "-q", "origin")
+
+
+def theirs(other: Path, path: str, data: bytes) -> str:
+    """The other writer edits ``path`` and pushes: the remote moves past our snapshot."""
+    git(other, "pull", "-q", "origin", "main")
+    (other / path).write_bytes(data)
+    git(other, "add", path)
+    git(other, "commit", "-q", "-m", "their edit")
+    git(other, "push", "-q", "origin", "HEAD:main")
+    return git(other, "rev-parse", "HEAD").strip()
+
+
+def prepare(site: Site, key: str, path: str, data: bytes, tmp_path: Path) -> str:
+    source = tmp_path / f"{key}.src"
+    source.write_bytes(data)
+    r = site.call("prepare", "--json", "--key", key, "--to", path, str(source))
+    assert r.code == 0, r.err
+    job = r.json()
+    assert job["state"] == "LOCAL_COMMITTED", job
+    return str(job["job_id"])
+
+
+def remote_blob(site: Site, rev: str, path: str) -> bytes:
+    return subprocess.run(["git", "cat-file", "blob", f"{rev}:{path}"], cwd=site.remote,
+                          capture_output=True, check=True).stdout
+
+
+def merge_file(base: bytes, ours: bytes, other: bytes, where: Path) -> tuple[int, bytes]:
+    """What C git's ``git merge-file -p`` makes of the three versions."""
+    where.mkdir(exist_ok=True)
+    for name, data in (("ours", ours), ("base", base), ("theirs", other)):
+        (where / name).write_bytes(data)
+    proc = subprocess.run(["git", "merge-file", "-p", "ours", "base", "theirs"], cwd=where,
+                          capture_output=True, check=False)
+    return proc.returncode, proc.stdout
+
+
+def manifest_of(site: Site, commit: str, paths: list[str]) -> bytes:
+    """The canonical manifest recomputed from the published commit with git alone."""
+    lines = []
+    for path in sorted(paths, key=lambda p: p.encode()):
+        mode, _kind, blob = site.git("ls-tree", commit, "--", path).split("\t")[0].split()
+        data = subprocess.run(["git", "cat-file", "blob", blob], cwd=site.path,
+                              capture_output=True, check=True).stdout
+        lines.append(f"{mode} {hashlib.sha256(data).hexdigest()} {path}\n".encode())
+    return b"gitpub-manifest v1\n" + b"".join(lines)
+
+
+def trailer(site: Site, commit: str, key: str) -> str:
+    return site.git("log", "-1", f"--format=%(trailers:key={key},valueonly)", commit).strip()
+
+
+def push(site: Site) -> tuple[int, dict[str, object]]:
+    r = site.call("push", "--json")
+    jobs = r.json()["jobs"]
+    assert len(jobs) == 1, r.out
+    return r.code, jobs[0]
+
+
+def test_non_overlapping_edits_to_one_page_merge_and_publish(site: Site,
+                                                             tmp_path: Path) -> None:
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "ours", PAGE, page(first="Our first paragraph."), tmp_path)
+    their_commit = theirs(other, PAGE, page(last="Their last paragraph."))
+
+    code, job = push(site)
+    assert code == 0 and job["state"] == "PUBLISHED", job
+    published = str(job["remote_commit"])
+    assert git(site.remote, "rev-parse", "main").strip() == published
+    assert git(site.remote, "rev-parse", f"{published}^").strip() == their_commit
+    both = page(first="Our first paragraph.", last="Their last paragraph.")
+    assert remote_blob(site, "main", PAGE) == both
+    rc, expected = merge_file(page(), page(first="Our first paragraph."),
+                              page(last="Their last paragraph."), tmp_path / "merge")
+    assert rc == 0 and expected == both  # exactly what git merge-file makes of it
+    assert remote_job_ids(site) == [job_id]
+
+    # the proof describes what was published: the merged file, not the job's first version
+    site.git("fetch", "-q", "origin")
+    manifest = manifest_of(site, published, [PAGE])
+    assert trailer(site, published, "Blog-Manifest-Sha256") == \
+        hashlib.sha256(manifest).hexdigest()
+    with Repository.discover(site.path) as repo:
+        verdict = verify_commit(repo, published, ["Blog"])
+    assert verdict is not None and verdict.ok and verdict.job_id == job_id, verdict
+    status = site.call("status", "--json", job_id).json()
+    assert status["state"] == "PUBLISHED"
+    log = site.call("log", job_id).out
+    assert "merged three-way with the remote's changes: posts/page.md" in log
+    # the checked-out branch followed the published commit; the working tree has both edits
+    assert site.git("rev-parse", "main").strip() == published
+    assert (site.path / PAGE).read_bytes() == both
+    assert site.git("status", "--porcelain") == ""
+    # nothing is published twice
+    assert site.call("push").code == 0
+    assert remote_job_ids(site) == [job_id]
+
+
+def test_overlapping_edits_stay_a_conflict_and_keep_theirs(site: Site, tmp_path: Path) -> None:
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "ours", PAGE, page(middle="Our middle."), tmp_path)
+    their_commit = theirs(other, PAGE, page(middle="Their middle."))
+
+    code, job = push(site)
+    assert code == 4 and job["state"] == "CONFLICT", job
+    assert job["failure_code"] == "target_changed"
+    assert "posts/page.md: changed since the snapshot, and the changes overlap " \
+           "(1 conflicting region): not merged" in str(job["failure_detail"])
+    assert git(site.remote, "rev-parse", "main").strip() == their_commit
+    assert remote_blob(site, "main", PAGE) == page(middle="Their middle.")
+    assert remote_job_ids(site) == []
+    # a retry while their change is still there: still a CONFLICT, still theirs
+    r = site.call("resolve", job_id, "--retry", "--json")
+    assert r.code == 4 and r.json()["jobs"][0]["state"] == "CONFLICT", r.out + r.err
+    assert git(site.remote, "rev-parse", "main").strip() == their_commit
+
+
+def test_a_third_writer_merges_again_onto_the_merged_page(site: Site, tmp_path: Path) -> None:
+    """After a merge the job's compare-and-swap conditions are the remote's content and its
+    merge base the remote's version: a later change of the page merges (or conflicts) again,
+    against what was merged, never against the first snapshot."""
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "ours", PAGE, page(first="Ours."), tmp_path)
+    theirs(other, PAGE, page(last="Theirs."))
+    # the merge is recorded (PUSHING), then the process dies before its push
+    r = site.run("push", env={"GITPUB_CRASH_AT": "delivery.pushing-recorded"})
+    assert r.code < 0 or r.code == 137, r.err
+    assert site.call("status", "--json", job_id).json()["state"] == "PUSHING"
+    third = other_writer(tmp_path, site, "third")
+    third_commit = theirs(third, PAGE, page(middle="Third.", last="Theirs."))
+    code, job = push(site)
+    assert code == 0 and job["state"] == "PUBLISHED", job
+    assert git(site.remote, "rev-parse", f"{job['remote_commit']}^").strip() == third_commit
+    assert remote_blob(site, "main", PAGE) == page(first="Ours.", middle="Third.",
+                                                   last="Theirs.")
+    # and a fourth change overlapping what was merged is a conflict, not a silent merge
+    assert remote_job_ids(site) == [job_id]
+
+
+def test_binary_files_are_never_merged(site: Site, tmp_path: Path) -> None:
+    site.write_config('publish: ["posts/**/*.md", "static/**"]\n')
+    site.git("commit", "-q", "-am", "static files are published too")
+    blob = bytes(range(256)) * 4
+    start(site, "static/data.bin", blob)
+    other = other_writer(tmp_path, site)
+    ours = b"OURS" + blob[4:]
+    job_id = prepare(site, "bin", "static/data.bin", ours, tmp_path)
+    mine = blob[:-4] + b"MINE"
+    their_commit = theirs(other, "static/data.bin", mine)
+    code, job = push(site)
+    assert code == 4 and job["state"] == "CONFLICT", job
+    assert "binary content is never merged" in str(job["failure_detail"])
+    assert git(site.remote, "rev-parse", "main").strip() == their_commit
+    assert remote_blob(site, "main", "static/data.bin") == mine
+    assert remote_job_ids(site) == [] and job_id
+
+
+def test_crlf_pages_merge_with_their_line_endings(site: Site, tmp_path: Path) -> None:
+    start(site, PAGE, page(eol="\r\n"))
+    other = other_writer(tmp_path, site)
+    prepare(site, "crlf", PAGE, page(eol="\r\n", first="Ours."), tmp_path)
+    theirs(other, PAGE, page(eol="\r\n", last="Theirs."))
+    code, job = push(site)
+    assert code == 0 and job["state"] == "PUBLISHED", job
+    assert remote_blob(site, "main", PAGE) == page(eol="\r\n", first="Ours.", last="Theirs.")
+
+
+def test_crlf_against_lf_is_a_conflict(site: Site, tmp_path: Path) -> None:
+    """A writer who turned every line ending changed every line: nothing merges."""
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    prepare(site, "crlf", PAGE, page(first="Ours."), tmp_path)
+    theirs(other, PAGE, page(eol="\r\n", last="Theirs."))
+    code, job = push(site)
+    assert code == 4 and job["state"] == "CONFLICT", job
+    assert remote_blob(site, "main", PAGE) == page(eol="\r\n", last="Theirs.")
+
+
+def test_merged_content_passes_the_gates_again(site: Site, tmp_path: Path) -> None:
+    """A gate that passed each version alone but fails their merge keeps it off the remote:
+    REVIEW, their version stays, nothing of ours is published."""
+    script = ('for f in $GITPUB_FILES; do if grep -q Ours "$f" && grep -q Theirs "$f"; then '
+              'echo "both in $f"; exit 1; fi; done')
+    site.write_config(f"gates:\n  - {{name: check, run: {json.dumps(script)}, timeout: 10}}\n")
+    site.git("commit", "-q", "-am", "a gate")
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    prepare(site, "gated", PAGE, page(first="Ours."), tmp_path)
+    their_commit = theirs(other, PAGE, page(last="Theirs."))
+    code, job = push(site)
+    assert code == 4 and job["state"] == "REVIEW", job
+    assert job["failure_code"] == "gate_failed"
+    assert "the content merged with the remote's changes to posts/page.md" in \
+        str(job["failure_detail"])
+    assert "both in files/posts/page.md" in str(job["failure_detail"])
+    assert git(site.remote, "rev-parse", "main").strip() == their_commit
+    assert remote_job_ids(site) == []
+
+
+def test_a_secret_in_their_version_sends_the_merge_to_review(site: Site,
+                                                            tmp_path: Path) -> None:
+    secret = "ghp_" + "a1B2" * 9
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    prepare(site, "secret", PAGE, page(first="Ours."), tmp_path)
+    theirs(other, PAGE, page(last=f"token: {secret}"))
+    code, job = push(site)
+    assert code == 4 and job["state"] == "REVIEW", job
+    assert job["failure_code"] == "secret_in_content"
+    assert secret not in json.dumps(job)
+    assert remote_job_ids(site) == []
+    # nothing of the merged text was stored in gitpub's state
+    refs = site.git("for-each-ref", "--format=%(objectname)", "refs/pub/").split()
+    objects = subprocess.run(["git", "rev-list", "--objects", *refs], cwd=site.path,
+                             capture_output=True, check=True).stdout.decode().split()
+    merged = hashlib.sha1(b"blob %d\0" % len(page(first="Ours.", last=f"token: {secret}"))
+                          + page(first="Ours.", last=f"token: {secret}")).hexdigest()
+    assert merged not in objects
+
+
+def test_retry_merges_once_their_change_no_longer_overlaps(site: Site, tmp_path: Path) -> None:
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "ours", PAGE, page(middle="Our middle."), tmp_path)
+    theirs(other, PAGE, page(middle="Their middle."))
+    code, job = push(site)
+    assert code == 4 and job["state"] == "CONFLICT", job
+    # they take their middle back and change the last paragraph instead
+    their_commit = theirs(other, PAGE, page(last="Their last."))
+    r = site.call("resolve", "--json", job_id, "--retry")
+    assert r.code == 0, r.out + r.err
+    job = r.json()["jobs"][0]
+    assert job["state"] == "PUBLISHED", job
+    assert git(site.remote, "rev-parse", f"{job['remote_commit']}^").strip() == their_commit
+    assert remote_blob(site, "main", PAGE) == page(middle="Our middle.", last="Their last.")
