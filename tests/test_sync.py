@@ -476,3 +476,44 @@ def test_a_commit_in_another_encoding_is_published_in_it(site: Site) -> None:
                                capture_output=True, check=True).stdout
     assert b"\nencoding ISO-8859-1\n" in published and b"\nS\xfc\xdfes Update\n" in published
     assert b"\nauthor J\xf6rg <j@example.com> 1700000000 +0100\n" in published
+
+
+def manifest_lines(site: Site, rev: str = "main") -> dict[str, str]:
+    """The published commit's manifest paragraph: path -> mode (``000000``: deleted)."""
+    body = git(site.remote, "log", "-1", "--format=%B", rev)
+    paragraph = body.split("gitpub-manifest v2\n", 1)[1].split("\n\n", 1)[0]
+    return {line.split(" ", 2)[2]: line.split(" ", 2)[0] for line in paragraph.splitlines()}
+
+
+def test_a_staged_git_rm_and_git_mv_are_synced_as_deletions_and_additions(site: Site) -> None:
+    """Issue 23.1: a deletion and a rename staged with ``git rm``/``git mv`` (no longer in the
+    index nor in the working tree) are the uncommitted change, not a pathspec git add rejects."""
+    hand_commit(site, "posts/a.md", article("a"))
+    assert site.call("sync").code == 0
+    site.git("rm", "-q", "posts/a.md")
+    site.git("mv", "posts/welcome.md", "posts/hello.md")
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert statuses(r) == ["published"] and r.json()["commits"][0]["uncommitted"] is True
+    assert git(site.remote, "ls-tree", "-r", "--name-only", "main", "posts/") == (
+        "posts/hello.md\n")
+    assert git(site.remote, "show", "main:posts/hello.md") == "# Welcome\n\nThe first post.\n"
+    assert manifest_lines(site) == {"posts/a.md": "000000", "posts/hello.md": "100644",
+                                    "posts/welcome.md": "000000"}
+    assert site.git("rev-parse", "main") == git(site.remote, "rev-parse", "main")
+    assert site.git("status", "--porcelain") == ""
+    r = site.call("confirm", "--json", "--no-push-notes")
+    assert r.code == 0, r.out + r.err
+
+
+def test_a_staged_deletion_of_a_file_kept_in_the_working_tree_is_left_alone(site: Site) -> None:
+    """``git rm --cached``: the index says deleted, the working tree still has the file; which
+    one the person means is theirs to say, so nothing is done and nothing changes."""
+    site.git("rm", "-q", "--cached", "posts/welcome.md")
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["refused"]
+    assert "posts/welcome.md staged, then changed again" in r.json()["commits"][0]["reason"]
+    assert snapshot(site) == before
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"

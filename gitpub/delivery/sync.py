@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import GitpubError
@@ -87,12 +88,17 @@ def uncommitted_paths(repo: Repository, is_content: Callable[[str], bool]
     changed: list[str] = []
     unmerged: list[str] = []
     partial: list[str] = []
-    for entry in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
-        if len(entry) > 3 and is_content(entry[3:]):
-            (unmerged if entry[:2] in UNMERGED else changed).append(entry[3:])
-            if entry[:2] not in UNMERGED and entry[0] not in " ?" and entry[1] != " ":
-                partial.append(entry[3:])
-    return changed, unmerged, partial
+    entries = [e for e in proc.stdout.decode("utf-8", "surrogateescape").split("\0")
+               if len(e) > 3 and is_content(e[3:])]
+    # ``git rm --cached``: the deletion is staged, the file kept untracked in the working tree
+    kept = {e[3:] for e in entries if e[:2] == "??"} & {e[3:] for e in entries if e[:2] == "D "}
+    for entry in entries:
+        path = entry[3:]
+        (unmerged if entry[:2] in UNMERGED else changed).append(path)
+        if entry[:2] not in UNMERGED and entry[0] not in " ?" and (entry[1] != " "
+                                                                   or path in kept):
+            partial.append(path)
+    return list(dict.fromkeys(changed)), unmerged, partial
 
 
 def _in_progress(repo: Repository) -> str | None:
@@ -104,13 +110,39 @@ def _in_progress(repo: Repository) -> str | None:
     return None
 
 
+def _in_work_tree(top: Path, path: str) -> bool:
+    """Whether git sees ``path`` in the working tree at ``top``: it exists (as a file or a
+    link), and no directory on the way to it is a symbolic link (git does not look beyond
+    one)."""
+    here = top
+    parts = path.split("/")
+    for part in parts[:-1]:
+        here = here / part
+        if here.is_symlink() or not here.is_dir():
+            return False
+    return os.path.lexists(here / parts[-1])
+
+
 def _add(repo: Repository, paths: list[str], env: dict[str, str] | None = None) -> None:
-    """``git add -A`` exactly these paths (literal pathspecs, given on stdin)."""
-    proc = repo.git("--literal-pathspecs", "add", "-A", "--pathspec-from-file=-",
-                    "--pathspec-file-nul", input=b"\0".join(p.encode("utf-8", "surrogateescape")
-                                                            for p in paths), env=env)
-    if proc.returncode != 0:
-        raise GitpubError("git add failed: " + proc.stderr.decode("utf-8", "replace").strip())
+    """Stage exactly these paths as the working tree has them (``git add -A``, literal
+    pathspecs given on stdin); a path gone from the working tree is removed from the index
+    (``git update-index --force-remove``: nothing to do when the index has no such path either,
+    a deletion or ``git mv`` already staged, where ``git add`` would fail on a pathspec that
+    matches nothing)."""
+    top = repo.work_tree
+    present = [p for p in paths if top is not None and _in_work_tree(top, p)]
+    gone = [p for p in paths if p not in set(present)]
+    for name, args, names in (
+            ("add", ("--literal-pathspecs", "add", "-A", "--pathspec-from-file=-",
+                     "--pathspec-file-nul"), present),
+            ("update-index", ("update-index", "--force-remove", "-z", "--stdin"), gone)):
+        if not names:
+            continue
+        proc = repo.git(*args, input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0"
+                                              for p in names), env=env)
+        if proc.returncode != 0:
+            raise GitpubError(f"git {name} failed: "
+                              + proc.stderr.decode("utf-8", "replace").strip())
 
 
 def build_uncommitted(repo: Repository, local: str, paths: list[str]) -> str:
