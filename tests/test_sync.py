@@ -8,10 +8,12 @@ index and the working tree are byte for byte what they were.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import Site, git
 from test_delivery import article, commit_file, other_writer, prepare, remote_job_ids
 
@@ -516,4 +518,124 @@ def test_a_staged_deletion_of_a_file_kept_in_the_working_tree_is_left_alone(site
     assert statuses(r) == ["refused"]
     assert "posts/welcome.md staged, then changed again" in r.json()["commits"][0]["reason"]
     assert snapshot(site) == before
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+
+
+SECRET = "ghp_" + "a1B2" * 9
+
+SHAPES = {
+    # name: (what the person does, the remote's posts/ afterwards)
+    "folder to file": (lambda p: (shutil.rmtree(p / "posts/img"),
+                                  (p / "posts/img").write_text("now a file\n")),
+                       {"posts/img", "posts/logo", "posts/welcome.md"}),
+    "file to folder": (lambda p: ((p / "posts/logo").unlink(), (p / "posts/logo").mkdir(),
+                                  (p / "posts/logo/x.png").write_text("in a folder\n")),
+                       {"posts/img/a.png", "posts/logo/x.png", "posts/welcome.md"}),
+    "case-only rename": (lambda p: (p / "posts/welcome.md").rename(p / "posts/Welcome.md"),
+                         {"posts/img/a.png", "posts/logo", "posts/Welcome.md"}),
+}
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["committed", "uncommitted"])
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_a_path_changing_shape_is_no_conflict(site: Site, shape: str, committed: bool) -> None:
+    """Issue 23.2: a folder replaced by a file, a file by a folder, a case-only rename: the
+    job's own deletions make way for its additions; no false CONFLICT."""
+    (site.path / "posts/img").mkdir()
+    (site.path / "posts/img/a.png").write_text("png\n")
+    (site.path / "posts/logo").write_text("logo\n")
+    site.write_config("content: ['posts/**']\n")
+    site.git("add", ".")
+    site.git("commit", "-q", "-m", "setup")
+    site.git("push", "-q", "origin", "main")
+    site.git("fetch", "-q", "origin")
+    change, expected = SHAPES[shape]
+    change(site.path)
+    if committed:
+        site.git("add", "-A", "posts")
+        site.git("commit", "-q", "-m", shape)
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert statuses(r) == ["published"]
+    listed = git(site.remote, "ls-tree", "-r", "--name-only", "main", "posts/").splitlines()
+    assert set(listed) == expected
+    assert site.git("rev-parse", "main") == git(site.remote, "rev-parse", "main")
+    assert site.git("status", "--porcelain") == ""
+
+
+def test_resolve_retry_of_a_hand_commit_conflicting_at_its_commit_does_not_crash(
+        site: Site) -> None:
+    """A sync job in CONFLICT before it has a content commit (as the false conflicts of a
+    folder replaced by a file left them; here a case twin, made without sync's own plan, which
+    refuses it first): ``resolve --retry`` snapshots it again from the hand commit, its base
+    (the commit's parent) kept, and says it still conflicts. No AssertionError."""
+    from gitpub.core.states import Kind
+    from gitpub.pipeline.prepare import drive
+    from gitpub.pipeline.request import Request, ensure_job
+    from gitpub.runtime.session import open_session
+
+    parent = site.git("rev-parse", "HEAD").strip()
+    commit = hand_commit(site, "posts/Welcome.md", article("twin"))
+    with open_session(site.path, lambda _: None) as ctx:
+        job, _ = ensure_job(ctx, Request(("posts/Welcome.md",), (), False, key=f"sync:{commit}",
+                                         kind=Kind.SYNC, base=parent, commit=commit))
+        job = drive(ctx, job)
+    assert job.state.value == "CONFLICT" and job.record.local_commit is None
+    r = site.call("resolve", job.job_id, "--retry", "--json")
+    assert r.code == 4, r.out + r.err
+    (after,) = r.json()["jobs"]
+    assert after["state"] == "CONFLICT" and "differs only in case" in after["failure_detail"]
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+
+
+def test_resolve_retry_of_a_hand_commit_in_review_runs_its_pipeline_again(site: Site) -> None:
+    """A hand commit's job in REVIEW (a secret in it) has no sources: ``resolve --retry`` runs
+    its pipeline again from the commit (REVIEW again, the secret is still there), instead of
+    failing for want of stored content."""
+    hand_commit(site, "posts/leak.md", f"# Leak\n\ntoken {SECRET}\n")
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    (job,) = r.json()["jobs"]
+    assert job["state"] == "REVIEW"
+    r = site.call("resolve", job["job_id"], "--retry", "--json")
+    assert r.code == 4, r.out + r.err
+    (after,) = r.json()["jobs"]
+    assert after["state"] == "REVIEW" and after["failure_code"] == "secret_in_content"
+
+
+def test_a_case_twin_is_refused_before_anything_is_done(site: Site) -> None:
+    """A file added next to one that differs only in case is one file on macOS and Windows:
+    committed or not, sync refuses it before anything is stored or committed, and says why;
+    local main, its index and working tree stay exactly as they were."""
+    (site.path / "posts/Welcome.md").write_text(article("twin"))
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["refused"] and r.json()["commits"][0]["uncommitted"] is True
+    assert "posts/Welcome.md and posts/welcome.md differ only in case" in r.json()[
+        "commits"][0]["reason"]
+    assert "left as they were" in r.json()["local"], r.json()["local"]
+    assert snapshot(site) == before and site.job_refs() == {}
+    site.git("add", "posts/Welcome.md")
+    site.git("commit", "-q", "-m", "a twin")
+    r = site.call("sync", "--json")
+    assert r.code == 4 and statuses(r) == ["refused"], r.out + r.err
+    assert site.job_refs() == {}
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+
+
+def test_uncommitted_changes_behind_a_stopped_job_are_not_committed(site: Site) -> None:
+    """Issue 23.2: when a hand commit's job stops (here REVIEW), the uncommitted content
+    changes after it are not committed onto local main: the output says main was left as it
+    was, and it was."""
+    hand_commit(site, "posts/leak.md", f"# Leak\n\ntoken {SECRET}\n")
+    (site.path / "posts/new.md").write_text(article("new"))
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["review", "blocked"]
+    assert r.json()["commits"][1]["uncommitted"] is True
+    assert "left as they were" in r.json()["local"], r.json()["local"]
+    assert snapshot(site) == before
+    assert [j["state"] for j in r.json()["jobs"]] == ["REVIEW"]
     assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"

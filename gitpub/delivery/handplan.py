@@ -36,6 +36,7 @@ from gitpub.core.errors import UsageError
 from gitpub.core.manifest import Manifest
 from gitpub.core.states import LOCAL, Kind, State
 from gitpub.delivery.checkout import blocker
+from gitpub.git import paths as git_paths
 from gitpub.git.objects import is_object_id
 from gitpub.git.repo import BLOB_MODES, MODE_TREE, Change, Entry, Repository
 from gitpub.pipeline.request import Request, check_target
@@ -269,6 +270,16 @@ def replay(repo: Repository, tree: str, changes: tuple[Change, ...]) -> tuple[st
     return new_tree, []
 
 
+def case_twins(repo: Repository, tree: str, changes: tuple[Change, ...]) -> list[str]:
+    """The paths ``changes`` add to ``tree`` (the tree with them applied) that another path
+    of it differs from only in case: one file on case-insensitive file systems. (A case-only
+    rename is none: the old name is gone from ``tree``.)"""
+    return [f"{c.path} and {', '.join(twins)} differ only in case (one file on "
+            "case-insensitive file systems): rename one (`git mv`), then sync again"
+            for c in changes if c.old is None and c.new is not None
+            and (twins := git_paths.case_twins_in(repo, tree, c.path))]
+
+
 def proof_problem(ctx: Context, commit: Unpushed) -> str | None:
     """Why the commit's message cannot carry the proof (``proof.message``), or None."""
     repo = ctx.repo
@@ -346,6 +357,12 @@ def plan(ctx: Context, local: str, tip: str, commits: list[Unpushed]) -> Plan:
             outcomes.append(_outcome(commit, Status.CONFLICT, "; ".join(problems) + (
                 ": bring the remote's changes in (`git pull --rebase`), then sync again"), job))
             stop.append(f"{commit.sha[:12]} conflicts with the remote")
+            tree = None
+            continue
+        twins = case_twins(repo, new_tree, commit.changes)
+        if twins:
+            outcomes.append(_outcome(commit, Status.REFUSED, "; ".join(twins), job))
+            stop.append(f"{commit.sha[:12]} is refused")
             tree = None
             continue
         tree = new_tree

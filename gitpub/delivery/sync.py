@@ -5,16 +5,19 @@ commit made by a person — reach the remote as reliably as jobs, without anybod
 ``git pull --rebase``. ``handplan`` decides what becomes of every unpushed commit before anything
 is done; this module carries the plan out:
 
-1. the uncommitted changes under content paths, planned as one more commit, are committed on
-   the branch (the branch moves forward to it; exactly those paths are staged; every other
-   staged change stays staged);
+1. the uncommitted changes under content paths are planned as one more commit, built through a
+   private index (nothing points at it);
 2. each content commit becomes a *sync job* (key ``sync:<commit>``, so a rerun after a crash
    finds it) whose artifacts are the commit's own blobs and modes, whose targets carry the
    compare-and-swap condition of every path it adds, changes or deletes, and whose commit is the
    person's commit rebased: same author, same message with the manifest paragraph and the proof
    trailers added (``proof.message``), ``Blog-Sync-Id: <commit>``. Each waits for the job of the
    commit before it (``sync_after``), so they land in their order; each is delivered like any
-   job (probe, rebase in memory, push, confirm, retries, leases);
+   job (probe, rebase in memory, push, confirm, retries, leases). Only once the jobs of the
+   person's commits are ready is the commit of the uncommitted changes put on the branch (the
+   branch moves forward to it; exactly those paths are staged; every other staged change stays
+   staged) and given its job; one that stops leaves the branch, index and working tree as they
+   were;
 3. once every content commit of the branch is on the remote, the local branch is rebuilt: the
    remote commit with the held commits (the ones touching only other paths) replayed on top,
    moved together with the worktree that has it checked out (``checkout.move_branch``) — a move
@@ -299,18 +302,28 @@ def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -
         if c.role == Role.CONTENT and o.status == Status.DELIVER and ctx.repo.is_signed(c.sha)]
     extra = next((c for c in planned.commits if c.uncommitted), None)
     start = planned.local
+    jobs = _jobs(ctx, planned, uncommitted=False)
+    ready = all(j.state in DELIVERABLE or j.state == State.PUBLISHED for j in jobs.values())
     if extra is not None:
+        # Committed onto the branch only once the jobs of the commits before are ready to go:
+        # one that stops leaves the branch, the index and the working tree as they were.
         assert extra.parent is not None
-        if not _adopt(ctx, extra.parent, extra):
-            report.local = f"local {branch} moved meanwhile: nothing done; run sync again"
-            report.outcomes = [replace(o, status=Status.BLOCKED, reason="not delivered: the "
-                                       "branch moved meanwhile") if o.status == Status.DELIVER
-                               else o for o in report.outcomes]
+        if not ready or not _adopt(ctx, extra.parent, extra):
+            report.jobs = list(jobs.values())
+            report.outcomes = [
+                _result(o, jobs.get(o.commit), False) if not o.uncommitted
+                else replace(o, status=Status.BLOCKED, reason=(
+                    "not committed: another commit's job stops sync" if not ready
+                    else f"not committed: local {branch} moved meanwhile"))
+                for o in planned.outcomes]
+            report.local = (f"local {branch}, its index and working tree left as they were "
+                            + ("(a commit's job stops sync)" if not ready
+                               else "(the branch moved meanwhile: run sync again)"))
             return report
         crash_point("sync.uncommitted-adopted")
         report.notes.append(f"committed the uncommitted content changes as {extra.sha[:12]}")
-    jobs = _jobs(ctx, planned)
-    ready = all(j.state in DELIVERABLE or j.state == State.PUBLISHED for j in jobs.values())
+        jobs = _jobs(ctx, planned, uncommitted=True)
+        ready = all(j.state in DELIVERABLE or j.state == State.PUBLISHED for j in jobs.values())
     if ready:
         for sha, job in jobs.items():
             jobs[sha] = deliver(job) if job.state in DELIVERABLE else job
@@ -320,18 +333,23 @@ def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -
     if planned.rebuild and start is not None and all(
             o.status == Status.PUBLISHED for o in content):
         report.local = rebuild_local(ctx, planned, start, _newest(ctx.repo, jobs, tip))
+    elif planned.rebuild and extra is not None:
+        report.local = (f"local {branch} moved to {extra.sha[:12]}, the commit of the "
+                        "uncommitted content changes; rebuilt on the remote once every content "
+                        "commit is published")
     elif planned.rebuild:
         report.local = f"local {branch} left as it was until every content commit is published"
     return report
 
 
-def _jobs(ctx: Context, planned: Plan) -> dict[str, Job]:
-    """The sync job of every content commit not published yet, created (in order, each after
-    the one before) or found, and driven through its local phases."""
+def _jobs(ctx: Context, planned: Plan, *, uncommitted: bool) -> dict[str, Job]:
+    """The sync job of every content commit not published yet (with ``uncommitted``, that of
+    the uncommitted changes too: once they are committed on the branch), created (in order,
+    each after the one before) or found, and driven through its local phases."""
     jobs: dict[str, Job] = {}
     before: str | None = None
     for commit, outcome in zip(planned.commits, planned.outcomes, strict=True):
-        if commit.role != Role.CONTENT:
+        if commit.role != Role.CONTENT or (commit.uncommitted and not uncommitted):
             continue
         if outcome.status != Status.PUBLISHED:
             job = ctx.store.load(commit.job_id)
