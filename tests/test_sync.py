@@ -639,3 +639,55 @@ def test_uncommitted_changes_behind_a_stopped_job_are_not_committed(site: Site) 
     assert snapshot(site) == before
     assert [j["state"] for j in r.json()["jobs"]] == ["REVIEW"]
     assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+
+
+def reachable_text(repo: Path) -> bytes:
+    """Every object reachable from any ref (branches, refs/pub/, notes) or reflog, raw."""
+    objects = subprocess.run(["git", "rev-list", "--objects", "--all", "--reflog"], cwd=repo,
+                             capture_output=True, check=True).stdout
+    ids = b"\n".join(line.split(b" ")[0] for line in objects.splitlines())
+    return subprocess.run(["git", "cat-file", "--batch"], cwd=repo, input=ids + b"\n",
+                          capture_output=True, check=True).stdout
+
+
+def test_gates_run_before_uncommitted_content_is_committed(site: Site) -> None:
+    """Issue 23.3: a secret in uncommitted content is refused (REVIEW, exit 4) before sync
+    commits anything: HEAD, the index and the working tree exactly as they were, and no ref,
+    note or remote object holds the secret."""
+    hand_commit(site, "posts/a.md", article("a"))
+    (site.path / "posts/welcome.md").write_text(f"# Welcome\n\ntoken {SECRET}\n")
+    (site.path / "posts/new.md").write_text(article("new"))
+    site.git("add", "posts/new.md")
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["blocked", "review"]
+    reason = r.json()["commits"][1]["reason"]
+    assert "posts/welcome.md:3: possible secret (github-token" in reason, reason
+    assert SECRET not in r.out + r.err
+    assert "left as they were" in r.json()["local"]
+    assert snapshot(site) == before
+    assert r.json()["jobs"] == [] and site.job_refs() == {}
+    assert SECRET.encode() not in reachable_text(site.path)
+    assert SECRET.encode() not in reachable_text(site.remote)
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+
+
+def test_a_configured_gate_refusing_uncommitted_content_changes_nothing(site: Site) -> None:
+    """A configured gate (here: a size limit) refusing the uncommitted content: REVIEW, exit 4,
+    nothing committed; fixed, the next sync delivers it."""
+    site.write_config("gates:\n  - name: size\n    run: [sh, -c, 'for f in $GITPUB_FILES; do "
+                      "test $(wc -c < $f) -le 200 || exit 1; done']\n")
+    site.git("commit", "-q", "-am", "a size gate")
+    site.git("push", "-q", "origin", "main")
+    site.git("fetch", "-q", "origin")
+    (site.path / "posts/big.md").write_text("# Big\n\n" + "x" * 300 + "\n")
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["review"] and "gate size" in r.json()["commits"][0]["reason"]
+    assert snapshot(site) == before and site.job_refs() == {}
+    (site.path / "posts/big.md").write_text("# Big\n\nsmall now\n")
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert git(site.remote, "show", "main:posts/big.md") == "# Big\n\nsmall now\n"

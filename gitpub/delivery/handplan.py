@@ -375,7 +375,7 @@ def plan(ctx: Context, local: str, tip: str, commits: list[Unpushed]) -> Plan:
         if why is not None:
             stop.append(why)
     if stop:
-        return replace(result, outcomes=tuple(_blocked(outcomes, stop)), stop="; ".join(stop))
+        return replace(result, outcomes=tuple(blocked(outcomes, stop)), stop="; ".join(stop))
     return replace(result, outcomes=tuple(outcomes), local_tree=tree)
 
 
@@ -395,7 +395,7 @@ def _held_onto(ctx: Context, commits: list[Unpushed], outcomes: list[Outcome], t
     return tree, stop
 
 
-def _blocked(outcomes: list[Outcome], stop: list[str]) -> list[Outcome]:
+def blocked(outcomes: list[Outcome], stop: list[str]) -> list[Outcome]:
     """When the plan stops, the commits it would have delivered are not."""
     reason = f"not delivered: sync delivers every content commit or none ({'; '.join(stop)})"
     return [replace(o, status=Status.BLOCKED, reason=reason)

@@ -6,7 +6,8 @@ commit made by a person — reach the remote as reliably as jobs, without anybod
 is done; this module carries the plan out:
 
 1. the uncommitted changes under content paths are planned as one more commit, built through a
-   private index (nothing points at it);
+   private index (nothing points at it), and must pass the gates (secret scan, text checks, the
+   configured gate commands) before anything holds it: refused, nothing is stored or committed;
 2. each content commit becomes a *sync job* (key ``sync:<commit>``, so a rerun after a crash
    finds it) whose artifacts are the commit's own blobs and modes, whose targets carry the
    compare-and-swap condition of every path it adds, changes or deletes, and whose commit is the
@@ -38,6 +39,7 @@ from pathlib import Path
 
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import GitpubError
+from gitpub.core.sanitize import sanitize
 from gitpub.core.states import LOCAL, FailureCode, Kind, Stage, State
 from gitpub.delivery.checkout import is_ancestor, move_branch
 from gitpub.delivery.deliver import DELIVERABLE
@@ -47,6 +49,7 @@ from gitpub.delivery.handplan import (
     Role,
     Status,
     Unpushed,
+    blocked,
     classify,
     job_status,
     plan,
@@ -56,7 +59,7 @@ from gitpub.delivery.handplan import (
 )
 from gitpub.git.repo import Repository
 from gitpub.git.worktrees import checked_out, worktrees
-from gitpub.pipeline.prepare import drive
+from gitpub.pipeline.prepare import drive, run_gates
 from gitpub.pipeline.request import Request, ensure_job
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
@@ -302,6 +305,15 @@ def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -
         if c.role == Role.CONTENT and o.status == Status.DELIVER and ctx.repo.is_signed(c.sha)]
     extra = next((c for c in planned.commits if c.uncommitted), None)
     start = planned.local
+    if extra is not None and ctx.store.load(extra.job_id) is None:
+        refused = _gate_uncommitted(ctx, extra)
+        if refused is not None:  # nothing stored, nothing committed
+            report.outcomes = blocked([refused if o.commit == extra.sha else o
+                                       for o in planned.outcomes],
+                                      [f"{extra.sha[:12]} needs a person"])
+            report.local = (f"local {branch}, its index and working tree left as they were "
+                            "(the uncommitted content changes did not pass the gates)")
+            return report
     jobs = _jobs(ctx, planned, uncommitted=False)
     ready = all(j.state in DELIVERABLE or j.state == State.PUBLISHED for j in jobs.values())
     if extra is not None:
@@ -340,6 +352,21 @@ def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -
     elif planned.rebuild:
         report.local = f"local {branch} left as it was until every content commit is published"
     return report
+
+
+def _gate_uncommitted(ctx: Context, commit: Unpushed) -> Outcome | None:
+    """The gates on the uncommitted content changes, before anything holds them (a job's ref,
+    the branch): REVIEW, naming what they found (never a secret's value), or None."""
+    repo = ctx.repo
+    files = {c.path: repo.blob(c.new.sha) for c in commit.changes if c.new is not None}
+    verdict = run_gates(ctx, files, job_id=commit.job_id, base_commit=commit.parent,
+                        targets=[c.path for c in commit.changes])
+    if verdict.code is None:
+        return None
+    detail = sanitize("; ".join(verdict.problems))
+    return Outcome(commit.sha, commit.subject, Status.REVIEW,
+                   f"{verdict.code}: {detail}: nothing was committed or stored; change the "
+                   "files, then sync again", uncommitted=True)
 
 
 def _jobs(ctx: Context, planned: Plan, *, uncommitted: bool) -> dict[str, Job]:
