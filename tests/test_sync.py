@@ -691,3 +691,45 @@ def test_a_configured_gate_refusing_uncommitted_content_changes_nothing(site: Si
     r = site.call("sync", "--json")
     assert r.code == 0, r.out + r.err
     assert git(site.remote, "show", "main:posts/big.md") == "# Big\n\nsmall now\n"
+
+
+@pytest.mark.parametrize(("encoding", "codec", "why"), [
+    ("IBM037", "cp037", "in which ASCII text is other characters"),
+    ("UTF-16", "utf-16", "in which ASCII text is other characters"),
+    ("X-NO-SUCH-CHARSET", "ascii", "unknown to gitpub"),
+])
+def test_a_commit_in_an_encoding_that_cannot_carry_the_proof_is_refused_up_front(
+        site: Site, encoding: str, codec: str, why: str) -> None:
+    """Issue 23.4: the proof sync adds is ASCII; in IBM037 or UTF-16 git reads those bytes as
+    other characters (and an unknown encoding, who knows): refused at once (exit 4, nothing
+    stored, nothing changed), not delivered and retried until FAILED. Re-committed in UTF-8,
+    as the reason says, it is published."""
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nEncoded.\n")
+    site.git("add", "posts/welcome.md")
+    tree = site.git("write-tree").strip()
+    parent = site.git("rev-parse", "HEAD").strip()
+    raw = (f"tree {tree}\nparent {parent}\nauthor J <j@example.com> 1700000000 +0100\n"
+           f"committer J <j@example.com> 1700000000 +0100\nencoding {encoding}\n\n").encode() \
+        + "Edit welcome\n".encode(codec)
+    sha = site.git("hash-object", "-t", "commit", "-w", "--stdin", input=raw).strip()
+    site.git("update-ref", "refs/heads/main", sha, parent)
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["refused"] and r.json()["jobs"] == []
+    reason = r.json()["commits"][0]["reason"]
+    assert f"its message is in the encoding '{encoding}', {why}" in reason, reason
+    assert "git reset --soft HEAD^" in reason
+    assert snapshot(site) == before and site.job_refs() == {}
+    assert git(site.remote, "rev-parse", "main") == site.git("rev-parse", "origin/main")
+    site.git("reset", "-q", "--soft", "HEAD^")
+    site.git("commit", "-q", "-m", "Edit welcome")
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nEncoded.\n"
+    # the person's UTF-16 commit (NUL bytes: `git fsck --strict` objects) is theirs to drop:
+    # nothing of gitpub's keeps it alive
+    site.git("reflog", "expire", "--expire=now", "--all")
+    site.git("prune", "--expire=now")
+    proc = subprocess.run(["git", "cat-file", "-e", sha], cwd=site.path, capture_output=True)
+    assert proc.returncode != 0

@@ -29,6 +29,7 @@ are counted as landing (their own delivery re-checks them).
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -185,6 +186,35 @@ def subject_of(message: bytes, encoding: str | None = None) -> str:
         return line.decode("utf-8", "replace").strip()
 
 
+#: What gitpub adds to a hand commit's message (the manifest paragraph, the proof trailers):
+#: printable ASCII, newlines and tabs. In the commit's encoding these bytes must read as
+#: themselves, or git (which re-encodes the message to read it) finds no proof.
+_ADDED = bytes(range(0x20, 0x7F)) + b"\n\t"
+
+
+def encoding_problem(encoding: str | None) -> str | None:
+    """Why a message in ``encoding`` (the commit's ``encoding`` header) cannot carry the proof:
+    an encoding unknown here (git might read it otherwise than gitpub), or one in which ASCII
+    bytes are other characters (IBM037, UTF-16, UTF-7...). None: UTF-8 or ASCII-compatible."""
+    if encoding is None:
+        return None
+    hint = ("re-commit its changes with a UTF-8 message (for the last commit: `git reset "
+            "--soft HEAD^`, then `git commit` without i18n.commitEncoding), or push it yourself")
+    try:
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        return (f"its message is in the encoding {encoding!r}, unknown to gitpub: the proof it "
+                f"adds could not be read back as git reads it; {hint}")
+    try:
+        same = _ADDED.decode(name) == _ADDED.decode("ascii")
+    except (UnicodeDecodeError, ValueError):
+        same = False
+    if not same:
+        return (f"its message is in the encoding {encoding!r}, in which ASCII text is other "
+                f"characters: the proof gitpub adds (ASCII) would not read as a proof; {hint}")
+    return None
+
+
 def _shown(paths: list[str]) -> str:
     return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
 
@@ -205,6 +235,9 @@ def classify(ctx: Context, sha: str, parents: tuple[str, ...], *,
                        "remote branch (`git rebase`) or push it yourself")
     if not parents:
         return refused("a root commit: it shares no history with the remote branch")
+    problem = encoding_problem(info.encoding)
+    if problem is not None:
+        return refused(problem)
     changes = tuple(repo.diff_entries(repo.commit(parents[0]).tree, info.tree))
     content = [c.path for c in changes if config.is_content(c.path)]
     others = [c.path for c in changes if not config.is_content(c.path)]
