@@ -466,8 +466,9 @@ def supersede(ctx: Context, tip: str | None) -> list[Job]:
             continue
         if item.record.sync_commit in live or store.held_by_other(item):
             continue
-        if item.state not in (State.LOCAL_COMMITTED, State.CONFLICT, State.REVIEW):
-            continue
+        if item.state not in (State.LOCAL_COMMITTED, State.CONFLICT, State.REVIEW,
+                              State.RETRY_WAIT, State.FAILED, State.PUSHING):
+            continue  # (a push whose outcome is unknown: the probe of the tip fetched decides)
         if find_job_commit(repo, [tip], item.record, ctx.config.trailer_prefix) is not None:
             continue
         done.append(store.transition(
