@@ -733,3 +733,17 @@ def test_a_commit_in_an_encoding_that_cannot_carry_the_proof_is_refused_up_front
     site.git("prune", "--expire=now")
     proc = subprocess.run(["git", "cat-file", "-e", sha], cwd=site.path, capture_output=True)
     assert proc.returncode != 0
+
+
+def test_an_article_replaced_by_a_folder_of_other_files_stages_only_the_deletion(
+        site: Site) -> None:
+    """posts/welcome.md becomes a folder holding a non-content file: the uncommitted change
+    is the article's deletion; the folder's file is not content, and stays untracked."""
+    (site.path / "posts/welcome.md").unlink()
+    (site.path / "posts/welcome.md").mkdir()
+    (site.path / "posts/welcome.md/notes.txt").write_text("not content\n")
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert git(site.remote, "ls-tree", "-r", "--name-only", "main", "posts/") == ""
+    assert site.git("status", "--porcelain", "--untracked-files=all").splitlines() == [
+        "?? posts/welcome.md/notes.txt"]

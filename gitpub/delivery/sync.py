@@ -117,16 +117,17 @@ def _in_progress(repo: Repository) -> str | None:
 
 
 def _in_work_tree(top: Path, path: str) -> bool:
-    """Whether git sees ``path`` in the working tree at ``top``: it exists (as a file or a
-    link), and no directory on the way to it is a symbolic link (git does not look beyond
-    one)."""
+    """Whether git sees the file ``path`` in the working tree at ``top``: it exists as a file
+    or a link (a directory there now is no such file: its files are paths of their own), and
+    no directory on the way to it is a symbolic link (git does not look beyond one)."""
     here = top
     parts = path.split("/")
     for part in parts[:-1]:
         here = here / part
         if here.is_symlink() or not here.is_dir():
             return False
-    return os.path.lexists(here / parts[-1])
+    last = here / parts[-1]
+    return last.is_symlink() or (last.exists() and not last.is_dir())
 
 
 def _add(repo: Repository, paths: list[str], env: dict[str, str] | None = None) -> None:
