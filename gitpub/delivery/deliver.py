@@ -50,6 +50,7 @@ from gitpub.core.record import JobRecord
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import LOCAL, SETTLED, Answer, FailureCode, Kind, Phase, Stage, State
 from gitpub.delivery.checkout import fast_forward_local
+from gitpub.delivery.handplan import unpushed
 from gitpub.delivery.lock import delivery_lock
 from gitpub.delivery.shared import Shared
 from gitpub.fonts.step import font_outputs
@@ -191,6 +192,10 @@ class Deliverer:
             if found.reused is not None:
                 return self._key_reused(job, found.reused)
             self._tell_forged(job, found)
+            gone = self._hand_commit_gone(job, tip)
+            if gone is not None:
+                self.notes[job.job_id] = gone
+                return job
             if not self.due(job):
                 return job
             if job.state == S.FAILED:
@@ -237,6 +242,23 @@ class Deliverer:
             manifest = None  # then only an exact manifest hash is the same request
         return probe(self.ctx.repo, [tip], job.record, self.ctx.config.trailer_prefix,
                      manifest=manifest, derived=font_outputs(self.ctx.config))
+
+    def _hand_commit_gone(self, job: Job, tip: str | None) -> str | None:
+        """Why a hand commit's job is not delivered (None: it is): its commit is no longer
+        among this clone's unpushed commits of the branch (amended, rebased, dropped, pushed
+        by hand, or never on this clone's branch). What it delivers would not be what the
+        branch holds now; ``sync`` supersedes it where the branch is the author's."""
+        record, repo = job.record, self.ctx.repo
+        if record.kind != Kind.SYNC or record.sync_commit is None or tip is None:
+            return None
+        local = repo.read_ref(f"refs/heads/{self.ctx.config.branch}")
+        rows = None if local is None else unpushed(repo, local, tip)
+        if rows is not None and any(sha == record.sync_commit for sha, _ in rows):
+            return None
+        return (f"not delivered: its hand commit {record.sync_commit[:12]} is no longer among "
+                f"local {self.ctx.config.branch}'s unpushed commits here (amended, rebased, "
+                "dropped or pushed by hand?); `git pub sync` in the clone that made it "
+                "delivers what the branch holds now and supersedes this job")
 
     def _tell_forged(self, job: Job, found: ProbeResult) -> None:
         for v in found.forged:

@@ -36,7 +36,16 @@ from gitpub.core.errors import GitpubError, TryLaterError, UsageError
 from gitpub.core.manifest import content_sha256
 from gitpub.core.record import JobRecord, Target
 from gitpub.core.sanitize import find_secrets, sanitize
-from gitpub.core.states import LOCAL, MAYBE_REMOTE, TERMINAL, FailureCode, Phase, Stage, State
+from gitpub.core.states import (
+    LOCAL,
+    MAYBE_REMOTE,
+    TERMINAL,
+    FailureCode,
+    Kind,
+    Phase,
+    Stage,
+    State,
+)
 from gitpub.delivery.deliver import Deliverer
 from gitpub.delivery.lock import delivery_lock
 from gitpub.fonts.step import font_outputs
@@ -200,7 +209,8 @@ def _retry_failed(ctx: Context, job: Job) -> Job:
 def _retry_review(ctx: Context, deliverer: Deliverer, job: Job, push: bool) -> Resolved:
     record = job.record
     was = f"was REVIEW: {record.failure_code}"
-    if record.base_ref is None:  # never snapshotted: nothing to keep
+    if record.base_ref is None or record.kind == Kind.SYNC:
+        # never snapshotted, or a hand commit's (snapshotted again from the commit itself)
         job = ctx.store.transition(job, _fresh(ctx, record), phase=Stage.RESOLVE,
                                    entries={"artifacts": None, "manifest": None},
                                    reason=f"retry requested: the pipeline runs again ({was})")
@@ -225,9 +235,12 @@ def _request_targets(ctx: Context, record: JobRecord) -> tuple[Target, ...]:
 
 
 def _fresh(ctx: Context, record: JobRecord) -> JobRecord:
+    """RECEIVED again, to be snapshotted anew. A sync job keeps its base: what it delivers is
+    the hand commit's change against its parent, whatever the remote holds now."""
     kept = {k: v for k, v in record.phases.items() if k == Phase.SOURCE_SCAN}
+    base = record.requested_base if record.kind == Kind.SYNC else None
     return _cleared(record).evolve(
-        state=S.RECEIVED, phases=kept, base_commit=None, base_ref=None, requested_base=None,
+        state=S.RECEIVED, phases=kept, base_commit=None, base_ref=None, requested_base=base,
         targets=tuple(Target(t.path, "new") for t in _request_targets(ctx, record)))
 
 

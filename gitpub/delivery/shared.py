@@ -38,7 +38,16 @@ from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, GitpubError, LostRace, UsageError
 from gitpub.core.record import Lease
 from gitpub.core.sanitize import sanitize
-from gitpub.core.states import ALLOWED, NEEDS_PERSON, SETTLED, TERMINAL, FailureCode, Stage, State
+from gitpub.core.states import (
+    ALLOWED,
+    NEEDS_PERSON,
+    SETTLED,
+    TERMINAL,
+    FailureCode,
+    Kind,
+    Stage,
+    State,
+)
 from gitpub.delivery.checkout import is_ancestor
 from gitpub.git.push import PushOutcome, PushResult, Update
 from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
@@ -391,7 +400,8 @@ class Shared:
     def orphans(self) -> list[Job]:
         """The remote's unfinished jobs that no live worker holds (their lease expired, or
         their holder's process on this host is gone), that this clone does not have yet and
-        that wait for no person (REVIEW and CONFLICT are nobody's dead work):
+        that wait for no person (REVIEW and CONFLICT are nobody's dead work) and that are no
+        hand commit's (those follow their author's branch: only its clone goes on with them):
         adopted here and marked taken over (a local record only, ``JobStore.acquire``: the
         take-over reaches the remote with the claim, after the probe). Needs ``fetch``. A
         damaged remote job this clone does not have is not taken over: it goes to
@@ -406,6 +416,16 @@ class Shared:
                 continue
             if item.state in TERMINAL or item.state in NEEDS_PERSON:
                 continue  # finished, or resting for a person (who resolves it anywhere)
+            if item.record.kind == Kind.SYNC:
+                # A hand commit's job follows what its author's branch holds now (the person
+                # may have amended or dropped the commit): only the clone with that branch
+                # can tell, so only its `git pub sync` goes on with it.
+                self.ctx.progress(
+                    f"{item.job_id[:13]}: a hand commit's job (node "
+                    f"{sanitize(item.record.node)}, {item.state.value} on the remote) is not "
+                    "taken over: it follows its author's branch, which only that clone has; "
+                    "`git pub sync` there delivers it or supersedes it")
+                continue
             lease = item.record.lease
             if lease is not None and self._held_by_other(lease):
                 self.held[item.job_id] = lease.owner

@@ -5,16 +5,20 @@ commit made by a person — reach the remote as reliably as jobs, without anybod
 ``git pull --rebase``. ``handplan`` decides what becomes of every unpushed commit before anything
 is done; this module carries the plan out:
 
-1. the uncommitted changes under content paths, planned as one more commit, are committed on
-   the branch (the branch moves forward to it; exactly those paths are staged; every other
-   staged change stays staged);
+1. the uncommitted changes under content paths are planned as one more commit, built through a
+   private index (nothing points at it), and must pass the gates (secret scan, text checks, the
+   configured gate commands) before anything holds it: refused, nothing is stored or committed;
 2. each content commit becomes a *sync job* (key ``sync:<commit>``, so a rerun after a crash
    finds it) whose artifacts are the commit's own blobs and modes, whose targets carry the
    compare-and-swap condition of every path it adds, changes or deletes, and whose commit is the
    person's commit rebased: same author, same message with the manifest paragraph and the proof
    trailers added (``proof.message``), ``Blog-Sync-Id: <commit>``. Each waits for the job of the
    commit before it (``sync_after``), so they land in their order; each is delivered like any
-   job (probe, rebase in memory, push, confirm, retries, leases);
+   job (probe, rebase in memory, push, confirm, retries, leases). Only once the jobs of the
+   person's commits are ready is the commit of the uncommitted changes put on the branch (the
+   branch moves forward to it; exactly those paths are staged; every other staged change stays
+   staged) and given its job; one that stops leaves the branch, index and working tree as they
+   were;
 3. once every content commit of the branch is on the remote, the local branch is rebuilt: the
    remote commit with the held commits (the ones touching only other paths) replayed on top,
    moved together with the worktree that has it checked out (``checkout.move_branch``) — a move
@@ -31,9 +35,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import GitpubError
+from gitpub.core.sanitize import sanitize
 from gitpub.core.states import LOCAL, FailureCode, Kind, Stage, State
 from gitpub.delivery.checkout import is_ancestor, move_branch
 from gitpub.delivery.deliver import DELIVERABLE
@@ -43,6 +49,7 @@ from gitpub.delivery.handplan import (
     Role,
     Status,
     Unpushed,
+    blocked,
     classify,
     job_status,
     plan,
@@ -52,7 +59,7 @@ from gitpub.delivery.handplan import (
 )
 from gitpub.git.repo import Repository
 from gitpub.git.worktrees import checked_out, worktrees
-from gitpub.pipeline.prepare import drive
+from gitpub.pipeline.prepare import drive, run_gates
 from gitpub.pipeline.request import Request, ensure_job
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
@@ -87,12 +94,17 @@ def uncommitted_paths(repo: Repository, is_content: Callable[[str], bool]
     changed: list[str] = []
     unmerged: list[str] = []
     partial: list[str] = []
-    for entry in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
-        if len(entry) > 3 and is_content(entry[3:]):
-            (unmerged if entry[:2] in UNMERGED else changed).append(entry[3:])
-            if entry[:2] not in UNMERGED and entry[0] not in " ?" and entry[1] != " ":
-                partial.append(entry[3:])
-    return changed, unmerged, partial
+    entries = [e for e in proc.stdout.decode("utf-8", "surrogateescape").split("\0")
+               if len(e) > 3 and is_content(e[3:])]
+    # ``git rm --cached``: the deletion is staged, the file kept untracked in the working tree
+    kept = {e[3:] for e in entries if e[:2] == "??"} & {e[3:] for e in entries if e[:2] == "D "}
+    for entry in entries:
+        path = entry[3:]
+        (unmerged if entry[:2] in UNMERGED else changed).append(path)
+        if entry[:2] not in UNMERGED and entry[0] not in " ?" and (entry[1] != " "
+                                                                   or path in kept):
+            partial.append(path)
+    return list(dict.fromkeys(changed)), unmerged, partial
 
 
 def _in_progress(repo: Repository) -> str | None:
@@ -104,13 +116,40 @@ def _in_progress(repo: Repository) -> str | None:
     return None
 
 
+def _in_work_tree(top: Path, path: str) -> bool:
+    """Whether git sees the file ``path`` in the working tree at ``top``: it exists as a file
+    or a link (a directory there now is no such file: its files are paths of their own), and
+    no directory on the way to it is a symbolic link (git does not look beyond one)."""
+    here = top
+    parts = path.split("/")
+    for part in parts[:-1]:
+        here = here / part
+        if here.is_symlink() or not here.is_dir():
+            return False
+    last = here / parts[-1]
+    return last.is_symlink() or (last.exists() and not last.is_dir())
+
+
 def _add(repo: Repository, paths: list[str], env: dict[str, str] | None = None) -> None:
-    """``git add -A`` exactly these paths (literal pathspecs, given on stdin)."""
-    proc = repo.git("--literal-pathspecs", "add", "-A", "--pathspec-from-file=-",
-                    "--pathspec-file-nul", input=b"\0".join(p.encode("utf-8", "surrogateescape")
-                                                            for p in paths), env=env)
-    if proc.returncode != 0:
-        raise GitpubError("git add failed: " + proc.stderr.decode("utf-8", "replace").strip())
+    """Stage exactly these paths as the working tree has them (``git add -A``, literal
+    pathspecs given on stdin); a path gone from the working tree is removed from the index
+    (``git update-index --force-remove``: nothing to do when the index has no such path either,
+    a deletion or ``git mv`` already staged, where ``git add`` would fail on a pathspec that
+    matches nothing)."""
+    top = repo.work_tree
+    present = [p for p in paths if top is not None and _in_work_tree(top, p)]
+    gone = [p for p in paths if p not in set(present)]
+    for name, args, names in (
+            ("add", ("--literal-pathspecs", "add", "-A", "--pathspec-from-file=-",
+                     "--pathspec-file-nul"), present),
+            ("update-index", ("update-index", "--force-remove", "-z", "--stdin"), gone)):
+        if not names:
+            continue
+        proc = repo.git(*args, input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0"
+                                              for p in names), env=env)
+        if proc.returncode != 0:
+            raise GitpubError(f"git {name} failed: "
+                              + proc.stderr.decode("utf-8", "replace").strip())
 
 
 def build_uncommitted(repo: Repository, local: str, paths: list[str]) -> str:
@@ -267,18 +306,37 @@ def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -
         if c.role == Role.CONTENT and o.status == Status.DELIVER and ctx.repo.is_signed(c.sha)]
     extra = next((c for c in planned.commits if c.uncommitted), None)
     start = planned.local
+    if extra is not None and ctx.store.load(extra.job_id) is None:
+        refused = _gate_uncommitted(ctx, extra)
+        if refused is not None:  # nothing stored, nothing committed
+            report.outcomes = blocked([refused if o.commit == extra.sha else o
+                                       for o in planned.outcomes],
+                                      [f"{extra.sha[:12]} needs a person"])
+            report.local = (f"local {branch}, its index and working tree left as they were "
+                            "(the uncommitted content changes did not pass the gates)")
+            return report
+    jobs = _jobs(ctx, planned, uncommitted=False)
+    ready = all(j.state in DELIVERABLE or j.state == State.PUBLISHED for j in jobs.values())
     if extra is not None:
+        # Committed onto the branch only once the jobs of the commits before are ready to go:
+        # one that stops leaves the branch, the index and the working tree as they were.
         assert extra.parent is not None
-        if not _adopt(ctx, extra.parent, extra):
-            report.local = f"local {branch} moved meanwhile: nothing done; run sync again"
-            report.outcomes = [replace(o, status=Status.BLOCKED, reason="not delivered: the "
-                                       "branch moved meanwhile") if o.status == Status.DELIVER
-                               else o for o in report.outcomes]
+        if not ready or not _adopt(ctx, extra.parent, extra):
+            report.jobs = list(jobs.values())
+            report.outcomes = [
+                _result(o, jobs.get(o.commit), False) if not o.uncommitted
+                else replace(o, status=Status.BLOCKED, reason=(
+                    "not committed: another commit's job stops sync" if not ready
+                    else f"not committed: local {branch} moved meanwhile"))
+                for o in planned.outcomes]
+            report.local = (f"local {branch}, its index and working tree left as they were "
+                            + ("(a commit's job stops sync)" if not ready
+                               else "(the branch moved meanwhile: run sync again)"))
             return report
         crash_point("sync.uncommitted-adopted")
         report.notes.append(f"committed the uncommitted content changes as {extra.sha[:12]}")
-    jobs = _jobs(ctx, planned)
-    ready = all(j.state in DELIVERABLE or j.state == State.PUBLISHED for j in jobs.values())
+        jobs = _jobs(ctx, planned, uncommitted=True)
+        ready = all(j.state in DELIVERABLE or j.state == State.PUBLISHED for j in jobs.values())
     if ready:
         for sha, job in jobs.items():
             jobs[sha] = deliver(job) if job.state in DELIVERABLE else job
@@ -288,18 +346,38 @@ def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -
     if planned.rebuild and start is not None and all(
             o.status == Status.PUBLISHED for o in content):
         report.local = rebuild_local(ctx, planned, start, _newest(ctx.repo, jobs, tip))
+    elif planned.rebuild and extra is not None:
+        report.local = (f"local {branch} moved to {extra.sha[:12]}, the commit of the "
+                        "uncommitted content changes; rebuilt on the remote once every content "
+                        "commit is published")
     elif planned.rebuild:
         report.local = f"local {branch} left as it was until every content commit is published"
     return report
 
 
-def _jobs(ctx: Context, planned: Plan) -> dict[str, Job]:
-    """The sync job of every content commit not published yet, created (in order, each after
-    the one before) or found, and driven through its local phases."""
+def _gate_uncommitted(ctx: Context, commit: Unpushed) -> Outcome | None:
+    """The gates on the uncommitted content changes, before anything holds them (a job's ref,
+    the branch): REVIEW, naming what they found (never a secret's value), or None."""
+    repo = ctx.repo
+    files = {c.path: repo.blob(c.new.sha) for c in commit.changes if c.new is not None}
+    verdict = run_gates(ctx, files, job_id=commit.job_id, base_commit=commit.parent,
+                        targets=[c.path for c in commit.changes])
+    if verdict.code is None:
+        return None
+    detail = sanitize("; ".join(verdict.problems))
+    return Outcome(commit.sha, commit.subject, Status.REVIEW,
+                   f"{verdict.code}: {detail}: nothing was committed or stored; change the "
+                   "files, then sync again", uncommitted=True)
+
+
+def _jobs(ctx: Context, planned: Plan, *, uncommitted: bool) -> dict[str, Job]:
+    """The sync job of every content commit not published yet (with ``uncommitted``, that of
+    the uncommitted changes too: once they are committed on the branch), created (in order,
+    each after the one before) or found, and driven through its local phases."""
     jobs: dict[str, Job] = {}
     before: str | None = None
     for commit, outcome in zip(planned.commits, planned.outcomes, strict=True):
-        if commit.role != Role.CONTENT:
+        if commit.role != Role.CONTENT or (commit.uncommitted and not uncommitted):
             continue
         if outcome.status != Status.PUBLISHED:
             job = ctx.store.load(commit.job_id)
@@ -389,8 +467,9 @@ def supersede(ctx: Context, tip: str | None) -> list[Job]:
             continue
         if item.record.sync_commit in live or store.held_by_other(item):
             continue
-        if item.state not in (State.LOCAL_COMMITTED, State.CONFLICT, State.REVIEW):
-            continue
+        if item.state not in (State.LOCAL_COMMITTED, State.CONFLICT, State.REVIEW,
+                              State.RETRY_WAIT, State.FAILED, State.PUSHING):
+            continue  # (a push whose outcome is unknown: the probe of the tip fetched decides)
         if find_job_commit(repo, [tip], item.record, ctx.config.trailer_prefix) is not None:
             continue
         done.append(store.transition(

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from gitpub.config.model import Command
 from gitpub.core.allowlist import Allowlist, AllowlistError
@@ -212,10 +213,15 @@ def case_collisions(ctx: Context, tree: str | None, targets: Sequence[str]) -> l
 
 
 def _phase_env(ctx: Context, job: Job) -> dict[str, str]:
+    return _env(ctx, job.job_id, job.record.base_commit, job.record.target_paths)
+
+
+def _env(ctx: Context, job_id: str, base_commit: str | None,
+         targets: Sequence[str]) -> dict[str, str]:
     return {
-        "GITPUB_JOB_ID": job.job_id,
-        "GITPUB_BASE_COMMIT": job.record.base_commit or "",
-        "GITPUB_TARGETS": "\n".join(job.record.target_paths),
+        "GITPUB_JOB_ID": job_id,
+        "GITPUB_BASE_COMMIT": base_commit or "",
+        "GITPUB_TARGETS": "\n".join(targets),
         "GITPUB_GIT_DIR": str(ctx.repo.common_dir),
     }
 
@@ -320,30 +326,51 @@ def _judge(ctx: Context, job: Job, command: Command) -> Job:
     return job
 
 
-def _gates(ctx: Context, job: Job) -> Job:
-    files = _artifact_files(ctx, job)
+@dataclass(frozen=True)
+class GateVerdict:
+    """What the gates said of a set of files: ``code`` None when they passed."""
+
+    code: FailureCode | None
+    problems: list[str]
+    allowed: list[str]  # the known non-secrets let through (for the history, never values)
+
+
+def run_gates(ctx: Context, files: dict[str, bytes], *, job_id: str, base_commit: str | None,
+              targets: Sequence[str]) -> GateVerdict:
+    """The secret scan (with the allowlist committed in ``base_commit``), the text checks and
+    the configured gate commands on ``files``: in memory and scratch space only, nothing
+    stored (``sync`` runs them on uncommitted content before it commits anything)."""
     try:
-        problems, allowed = gates.secret_scan(files, _allowlist(ctx, job))
+        problems, allowed = gates.secret_scan(
+            files, lambda: gates.allowlist_at(ctx.repo, base_commit))
     except AllowlistError as e:
-        return to_review(ctx, job, Stage.GATES, FailureCode.GATE_FAILED, [e.message])
+        return GateVerdict(FailureCode.GATE_FAILED, [e.message], [])
     if problems:
-        return to_review(ctx, job, Stage.GATES, FailureCode.SECRET_IN_CONTENT, problems)
+        return GateVerdict(FailureCode.SECRET_IN_CONTENT, problems, allowed)
     problems = gates.text_problems(files)
     for command in ctx.config.gates:
         ctx.progress(f"gate: running {command.name}")
-        with _scratch(ctx, job, "gate") as scratch:
+        with steps.Scratch(ctx.repo.pub_dir / "scratch", f"{job_id[:8]}-gate") as scratch:
             unplaced = _place_files(scratch, files)
             if unplaced:
                 problems.append(f"gate {command.name}: {unplaced}")
                 continue
-            env = _phase_env(ctx, job) | {
+            env = _env(ctx, job_id, base_commit, targets) | {
                 "GITPUB_FILES": "\n".join(f"files/{p}" for p in sorted(files))}
             result = steps.run(command, scratch, env=env)
         if not result.ok:
             problems.append(f"gate {command.name}: {result.describe()}")
+    return GateVerdict(FailureCode.GATE_FAILED if problems else None, problems, allowed)
+
+
+def _gates(ctx: Context, job: Job) -> Job:
+    files = _artifact_files(ctx, job)
+    verdict = run_gates(ctx, files, job_id=job.job_id, base_commit=job.record.base_commit,
+                        targets=job.record.target_paths)
     crash_point("prepare.gates-ran")
-    if problems:
-        return to_review(ctx, job, Stage.GATES, FailureCode.GATE_FAILED, problems)
+    if verdict.code is not None:
+        return to_review(ctx, job, Stage.GATES, verdict.code, verdict.problems)
+    allowed = verdict.allowed
     tree = ctx.store.subtree(job, "artifacts")
     modes = {p: e.mode for p, e in ctx.repo.walk_files(tree)} if tree else {}
     record = job.record.evolve(phases=job.record.phases | {Phase.GATES: "passed"})
