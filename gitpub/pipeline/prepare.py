@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from gitpub.config.model import Command
-from gitpub.core.allowlist import Allowlist, AllowlistError
+from gitpub.core.allowlist import AllowlistError
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, LostRace
 from gitpub.core.manifest import Manifest, content_sha256
@@ -220,9 +220,9 @@ def _phase_env(ctx: Context, job: Job) -> dict[str, str]:
     }
 
 
-def _allowlist(ctx: Context, job: Job) -> Callable[[], Allowlist]:
-    """The allowlist committed in the job's base, read when the scan finds something."""
-    return lambda: gates.allowlist_at(ctx.repo, job.record.base_commit)
+def _base(ctx: Context, job: Job) -> gates.Base:
+    """The job's base as the secret scan reads it (its allowlist, its version of each file)."""
+    return gates.Base(ctx.repo, job.record.base_commit)
 
 
 def _uses(allowed: Sequence[str]) -> str:
@@ -261,7 +261,7 @@ def _draft(ctx: Context, job: Job, command: Command) -> Job:
                           [f"draft did not write {', '.join(missing)}"])
     files = {p: d for p, (_m, d) in result.outputs.items()}
     try:
-        secrets, allowed = gates.secret_scan(files, _allowlist(ctx, job))
+        secrets, allowed = gates.secret_scan(files, _base(ctx, job))
     except AllowlistError as e:
         return to_review(ctx, job, Stage.DRAFT, FailureCode.SECRET_IN_CONTENT, [e.message])
     if secrets:  # the drafted text is *not* stored: only where the secrets are
@@ -323,7 +323,7 @@ def _judge(ctx: Context, job: Job, command: Command) -> Job:
 def _gates(ctx: Context, job: Job) -> Job:
     files = _artifact_files(ctx, job)
     try:
-        problems, allowed = gates.secret_scan(files, _allowlist(ctx, job))
+        problems, allowed = gates.secret_scan(files, _base(ctx, job))
     except AllowlistError as e:
         return to_review(ctx, job, Stage.GATES, FailureCode.GATE_FAILED, [e.message])
     if problems:
