@@ -162,6 +162,34 @@ def test_from_file_with_a_secret_is_refused_and_not_stored(
     assert secret.encode() not in site.all_objects_text()
 
 
+def test_from_file_keeping_their_example_key_publishes(
+        site: Site, tmp_path: Path) -> None:
+    """--from is judged as the gates judge it: by what it adds to their version. Their edit
+    shows an example key; a merge that keeps it publishes, one that adds a token does not."""
+    site.write_config('content: ["docs/**/*.md"]\n')
+    site.git("add", ".gitpub.yaml")
+    commit_file(site.path, ISSUE, ORIGINAL, "add issue 2")
+    site.git("fetch", "-q", "origin")
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "a-issue-2", ISSUE, OURS)
+    example = "AKIA" + "IOSFODNN7EXAMPLE"
+    theirs = f"{THEIRS}\n    aws_access_key_id = {example}\n"
+    commit_file(other, ISSUE, theirs, "B edits issue 2, with an example")
+    assert site.call("push").code == 4
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    merged = f"# Issue 2\n\nWriter A's rewrite.\n\n    aws_access_key_id = {example}\n"
+    leaky = tmp_path / "leaky.md"
+    leaky.write_text(merged + f"\ntoken = {token}\n")
+    r = site.call("resolve", "--json", job_id, "--from", str(leaky))
+    assert r.code == 2 and "docs/issue-2.md:7: possible secret (github-token" in r.json()["error"]
+    assert token.encode() not in site.all_objects_text()
+    path = tmp_path / "merged.md"
+    path.write_text(merged)
+    r = site.call("resolve", "--json", job_id, "--from", str(path))
+    assert r.code == 0, r.out + r.err
+    assert remote_file(site) == merged
+
+
 def test_from_needs_one_conflicting_file(site: Site, tmp_path: Path) -> None:
     other = other_writer(tmp_path, site)
     r = site.call("prepare", "--json", "--key", "two", "--to", "posts/x.md", "--to",

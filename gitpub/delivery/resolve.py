@@ -12,8 +12,8 @@ job's history with the reason and the hashes involved.
   conditions become *their* current content (so a third writer's change is still a CONFLICT),
   and the history records both hashes of every replaced file.
 - ``--from FILE`` (CONFLICT) supplies merged content: a new snapshot against the current tip,
-  under the same job; the pipeline (judge, gates, fonts) runs again on it. A secret in FILE is
-  refused before anything is stored.
+  under the same job; the pipeline (judge, gates, fonts) runs again on it. A secret FILE adds
+  to their version is refused before anything is stored.
 - ``--retry`` on **REVIEW** re-runs the pipeline on the job's own snapshot (its compare-and-swap
   conditions kept: the delivery rebases and checks them against the remote) and stops at
   LOCAL_COMMITTED unless ``--push``. A job that never had a snapshot starts again at RECEIVED.
@@ -35,7 +35,7 @@ from enum import StrEnum
 from gitpub.core.errors import GitpubError, TryLaterError, UsageError
 from gitpub.core.manifest import content_sha256
 from gitpub.core.record import JobRecord, Target
-from gitpub.core.sanitize import find_secrets, sanitize
+from gitpub.core.sanitize import sanitize
 from gitpub.core.states import LOCAL, MAYBE_REMOTE, TERMINAL, FailureCode, Phase, Stage, State
 from gitpub.delivery.deliver import Deliverer
 from gitpub.delivery.lock import delivery_lock
@@ -43,6 +43,7 @@ from gitpub.fonts.step import font_outputs
 from gitpub.git.remote import RemoteError
 from gitpub.git.repo import MODE_FILE, MODE_TREE, Entry
 from gitpub.pipeline.commit import target_problems
+from gitpub.pipeline.gates import Base, secret_scan
 from gitpub.pipeline.prepare import drive, reload
 from gitpub.runtime.context import Context
 from gitpub.store.fetchdir import fetch_branch
@@ -388,13 +389,14 @@ def _merge_target(ctx: Context, job: Job, tree: str | None) -> str:
 
 def _merge_from(ctx: Context, deliverer: Deliverer, job: Job, tip: str | None, merged: bytes,
                 label: str) -> Resolved:
-    findings = find_secrets(merged.decode("utf-8", "replace"))
-    if findings:
-        where = ", ".join(f"line {f.line} ({f.kind})" for f in findings[:5])
-        raise UsageError(sanitize(f"{label} holds a possible secret ({where}): nothing was "
-                                  "stored"), hint="remove it from the file and run again")
     record, repo, tree = job.record, ctx.repo, _tip_tree(ctx, tip)
     path = _merge_target(ctx, job, tree)
+    # what the merge adds to their version (the new base): as the gates will judge it
+    findings, _allowed = secret_scan({path: merged}, Base(repo, tip))
+    if findings:
+        raise UsageError(sanitize(f"{label} holds a possible secret ({'; '.join(findings[:5])}):"
+                                  " nothing was stored"), hint="remove it from the file and run "
+                                                               "again")
     theirs = _their_entry(ctx, tree, path)
     targets = tuple(t if t.path != path else _as_target(ctx, path, theirs)
                     for t in _article_targets(ctx, record))
