@@ -284,6 +284,9 @@ def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -
             jobs[sha] = deliver(job) if job.state in DELIVERABLE else job
     report.jobs = list(jobs.values())
     report.outcomes = [_result(o, jobs.get(o.commit), ready) for o in planned.outcomes]
+    report.outcomes = [replace(o, status=Status.BLOCKED, reason="not delivered: a commit before "
+                               "it brings a secret") if o.status == Status.DELIVER else o
+                       for o in report.outcomes]
     content = [o for o in report.outcomes if o.status != Status.HELD]
     if planned.rebuild and start is not None and all(
             o.status == Status.PUBLISHED for o in content):
@@ -295,7 +298,9 @@ def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -
 
 def _jobs(ctx: Context, planned: Plan) -> dict[str, Job]:
     """The sync job of every content commit not published yet, created (in order, each after
-    the one before) or found, and driven through its local phases."""
+    the one before) or found, and driven through its local phases. A commit that brings a
+    secret stops the list: its job keeps nothing of it, and a later commit's job would keep it
+    alive all the same (it is in the later commit's history)."""
     jobs: dict[str, Job] = {}
     before: str | None = None
     for commit, outcome in zip(planned.commits, planned.outcomes, strict=True):
@@ -308,6 +313,8 @@ def _jobs(ctx: Context, planned: Plan) -> dict[str, Job]:
                     tuple(c.path for c in commit.changes), (), False, key=commit.key,
                     kind=Kind.SYNC, base=commit.parent, commit=commit.sha, after=before))
             jobs[commit.sha] = drive(ctx, job, wait=PREPARE_WAIT) if job.state in LOCAL else job
+            if jobs[commit.sha].record.failure_code == FailureCode.SECRET_IN_SOURCE:
+                break
         before = commit.job_id
     return jobs
 

@@ -134,11 +134,11 @@ def _snapshot_sync(ctx: Context, job: Job) -> Job:
 
 def _snapshot(ctx: Context, job: Job) -> Job:
     record = job.record
-    if record.kind == Kind.SYNC and record.sync_commit is not None:
-        return _snapshot_sync(ctx, job)
-    if Phase.SOURCE_SCAN in record.phases:
+    if Phase.SOURCE_SCAN in record.phases:  # (a sync job's commit: never snapshotted then)
         return to_review(ctx, job, Stage.SOURCE_SCAN, FailureCode.SECRET_IN_SOURCE,
                          [record.phases[Phase.SOURCE_SCAN]])
+    if record.kind == Kind.SYNC and record.sync_commit is not None:
+        return _snapshot_sync(ctx, job)
     base_ref: str | None
     base: str | None
     if record.requested_base is not None:

@@ -22,6 +22,7 @@ from gitpub.core.sanitize import find_secrets, sanitize, sanitize_bytes
 from gitpub.core.secretdiff import NOTHING, Inherited
 from gitpub.core.states import Kind, Phase, State
 from gitpub.git import paths as git_paths
+from gitpub.git.repo import BLOB_MODES
 from gitpub.pipeline.gates import Base
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job, job_id_for_key
@@ -158,7 +159,7 @@ def source_files(request: Request, base: Base | None = None) -> dict[str, bytes]
     known non-secrets (``core.allowlist``) are kept, since they are content to publish, and so
     are the findings a target's version in ``base`` already had in place (``core.secretdiff``:
     the branch's, not the job's). A sync job has none: the commit it delivers is kept alive by
-    the job instead."""
+    the job instead (unless it brings a secret: then the job keeps nothing of it)."""
     if request.kind == Kind.SYNC:
         return {}
     rules = NO_RULES if base is None else base.allowlist()
@@ -174,20 +175,17 @@ def _inherited(base: Base | None, target: str) -> Inherited:
 
 
 def source_hits(ctx: Context, request: Request) -> tuple[list[Hit], Base | None]:
-    """The secrets in the sources, allowed or not, and the base that decided: the one the job
-    will snapshot, its allowlist and its version of each target (read only when something was
-    found). A draft's input is no file of the base: it is judged whole. A sync job has no
-    sources: its commit's changes are scanned by the gates."""
-    if request.kind == Kind.SYNC:
-        return [], None
+    """The secrets in what the job is given, allowed or not, and the base that decided: the one
+    the job will snapshot, its allowlist and its version of each target (read only when
+    something was found). A draft's input is no file of the base: it is judged whole. A sync
+    job is given a commit: what it adds or changes against its parent is judged here, before
+    the job keeps the commit alive, so that a secret in it never enters the job's history."""
+    texts = _given(ctx, request)
 
     def hits(rules: Allowlist, base: Base | None) -> list[Hit]:
-        # (what the text is published as, how messages name it: the target, or a draft input)
-        files = ([(request.targets, request.sources[0].label, NOTHING)] if request.drafted
-                 else [((t,), t, _inherited(base, t)) for t in request.targets])
-        return [hit for s, (paths, label, inherited) in zip(request.sources, files, strict=True)
-                for hit in scan(s.data.decode("utf-8", "surrogateescape"), paths, rules,
-                                label, inherited)]
+        return [hit for text, paths, label, target in texts
+                for hit in scan(text, paths, rules, label,
+                                NOTHING if target is None else _inherited(base, target))]
 
     if not hits(NO_RULES, None):
         return [], None
@@ -196,6 +194,27 @@ def source_hits(ctx: Context, request: Request) -> tuple[list[Hit], Base | None]
         None if ref is None else ctx.repo.read_ref(ref))
     base = Base(ctx.repo, commit)
     return hits(base.allowlist(), base), base  # AllowlistError: exit 2, nothing written
+
+
+def _given(ctx: Context, request: Request) -> list[tuple[str, tuple[str, ...], str, str | None]]:
+    """Each text the job is given: (text, the paths it is published as, how messages name it,
+    the target whose base version it changes — None for a draft's input)."""
+    def text(data: bytes) -> str:
+        return data.decode("utf-8", "surrogateescape")
+
+    if request.kind == Kind.SYNC:
+        if request.commit is None or request.base is None:
+            return []
+        repo = ctx.repo
+        changes = repo.diff_entries(repo.commit(request.base).tree,
+                                    repo.commit(request.commit).tree)
+        return [(text(repo.blob(c.new.sha)), (c.path,), c.path, c.path) for c in changes
+                if c.new is not None and c.new.mode in BLOB_MODES]
+    if request.drafted:
+        return [(text(request.sources[0].data), request.targets, request.sources[0].label,
+                 None)]
+    return [(text(s.data), (t,), t, t)
+            for t, s in zip(request.targets, request.sources, strict=True)]
 
 
 def ensure_job(ctx: Context, request: Request) -> tuple[Job, bool]:
@@ -257,6 +276,7 @@ def _create(ctx: Context, request: Request, key: str, job_id: str, request_hash:
               else f"accepted commit {request.commit}: {', '.join(request.targets)}") + (
         f"; allowed as known non-secrets: {'; '.join(allowed)}" if allowed else "")
     job = ctx.store.create(record, files, reason=reason,
-                           keep_alive=() if request.commit is None else (request.commit,))
+                           keep_alive=() if request.commit is None or findings
+                           else (request.commit,))
     crash_point("prepare.job-created")
     return job
