@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Site
+from conftest import Result, Site
 
 # Built by concatenation so this file does not itself look like a leaked credential.
 GITHUB = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
@@ -127,3 +131,150 @@ def test_a_secret_in_the_author_is_not_published(site: Site) -> None:
     assert site.run("push").code == 0
     assert not leaks(site, r.out, r.err)
     assert GITHUB not in site.git("log", "-1", "--format=%an %ae", "origin/main")
+
+
+# -- the way out of a secret finding, followed to the letter -----------------------------------
+
+def commands_in(hint: str) -> list[list[str]]:
+    """The commands a hint names (its `backticked` spans that start with git), as argument
+    lists; other spans (`edit`, a file name) are words of the sentence."""
+    return [shlex.split(c) for c in re.findall(r"`(git [^`]+)`", hint)]
+
+
+def follow(site: Site, command: list[str], env: dict[str, str] | None = None) -> Result:
+    """Run a command of a hint as written: ``git pub …`` through gitpub, ``git …`` as git."""
+    assert command[0] == "git", command
+    if command[1] == "pub":
+        return site.run(*command[2:], env=env)
+    proc = subprocess.run(command, cwd=site.path, env={**site.env, **(env or {})},
+                          capture_output=True, text=True)
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def gitpub_objects_text(repo: Path) -> bytes:
+    """Every object gitpub's refs (jobs, archive, notes) reach in ``repo``."""
+    refs = subprocess.run(["git", "for-each-ref", "--format=%(refname)", "refs/pub/",
+                           "refs/notes/", "refs/remotes/origin/pub/"], cwd=repo,
+                          capture_output=True, text=True, check=True).stdout.split()
+    if not refs:
+        return b""
+    objects = subprocess.run(["git", "rev-list", "--objects", *refs], cwd=repo,
+                             capture_output=True, text=True, check=True).stdout
+    ids = "".join(line.split()[0] + "\n" for line in objects.splitlines())
+    return subprocess.run(["git", "cat-file", "--batch"], cwd=repo, input=ids.encode(),
+                          capture_output=True, check=True).stdout
+
+
+def remote_objects_text(site: Site) -> bytes:
+    return subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch", "--unordered"],
+                          cwd=site.remote, capture_output=True, check=True).stdout
+
+
+def review_hint(site: Site) -> tuple[str, str]:
+    """The job in REVIEW (exactly one) and its hint."""
+    jobs = site.run("status", "--json").json()["jobs"]
+    (job,) = [j for j in jobs if j["state"] == "REVIEW"] or [jobs]
+    return str(job["job_id"]), str(job["hint"])
+
+
+@pytest.mark.parametrize("where", ["last", "earlier"])
+def test_a_hand_commit_with_a_secret_has_a_way_out_that_works(site: Site, where: str) -> None:
+    """Issue 24.3: the hint used to say "remove the secret, then --retry", and the retry
+    failed with "no stored content". Now: the hint's commands, run as written, publish the
+    commit without the secret; the abandoned job, folded into the archive and pushed, holds
+    nothing of it, and neither does anything else gitpub stored or the remote."""
+    site.write_config("archive_after: 1\n")
+    site.git("commit", "-qam", "Fold finished jobs at once")
+    site.git("push", "-q", "origin", "main")
+    leak = site.path / "posts" / "leak.md"
+    leak.write_text(f"# Deploy\n\nThe token: {GITHUB}\n")
+    site.git("add", ".")
+    site.git("commit", "-q", "-m", "Deploy notes")
+    leaky = site.git("rev-parse", "HEAD").strip()
+    if where == "earlier":
+        (site.path / "posts" / "later.md").write_text("# Later\n")
+        site.git("add", ".")
+        site.git("commit", "-q", "-m", "A later page")
+    r = site.run("sync")
+    assert r.code == 4, r.out + r.err
+    job_id, hint = review_hint(site)
+    assert f"commit {leaky[:12]} brings the secret" in hint, hint
+    amend, rebase, abandon, sync = commands_in(hint)
+    assert amend == ["git", "commit", "--amend"] and abandon[2:] == ["resolve", job_id[:13],
+                                                                         "--abandon"]
+    editor = {"GIT_EDITOR": "true"}
+    if where == "last":
+        leak.write_text("# Deploy\n\nThe token is in the vault.\n")
+        site.git("add", ".")
+        assert follow(site, amend, editor).code == 0
+    else:
+        assert rebase == ["git", "rebase", "-i", f"{leaky[:12]}^"]
+        todo = {"GIT_SEQUENCE_EDITOR": "sed -i 1s/^pick/edit/", **editor}
+        assert follow(site, rebase, todo).code == 0  # stops at the commit, as `edit` does
+        leak.write_text("# Deploy\n\nThe token is in the vault.\n")
+        site.git("add", ".")
+        assert follow(site, amend, editor).code == 0
+        site.git("-c", "core.editor=true", "rebase", "--continue")
+    assert follow(site, abandon).code == 0
+    r = follow(site, sync)
+    assert r.code == 0, r.out + r.err
+    assert "vault" in site.git("show", "origin/main:posts/leak.md")
+    assert site.run("status", "--json").json()["jobs"] == []
+    assert site.git("ls-remote", "origin", "refs/pub/archive")  # the abandoned job went there
+    assert GITHUB.encode() not in remote_objects_text(site)
+    assert GITHUB.encode() not in gitpub_objects_text(site.path)
+    assert not leaks(site, r.out, r.err, site.run("log", job_id).out)[1:]
+
+
+def test_a_drafted_secret_has_a_way_out_that_works(site: Site) -> None:
+    """The draft command wrote a secret: its output was never stored; fixing the command and
+    running the hint's retry publishes."""
+    draft = 'mkdir -p "$GITPUB_OUTPUT/posts" && printf "# Notes\\n\\n{}\\n" > ' \
+            '"$GITPUB_OUTPUT/posts/notes.md"'
+    site.write_config(f"draft: {json.dumps(draft.format('token = ' + GITHUB))}\n")
+    r = site.run("prepare", "--key", "drafted", "--to", "posts/notes.md", "-", input="notes")
+    assert r.code == 4, r.out + r.err
+    job_id, hint = review_hint(site)
+    assert hint.startswith("make the draft command write no secret"), hint
+    retry = commands_in(hint)[0]
+    assert retry[2:] == ["resolve", job_id[:13], "--retry"]
+    site.write_config(f"draft: {json.dumps(draft.format('The token is in the vault.'))}\n")
+    r = follow(site, retry)
+    assert r.code == 0 and "LOCAL_COMMITTED" in r.out, r.out + r.err
+    assert not leaks(site, r.out, r.err)
+
+
+def test_a_secret_in_the_source_has_a_way_out_that_works(site: Site) -> None:
+    r = site.run("prepare", "--key", "leaky", "--to", "posts/leak.md", "-",
+                 input=f"# Deploy\n\nThe token: {GITHUB}\n")
+    assert r.code == 4, r.out + r.err
+    job_id, hint = review_hint(site)
+    (abandon,) = commands_in(hint)
+    assert abandon[2:] == ["resolve", job_id[:13], "--abandon"]
+    assert "then prepare the content without it under a new --key" in hint
+    assert follow(site, abandon).code == 0
+    r = site.run("prepare", "--key", "clean", "--to", "posts/leak.md", "-",
+                 input="# Deploy\n\nThe token is in the vault.\n")
+    assert r.code == 0 and "LOCAL_COMMITTED" in r.out, r.out + r.err
+    assert not leaks(site, r.out, r.err)
+
+
+def test_a_hand_commit_failing_a_gate_is_retried_from_its_commit(site: Site) -> None:
+    """REVIEW's usual way out for a hand commit: fix the gate, `resolve --retry` (it said
+    "no stored content": a sync job has no sources), then `git pub sync`."""
+    site.write_config("gates:\n  - name: strict\n    run: 'exit 1'\n")
+    site.git("commit", "-qam", "A strict gate")
+    site.git("push", "-q", "origin", "main")
+    (site.path / "posts" / "hand.md").write_text("# Hand\n\nWritten by hand.\n")
+    site.git("add", ".")
+    site.git("commit", "-q", "-m", "A page by hand")
+    assert site.run("sync").code == 4
+    job_id, hint = review_hint(site)
+    retry = commands_in(hint)[0]
+    assert retry[2:] == ["resolve", job_id[:13], "--retry"], hint
+    site.write_config()  # the gate fixed (here: gone)
+    r = follow(site, retry)
+    assert r.code == 0 and "LOCAL_COMMITTED" in r.out, r.out + r.err
+    r = site.run("sync")
+    assert r.code == 0, r.out + r.err
+    assert "Written by hand." in site.git("show", "origin/main:posts/hand.md")

@@ -16,7 +16,8 @@ job's history with the reason and the hashes involved.
   to their version is refused before anything is stored.
 - ``--retry`` on **REVIEW** re-runs the pipeline on the job's own snapshot (its compare-and-swap
   conditions kept: the delivery rebases and checks them against the remote) and stops at
-  LOCAL_COMMITTED unless ``--push``. A job that never had a snapshot starts again at RECEIVED.
+  LOCAL_COMMITTED unless ``--push``. A job that never had a snapshot starts again at RECEIVED,
+  and so does a sync job (its hand commit is snapshotted again: it has no sources).
   The sanitized source is kept; so is a secret finding in it, which no retry can clear.
 - ``--retry`` on **FAILED** delivers the *same* artifacts with a fresh attempt budget (a failed
   delivery is never a reason to regenerate content).
@@ -36,7 +37,16 @@ from gitpub.core.errors import GitpubError, TryLaterError, UsageError
 from gitpub.core.manifest import content_sha256
 from gitpub.core.record import JobRecord, Target
 from gitpub.core.sanitize import sanitize
-from gitpub.core.states import LOCAL, MAYBE_REMOTE, TERMINAL, FailureCode, Phase, Stage, State
+from gitpub.core.states import (
+    LOCAL,
+    MAYBE_REMOTE,
+    MERGED,
+    TERMINAL,
+    FailureCode,
+    Phase,
+    Stage,
+    State,
+)
 from gitpub.delivery.deliver import Deliverer
 from gitpub.delivery.lock import delivery_lock
 from gitpub.fonts.step import font_outputs
@@ -51,9 +61,6 @@ from gitpub.store.jobs import Job
 from gitpub.store.lease import shown_owner
 
 S = State
-#: ``phases[draft]`` of a job whose article a person merged by hand (``--from``): a rerun keeps
-#: that content instead of drafting again.
-MERGED = "merged"
 
 
 class Action(StrEnum):
@@ -243,8 +250,10 @@ def _rerun_on_snapshot(ctx: Context, job: Job) -> tuple[JobRecord, dict[str, Ent
     """PREPARING on the job's own snapshot: same base, same targets (font outputs dropped, the
     gates derive them again); the draft re-runs unless the content is a person's merge."""
     store, record = ctx.store, job.record
-    targets = _request_targets(ctx, record)
     entries: dict[str, Entry | None] = {"artifacts": None, "manifest": None}
+    if record.sync_commit is not None:  # no sources: the hand commit is snapshotted again
+        return _cleared(record).evolve(state=S.RECEIVED, phases={}), entries
+    targets = _request_targets(ctx, record)
     phases: dict[Phase, str] = {}
     merged = record.phases.get(Phase.DRAFT) == MERGED
     if merged or not record.drafted:
