@@ -244,17 +244,68 @@ def test_a_drafted_secret_has_a_way_out_that_works(site: Site) -> None:
     assert not leaks(site, r.out, r.err)
 
 
-def test_a_secret_in_the_source_has_a_way_out_that_works(site: Site) -> None:
+def test_a_secret_in_the_source_has_a_way_out_that_works(site: Site, tmp_path: Path) -> None:
+    """The source was stored redacted: a retry finds the same. The hint's way out, followed as
+    written: the page without the secret, given with --retry --from FILE, publishes under the
+    same job, and the secret is nowhere."""
     r = site.run("prepare", "--key", "leaky", "--to", "posts/leak.md", "-",
                  input=f"# Deploy\n\nThe token: {GITHUB}\n")
+    assert r.code == 4, r.out + r.err
+    job_id, hint = review_hint(site)
+    assert hint.startswith("write posts/leak.md as it should be published"), hint
+    (retry,) = commands_in(hint)
+    assert retry[2:] == ["resolve", job_id[:13], "--retry", "--from", "FILE"]
+    fixed = tmp_path / "leak.md"
+    fixed.write_text("# Deploy\n\nThe token is in the vault.\n")
+    r = follow(site, [str(fixed) if a == "FILE" else a for a in retry])
+    assert r.code == 0 and "LOCAL_COMMITTED" in r.out, r.out + r.err
+    r = site.run("push", "--json", job_id)
+    assert r.json()["jobs"][0]["state"] == "PUBLISHED", r.out + r.err
+    assert "vault" in site.git("show", "origin/main:posts/leak.md")
+    assert not leaks(site, r.out, r.err, site.run("log", job_id).out)
+    assert GITHUB.encode() not in remote_objects_text(site)
+
+
+def test_a_public_example_is_allowed_then_given_as_it_was(site: Site, tmp_path: Path) -> None:
+    """The other way the hint names: the value is a documented example; allowed by its
+    fingerprint (committed and pushed), the same content given with --from publishes."""
+    page = f"# Setup\n\nExample: {AWS}\n"
+    r = site.run("prepare", "--json", "--key", "example", "--to", "posts/setup.md", "-",
+                 input=page)
+    assert r.code == 4, r.out + r.err
+    _job_id, hint = review_hint(site)
+    assert "a public example value can be allowed instead (docs/content-rules.md)" in hint
+    fingerprint = re.search(r"fingerprint ([0-9a-f]{16})", r.json()["failure_detail"])
+    assert fingerprint is not None
+    (site.path / ".gitpub-allowlist").write_text(f"posts/** {fingerprint.group(1)}\n")
+    site.git("add", ".gitpub-allowlist")
+    site.git("commit", "-q", "-m", "Allow the documented example key")
+    site.git("push", "-q", "origin", "main")
+    (retry,) = commands_in(hint)
+    given = tmp_path / "setup.md"
+    given.write_text(page)
+    r = follow(site, [*(str(given) if a == "FILE" else a for a in retry), "--push"])
+    assert r.code == 0 and "PUBLISHED" in r.out, r.out + r.err
+    assert AWS in site.git("show", "origin/main:posts/setup.md")
+
+
+def test_several_files_with_a_secret_have_a_way_out_that_works(site: Site,
+                                                              tmp_path: Path) -> None:
+    """--from gives one article: a job of several files is abandoned and prepared anew."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.md").write_text(f"# A\n\n{GITHUB}\n")
+    (tmp_path / "in" / "b.md").write_text("# B\n")
+    r = site.run("prepare", "--key", "leaky", "--to", "posts/a.md", "--to", "posts/b.md",
+                 str(tmp_path / "in" / "a.md"), str(tmp_path / "in" / "b.md"))
     assert r.code == 4, r.out + r.err
     job_id, hint = review_hint(site)
     (abandon,) = commands_in(hint)
     assert abandon[2:] == ["resolve", job_id[:13], "--abandon"]
     assert "then prepare the content without it under a new --key" in hint
     assert follow(site, abandon).code == 0
-    r = site.run("prepare", "--key", "clean", "--to", "posts/leak.md", "-",
-                 input="# Deploy\n\nThe token is in the vault.\n")
+    (tmp_path / "in" / "a.md").write_text("# A\n\nIn the vault.\n")
+    r = site.run("prepare", "--key", "clean", "--to", "posts/a.md", "--to", "posts/b.md",
+                 str(tmp_path / "in" / "a.md"), str(tmp_path / "in" / "b.md"))
     assert r.code == 0 and "LOCAL_COMMITTED" in r.out, r.out + r.err
     assert not leaks(site, r.out, r.err)
 

@@ -258,8 +258,9 @@ def reconcile(ctx: click.Context) -> None:
                    "hashes).")
 @click.option("--from", "from_file", metavar="FILE",
               help="CONFLICT: the merged content of the conflicting file (- for stdin): a new "
-                   "snapshot against the current remote tip, under the same job. A regular "
-                   "file, at most 100 MiB, not empty unless --allow-empty.")
+                   "snapshot against the current remote tip, under the same job. REVIEW: the "
+                   "fixed content of the job's article; the pipeline runs again on it. A "
+                   "regular file, at most 100 MiB, not empty unless --allow-empty.")
 @click.option("--allow-empty", is_flag=True,
               help="With --from: the merged file is meant to be empty.")
 @click.option("--push", "push_now", is_flag=True,

@@ -19,6 +19,11 @@ job's history with the reason and the hashes involved.
   LOCAL_COMMITTED unless ``--push``. A job that never had a snapshot starts again at RECEIVED,
   and so does a sync job (its hand commit is snapshotted again: it has no sources).
   The sanitized source is kept; so is a secret finding in it, which no retry can clear.
+- ``--retry --from FILE`` on **REVIEW** gives the content of the job's one article (a person's
+  fix: the page without the secret, or past the gate that refused it): the pipeline runs again
+  on it, on the job's own snapshot (or a first one, for a job refused before it had one), and
+  stops at LOCAL_COMMITTED unless ``--push``. A secret FILE adds to the base is refused before
+  anything is stored. A sync job delivers a hand commit whole: its content is the commit's.
 - ``--retry`` on **FAILED** delivers the *same* artifacts with a fresh attempt budget (a failed
   delivery is never a reason to regenerate content).
 - ``--abandon`` ends the job as SKIPPED (``abandoned``) in every state in which nothing of it is
@@ -106,6 +111,9 @@ def check(job: Job, resolution: Resolution) -> None:
                          hint=f"`git pub log {jid[:13]}` shows its history")
     if action == Action.ABANDON:
         return
+    if action == Action.FROM and state == S.REVIEW:
+        _check_review_from(job)
+        return
     if action in (Action.OVERWRITE, Action.FROM) and state != S.CONFLICT:
         raise UsageError(f"--{action.value} resolves a CONFLICT; job {jid} is {state.value}",
                          hint=_hint_for_state(job))
@@ -115,6 +123,14 @@ def check(job: Job, resolution: Resolution) -> None:
     if action == Action.OVERWRITE and not _has_commit(job.record):
         raise UsageError(f"job {jid} has no content to overwrite with yet (it conflicted at its "
                          "snapshot)", hint=f"`git pub resolve {jid[:13]} --retry`")
+
+
+def _check_review_from(job: Job) -> None:
+    record, jid = job.record, job.job_id
+    if record.sync_commit is not None:
+        raise UsageError(f"job {jid} delivers hand commit {record.sync_commit[:12]} whole: "
+                         "--from cannot change it", hint="change the commit itself (`git "
+                         "commit --amend`, `git rebase -i`), then `git pub sync`")
 
 
 def _hint_for_state(job: Job) -> str:
@@ -142,6 +158,9 @@ def resolve(ctx: Context, job: Job, resolution: Resolution) -> Resolved:
         return _abandon(ctx, deliverer, job)
     if job.state == S.FAILED:
         return _deliver(deliverer, _retry_failed(ctx, job))
+    if job.state == S.REVIEW and resolution.action == Action.FROM:
+        assert resolution.merged is not None
+        return _review_from(ctx, deliverer, job, resolution)
     if job.state == S.REVIEW:
         return _retry_review(ctx, deliverer, job, resolution.push)
     return _resolve_conflict(ctx, deliverer, job, resolution)
@@ -218,12 +237,67 @@ def _retry_review(ctx: Context, deliverer: Deliverer, job: Job, push: bool) -> R
             job, fresh, phase=Stage.RESOLVE, entries=entries,
             reason=f"retry requested: the pipeline runs again on base {record.base_commit} "
                    f"({was})")
-    job = drive(ctx, job)
+    return _after_review(ctx, deliverer, drive(ctx, job), push)
+
+
+def _after_review(ctx: Context, deliverer: Deliverer, job: Job, push: bool) -> Resolved:
     if push and job.state == S.LOCAL_COMMITTED:
         return _deliver(deliverer, job)
     if job.state == S.LOCAL_COMMITTED:
         return Resolved(job, f"committed locally; `git pub push {job.job_id[:13]}` delivers it")
     return Resolved(job)
+
+
+def _review_from(ctx: Context, deliverer: Deliverer, job: Job,
+                 resolution: Resolution) -> Resolved:
+    """A person's content for the job's one article; the pipeline runs again on it, on the
+    job's snapshot (its compare-and-swap conditions kept), or on a first one."""
+    record, repo = job.record, ctx.repo
+    merged, label = resolution.merged, resolution.merged_label or "FILE"
+    assert merged is not None
+    targets = _request_targets(ctx, record)
+    if len(targets) != 1:
+        raise UsageError(f"job {job.job_id} writes {len(targets)} files: --from FILE gives the "
+                         "content of exactly one", hint=f"`git pub resolve {job.job_id[:13]} "
+                         "--abandon`, then prepare the files as a new job")
+    path = targets[0].path
+    snapshotted = record.base_ref is not None
+    base_ref = None if snapshotted else ctx.base_ref()
+    base = record.base_commit if snapshotted else (
+        None if base_ref is None else repo.read_ref(base_ref))
+    _refuse_secrets(ctx, path, merged, label, base)
+    blob = repo.write_blob(merged)
+    old = ctx.store.subtree(job, "artifacts")
+    ours = None if old is None else repo.lookup(old, path)
+    entries: dict[str, Entry | None] = {
+        "artifacts": None, "manifest": None,
+        f"artifacts/{path}": Entry(MODE_FILE if ours is None else ours.mode, blob)}
+    if not record.drafted:
+        entries[f"source/{path}"] = Entry(MODE_FILE, blob)
+    phases = {Phase.DRAFT: MERGED}
+    if snapshotted:
+        fresh = _cleared(record).evolve(state=S.PREPARING, targets=targets, phases=phases)
+        where = f"on base {record.base_commit}"
+    else:  # the secret found in the source is the source's, which FILE replaces
+        fresh = _fresh(ctx, record).evolve(phases=phases)
+        where = "from a new snapshot"
+    job = ctx.store.transition(
+        job, fresh, phase=Stage.RESOLVE, entries=entries,
+        reason=f"content from {label} for {path} (sha256 {content_sha256(merged)}): the "
+               f"pipeline runs again {where} (was REVIEW: {record.failure_code})")
+    return _after_review(ctx, deliverer, drive(ctx, job), resolution.push)
+
+
+def _refuse_secrets(ctx: Context, path: str, content: bytes, label: str,
+                    base: str | None) -> None:
+    """A secret ``content`` adds to ``path``'s version in ``base`` (judged as the gates will
+    judge it, with the allowlist committed there): refused, nothing stored."""
+    findings, _allowed = secret_scan({path: content}, Base(ctx.repo, base))
+    if findings:
+        raise UsageError(sanitize(f"{label} holds a possible secret ({'; '.join(findings[:5])}):"
+                                  " nothing was stored"),
+                         hint="remove it from the file and run again; a value that is no "
+                              "secret can be allowed (docs/content-rules.md)")
 
 
 def _request_targets(ctx: Context, record: JobRecord) -> tuple[Target, ...]:
@@ -400,12 +474,7 @@ def _merge_from(ctx: Context, deliverer: Deliverer, job: Job, tip: str | None, m
                 label: str) -> Resolved:
     record, repo, tree = job.record, ctx.repo, _tip_tree(ctx, tip)
     path = _merge_target(ctx, job, tree)
-    # what the merge adds to their version (the new base): as the gates will judge it
-    findings, _allowed = secret_scan({path: merged}, Base(repo, tip))
-    if findings:
-        raise UsageError(sanitize(f"{label} holds a possible secret ({'; '.join(findings[:5])}):"
-                                  " nothing was stored"), hint="remove it from the file and run "
-                                                               "again")
+    _refuse_secrets(ctx, path, merged, label, tip)  # what it adds to theirs (the new base)
     theirs = _their_entry(ctx, tree, path)
     targets = tuple(t if t.path != path else _as_target(ctx, path, theirs)
                     for t in _article_targets(ctx, record))

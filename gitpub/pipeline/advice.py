@@ -12,6 +12,7 @@ import time
 from gitpub.core.manifest import content_sha256
 from gitpub.core.record import JobRecord
 from gitpub.core.states import LOCAL, MERGED, FailureCode, Kind, Phase, State
+from gitpub.fonts.step import font_outputs
 from gitpub.git.values import MODE_TREE
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
@@ -58,7 +59,7 @@ def next_step(ctx: Context, job: Job, now: float | None = None) -> str | None:
                 f"then `git pub resolve {jid} --retry` (a new budget, the same content); "
                 f"`git pub push {jid}` probes whether it landed after all")
     if state == S.REVIEW:
-        return _review(jid, record)
+        return _review(ctx, jid, record)
     return _conflict(ctx, job)
 
 
@@ -71,10 +72,12 @@ def _retry_wait(jid: str, at: float | None, now: float | None) -> str:
             f"`git pub push {jid}` tries now")
 
 
-def _review(jid: str, record: JobRecord) -> str:
+def _review(ctx: Context, jid: str, record: JobRecord) -> str:
     code = record.failure_code
     if code in (F.SECRET_IN_SOURCE, F.SECRET_IN_CONTENT):
-        secret = _secret_way_out(jid, record)
+        fonts = font_outputs(ctx.config)
+        articles = [p for p in record.target_paths if p not in fonts]
+        secret = _secret_way_out(jid, record, articles)
         if secret is not None:
             return secret
     fix = _REVIEW_FIX.get(code, "fix what the failure says") if code else "fix the content"
@@ -82,14 +85,15 @@ def _review(jid: str, record: JobRecord) -> str:
             f"and stops before pushing; add --push to deliver), or `--abandon`")
 
 
-def _secret_way_out(jid: str, record: JobRecord) -> str | None:
+def _secret_way_out(jid: str, record: JobRecord, articles: list[str]) -> str | None:
     """What clears a secret finding, by where the secret came from (None: the draft command
     wrote it, and the usual ``--retry`` runs the draft again).
 
     A retry runs the pipeline again on what the job stored — a source stored redacted, a hand
-    commit that stays what it is — and finds the same; only a new request publishes the content
-    without the secret: a person's commit rewritten (a later commit removing the secret would
-    still publish it in the history), or a new ``prepare`` under a new key."""
+    commit that stays what it is — and finds the same; only new content publishes without the
+    secret: a person's commit rewritten (a later commit removing the secret would still
+    publish it in the history), the article given with ``--retry --from FILE`` (one article),
+    or a new ``prepare`` under a new key."""
     if record.kind == Kind.SYNC and record.sync_commit is not None:
         commit = record.sync_commit[:12]
         return (f"commit {commit} brings the secret: take it out of that commit (`git commit "
@@ -99,6 +103,12 @@ def _secret_way_out(jid: str, record: JobRecord) -> str | None:
     drafted_here = record.drafted and record.phases.get(Phase.DRAFT) != MERGED
     if record.failure_code == F.SECRET_IN_CONTENT and drafted_here:
         return None
+    if len(articles) == 1:
+        return (f"write {articles[0]} as it should be published, without the secret, to a "
+                f"file, then `git pub resolve {jid} --retry --from FILE` (re-runs the pipeline "
+                "on it and stops before pushing; add --push to deliver); a public example "
+                "value can be allowed instead (docs/content-rules.md) and the content given "
+                "as it was")
     return (f"no retry can take a secret out of this job's content: `git pub resolve {jid} "
             "--abandon`, then prepare the content without it under a new --key")
 
