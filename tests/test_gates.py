@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
 from conftest import Site
 from hypothesis import given
 from hypothesis import strategies as st
+from test_delivery import commit_file, other_writer
 
 from gitpub.config.load import StrictLoader
 from gitpub.pipeline.frontmatter import problem as front_matter_problem
@@ -121,3 +123,40 @@ def test_a_hand_commit_moving_a_secret_to_another_file_goes_to_review(site: Site
     r = site.call("sync", "--json")
     assert r.code == 4, r.out + r.err
     assert "posts/other.md:5: possible secret (aws-access-key" in r.out
+
+
+# -- end to end, as a person runs it (separate processes) ------------------------------------
+
+def test_a_typo_fix_publishes_through_prepare_and_push_after_another_writer(
+        site: Site, tmp_path: Path) -> None:
+    """Issue 24.3, as the Hugo docs team met it: a page already shows AWS's example key; the typo
+    fix is prepared from a file, another writer publishes meanwhile (the delivery rebases), and
+    the fix lands with the key as it was, the job's history naming the finding it let through."""
+    publish_by_hand(site, {"posts/creds.md": PAGE})
+    fixed = tmp_path / "creds.md"
+    fixed.write_text(PAGE.replace("teh", "the"))
+    r = site.run("prepare", "--json", "--key", "typo", "--to", "posts/creds.md", str(fixed))
+    assert r.code == 0 and r.json()["state"] == "LOCAL_COMMITTED", r.out + r.err
+    job_id = r.json()["job_id"]
+    commit_file(other_writer(tmp_path, site), "posts/other.md", "# Other\n")
+    r = site.run("push", "--json")
+    assert r.code == 0 and r.json()["jobs"][0]["state"] == "PUBLISHED", r.out + r.err
+    assert site.git("show", "origin/main:posts/creds.md") == fixed.read_text()
+    assert site.git("show", "origin/main:posts/other.md") == "# Other\n"
+    log = site.run("log", job_id).out
+    assert "posts/creds.md:5 aws-access-key" in log and "unchanged from the base" in log, log
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_typo_fix_by_hand_publishes_through_sync(site: Site, committed: bool) -> None:
+    """The same fix made in the working tree: committed by hand, or left for sync to commit."""
+    publish_by_hand(site, {"posts/creds.md": PAGE})
+    (site.path / "posts" / "creds.md").write_text(PAGE.replace("teh", "the"))
+    if committed:
+        site.git("commit", "-q", "-am", "Fix a typo")
+    r = site.run("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert [c["status"] for c in r.json()["commits"]] == ["published"], r.out
+    assert site.git("show", "origin/main:posts/creds.md") == PAGE.replace("teh", "the")
+    assert site.git("rev-parse", "main") == site.git("rev-parse", "origin/main")
+    assert site.git("status", "--porcelain") == ""
