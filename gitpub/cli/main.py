@@ -29,6 +29,7 @@ from gitpub.cli.guard import EXIT_INTERRUPTED, guarded
 from gitpub.cli.hooks import hook_impl_command, hooks_group
 from gitpub.cli.options import State, common_options, out_for, where
 from gitpub.cli.output import Output, as_json, report_error
+from gitpub.cli.secrets import secrets_group
 from gitpub.core.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
@@ -407,6 +408,7 @@ def demo(ctx: click.Context, keep: bool) -> None:
 
 
 cli.add_command(hooks_group)
+cli.add_command(secrets_group)
 cli.add_command(hook_impl_command)
 
 
