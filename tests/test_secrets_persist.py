@@ -329,3 +329,42 @@ def test_a_hand_commit_failing_a_gate_is_retried_from_its_commit(site: Site) -> 
     r = site.run("sync")
     assert r.code == 0, r.out + r.err
     assert "Written by hand." in site.git("show", "origin/main:posts/hand.md")
+
+
+def test_uncommitted_changes_with_a_secret_are_never_committed(site: Site) -> None:
+    """sync commits uncommitted content changes before delivering them: changes that bring a
+    secret are refused first, so the secret never enters a git object (local or remote); the
+    way out the output names, followed, publishes."""
+    leak = site.path / "posts" / "leak.md"
+    leak.write_text(f"# Deploy\n\nThe token: {GITHUB}\n")
+    head, status = site.git("rev-parse", "HEAD"), site.git("status", "--porcelain")
+    plan = site.run("sync", "--dry-run", "--json")
+    assert "bring a secret" in plan.json()["hand_edits"]["refused"], plan.out
+    r = site.run("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    refused = r.json()["refused"]
+    assert "posts/leak.md:3: possible secret (github-token" in refused, r.out
+    assert refused.endswith("take it out of the file, then `git pub sync`")
+    assert (site.git("rev-parse", "HEAD"), site.git("status", "--porcelain")) == (head, status)
+    assert not leaks(site, r.out, r.err)
+    assert GITHUB.encode() not in remote_objects_text(site)
+    leak.write_text("# Deploy\n\nThe token is in the vault.\n")
+    (sync,) = commands_in(refused)
+    r = follow(site, sync)
+    assert r.code == 0, r.out + r.err
+    assert "vault" in site.git("show", "origin/main:posts/leak.md")
+
+
+def test_a_hand_commit_fixing_a_typo_next_to_a_key_still_commits(site: Site) -> None:
+    """The refusal reads the change, as the gates do: a key the committed page already had,
+    unchanged and in place, does not stop the uncommitted typo fix."""
+    page = f"# Setup\n\nExample: {AWS}\n\nRun teh command.\n"
+    (site.path / "posts" / "setup.md").write_text(page)
+    site.git("add", ".")
+    site.git("commit", "-q", "-m", "Setup page")
+    site.git("push", "-q", "origin", "main")
+    (site.path / "posts" / "setup.md").write_text(page.replace("teh", "the"))
+    r = site.run("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert r.json()["refused"] is None
+    assert "Run the command" in site.git("show", "origin/main:posts/setup.md")
