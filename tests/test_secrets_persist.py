@@ -368,3 +368,26 @@ def test_a_hand_commit_fixing_a_typo_next_to_a_key_still_commits(site: Site) -> 
     assert r.code == 0, r.out + r.err
     assert r.json()["refused"] is None
     assert "Run the command" in site.git("show", "origin/main:posts/setup.md")
+
+
+def test_a_hand_commit_whose_message_holds_a_secret_has_a_way_out_that_works(
+        site: Site) -> None:
+    """The message is published with the commit: a secret there is the commit's, as in a file."""
+    (site.path / "posts" / "ok.md").write_text("# Ok\n")
+    site.git("add", ".")
+    site.git("commit", "-q", "-m", f"Add a page\n\nDeployed with {GITHUB}")
+    leaky = site.git("rev-parse", "HEAD").strip()
+    r = site.run("sync")
+    assert r.code == 4, r.out + r.err
+    _job_id, hint = review_hint(site)
+    assert f"commit {leaky[:12]} brings the secret" in hint, hint
+    assert GITHUB.encode() not in remote_objects_text(site)
+    amend, _rebase, abandon, sync = commands_in(hint)
+    assert follow(site, amend, {"GIT_EDITOR": "sed -i s/Deployed.*/Deployed./"}).code == 0
+    assert follow(site, abandon).code == 0
+    r = follow(site, sync)
+    assert r.code == 0, r.out + r.err
+    assert site.git("log", "-1", "--format=%B", "origin/main").startswith(
+        "Add a page\n\nDeployed.\n")
+    assert GITHUB.encode() not in remote_objects_text(site)
+    assert GITHUB.encode() not in gitpub_objects_text(site.path)

@@ -178,8 +178,9 @@ def source_hits(ctx: Context, request: Request) -> tuple[list[Hit], Base | None]
     """The secrets in what the job is given, allowed or not, and the base that decided: the one
     the job will snapshot, its allowlist and its version of each target (read only when
     something was found). A draft's input is no file of the base: it is judged whole. A sync
-    job is given a commit: what it adds or changes against its parent is judged here, before
-    the job keeps the commit alive, so that a secret in it never enters the job's history."""
+    job is given a commit: what it adds or changes against its parent, and the commit's own
+    message and author (published with it), are judged here, before the job keeps the commit
+    alive, so that a secret in it never enters the job's history."""
     texts = _given(ctx, request)
 
     def hits(rules: Allowlist, base: Base | None) -> list[Hit]:
@@ -208,8 +209,11 @@ def _given(ctx: Context, request: Request) -> list[tuple[str, tuple[str, ...], s
         repo = ctx.repo
         changes = repo.diff_entries(repo.commit(request.base).tree,
                                     repo.commit(request.commit).tree)
-        return [(text(repo.blob(c.new.sha)), (c.path,), c.path, c.path) for c in changes
-                if c.new is not None and c.new.mode in BLOB_MODES]
+        # the commit itself too: its message and author are published with it
+        header = (text(repo.raw_commit(request.commit)), (),
+                  f"commit {request.commit[:12]} (message or author)", None)
+        return [header, *((text(repo.blob(c.new.sha)), (c.path,), c.path, c.path)
+                          for c in changes if c.new is not None and c.new.mode in BLOB_MODES)]
     if request.drafted:
         return [(text(request.sources[0].data), request.targets, request.sources[0].label,
                  None)]
