@@ -223,7 +223,9 @@ def test_a_hand_commit_with_a_secret_has_a_way_out_that_works(site: Site, where:
     assert site.git("ls-remote", "origin", "refs/pub/archive")  # the abandoned job went there
     assert GITHUB.encode() not in remote_objects_text(site)
     assert GITHUB.encode() not in gitpub_objects_text(site.path)
-    assert not leaks(site, r.out, r.err, site.run("log", job_id).out)[1:]
+    assert pub_files_holding(site, GITHUB) == []  # no cache, log or scratch file under .git/pub
+    # (the person's own objects still hold the commit they made: only gitpub's are checked)
+    assert GITHUB not in r.out + r.err + site.run("log", job_id).out
 
 
 def test_a_drafted_secret_has_a_way_out_that_works(site: Site) -> None:
@@ -348,6 +350,7 @@ def test_uncommitted_changes_with_a_secret_are_never_committed(site: Site) -> No
     assert (site.git("rev-parse", "HEAD"), site.git("status", "--porcelain")) == (head, status)
     assert not leaks(site, r.out, r.err)
     assert GITHUB.encode() not in remote_objects_text(site)
+    assert pub_files_holding(site, GITHUB) == []
     leak.write_text("# Deploy\n\nThe token is in the vault.\n")
     (sync,) = commands_in(refused)
     r = follow(site, sync)
@@ -391,3 +394,22 @@ def test_a_hand_commit_whose_message_holds_a_secret_has_a_way_out_that_works(
         "Add a page\n\nDeployed.\n")
     assert GITHUB.encode() not in remote_objects_text(site)
     assert GITHUB.encode() not in gitpub_objects_text(site.path)
+
+
+def test_a_secret_in_a_draft_input_has_a_way_out_that_works(site: Site, tmp_path: Path) -> None:
+    """The draft's input was stored redacted: the hint's --from gives the article itself, and
+    the draft does not run again on it."""
+    draft = 'mkdir -p "$GITPUB_OUTPUT/posts" && cp "$GITPUB_SOURCE" "$GITPUB_OUTPUT/posts/n.md"'
+    site.write_config(f"draft: {json.dumps(draft)}\n")
+    r = site.run("prepare", "--key", "drafted", "--to", "posts/n.md", "-",
+                 input=f"notes with {GITHUB}")
+    assert r.code == 4, r.out + r.err
+    job_id, hint = review_hint(site)
+    (retry,) = commands_in(hint)
+    article = tmp_path / "n.md"
+    article.write_text("# Notes\n\nWritten by a person.\n")
+    r = follow(site, [str(article) if a == "FILE" else a for a in retry])
+    assert r.code == 0 and "LOCAL_COMMITTED" in r.out, r.out + r.err
+    assert site.run("push").code == 0
+    assert site.git("show", "origin/main:posts/n.md") == article.read_text()
+    assert not leaks(site, r.out, r.err, site.run("log", job_id).out)
