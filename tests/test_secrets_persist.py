@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
@@ -19,6 +20,10 @@ PEM = ("-----BEGIN RSA " + "PRIVATE KEY-----\nMIIEowIBAAKCAQEAxyz0123456789abcde
 URL = "https://deploy:" + "hunter2hunter2" + "@git.example.com/site.git"
 PLANTED = {"github": GITHUB, "aws": AWS, "pem": "MIIEowIBAAKCAQEAxyz0123456789abcdef",
            "url": "hunter2hunter2"}
+
+
+def fingerprint(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:16]
 
 
 def leaks(site: Site, *texts: str) -> list[str]:
@@ -277,9 +282,9 @@ def test_a_public_example_is_allowed_then_given_as_it_was(site: Site, tmp_path: 
     assert r.code == 4, r.out + r.err
     _job_id, hint = review_hint(site)
     assert "a public example value can be allowed instead (docs/content-rules.md)" in hint
-    fingerprint = re.search(r"fingerprint ([0-9a-f]{16})", r.json()["failure_detail"])
-    assert fingerprint is not None
-    (site.path / ".gitpub-allowlist").write_text(f"posts/** {fingerprint.group(1)}\n")
+    printed = re.search(r"fingerprint ([0-9a-f]{16})", r.json()["failure_detail"])
+    assert printed is not None and printed.group(1) == fingerprint(AWS)
+    (site.path / ".gitpub-allowlist").write_text(f"posts/** {printed.group(1)}\n")
     site.git("add", ".gitpub-allowlist")
     site.git("commit", "-q", "-m", "Allow the documented example key")
     site.git("push", "-q", "origin", "main")
@@ -413,3 +418,28 @@ def test_a_secret_in_a_draft_input_has_a_way_out_that_works(site: Site, tmp_path
     assert site.run("push").code == 0
     assert site.git("show", "origin/main:posts/n.md") == article.read_text()
     assert not leaks(site, r.out, r.err, site.run("log", job_id).out)
+
+
+def test_an_allowlist_that_does_not_parse_has_a_way_out_that_works(site: Site) -> None:
+    """The draft wrote an example key and the base's allowlist does not parse: a retry would
+    read the same file (the job keeps its base); the hint's way — fix it, push it, abandon,
+    prepare anew — publishes, the key allowed by the fixed file."""
+    draft = (f'mkdir -p "$GITPUB_OUTPUT/posts" && printf "# Setup\\\\n\\\\nExample: {AWS}\\\\n" '
+             '> "$GITPUB_OUTPUT/posts/setup.md"')
+    site.write_config(f"draft: {json.dumps(draft)}\n")
+    (site.path / ".gitpub-allowlist").write_text(f"posts/** not-hex-{fingerprint(AWS)}\n")
+    site.git("add", ".")
+    site.git("commit", "-q", "-m", "Allow the example (badly)")
+    site.git("push", "-q", "origin", "main")
+    r = site.run("prepare", "--key", "setup", "--to", "posts/setup.md", "-", input="setup")
+    assert r.code == 4, r.out + r.err
+    job_id, hint = review_hint(site)
+    assert hint.startswith(".gitpub-allowlist of the job's base does not parse"), hint
+    push, abandon = commands_in(hint)
+    (site.path / ".gitpub-allowlist").write_text(f"posts/** {fingerprint(AWS)}\n")
+    site.git("commit", "-q", "-am", "Allow the example")
+    assert follow(site, push).code == 0
+    assert follow(site, abandon).code == 0
+    assert abandon[2:] == ["resolve", job_id[:13], "--abandon"]
+    r = site.run("prepare", "--key", "setup-2", "--to", "posts/setup.md", "-", input="setup")
+    assert r.code == 0 and "LOCAL_COMMITTED" in r.out, r.out + r.err

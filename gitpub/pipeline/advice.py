@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from gitpub.core.allowlist import ALLOWLIST_FILE
 from gitpub.core.manifest import content_sha256
 from gitpub.core.record import JobRecord
 from gitpub.core.states import LOCAL, MERGED, FailureCode, Kind, Phase, State
@@ -74,6 +75,10 @@ def _retry_wait(jid: str, at: float | None, now: float | None) -> str:
 
 def _review(ctx: Context, jid: str, record: JobRecord) -> str:
     code = record.failure_code
+    if (record.failure_detail or "").startswith(f"{ALLOWLIST_FILE}:"):
+        return (f"{ALLOWLIST_FILE} of the job's base does not parse: fix it, commit and push it "
+                f"(`git push {ctx.config.remote} {ctx.config.branch}`); the job keeps its base, "
+                f"so `git pub resolve {jid} --abandon`, then prepare it again under a new --key")
     if code in (F.SECRET_IN_SOURCE, F.SECRET_IN_CONTENT):
         fonts = font_outputs(ctx.config)
         articles = [p for p in record.target_paths if p not in fonts]
