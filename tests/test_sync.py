@@ -600,7 +600,7 @@ def test_resolve_retry_of_a_hand_commit_in_review_runs_its_pipeline_again(site: 
     r = site.call("resolve", job["job_id"], "--retry", "--json")
     assert r.code == 4, r.out + r.err
     (after,) = r.json()["jobs"]
-    assert after["state"] == "REVIEW" and after["failure_code"] == "secret_in_content"
+    assert after["state"] == "REVIEW" and after["failure_code"] == "secret_in_source"
 
 
 def test_a_case_twin_is_refused_before_anything_is_done(site: Site) -> None:
@@ -661,8 +661,10 @@ def test_gates_run_before_uncommitted_content_is_committed(site: Site) -> None:
     before = snapshot(site)
     r = site.call("sync", "--json")
     assert r.code == 4, r.out + r.err
-    assert statuses(r) == ["blocked", "review"]
-    reason = r.json()["commits"][1]["reason"]
+    # the secret scan reads the working tree before any object is written: a refusal of the
+    # whole run (top-level "refused"), the hand commit before it not delivered either
+    assert statuses(r) == ["blocked"]
+    reason = r.json()["refused"]
     assert "posts/welcome.md:3: possible secret (github-token" in reason, reason
     assert SECRET not in r.out + r.err
     assert "left as they were" in r.json()["local"]

@@ -60,5 +60,5 @@ def sync(where: Path, progress: Progress) -> Jobs:
         hints = next_steps(ctx, touched)
     return Jobs(tuple(touched), tuple(errors), dict(deliverer.notes),
                 remark="; ".join(report.notes) or None, commits=tuple(report.outcomes),
-                local=report.local, hints=hints, channels=channels,
+                local=report.local, hints=hints, channels=channels, refusal=report.refusal,
                 tracebacks=tuple(failures.tracebacks))

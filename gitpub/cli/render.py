@@ -150,7 +150,8 @@ def sync_json(result: Jobs) -> dict[str, Any]:
     published, pending, held, refused, conflict, review or blocked; ``reason``) and ``local``,
     what happened to the local branch."""
     return jobs_json(result) | {"commits": [c.public() for c in result.commits],
-                                "local": result.local, "remark": result.remark}
+                                "local": result.local, "remark": result.remark,
+                                "refused": result.refusal}
 
 
 def sync_text(result: Jobs) -> str:
@@ -160,9 +161,11 @@ def sync_text(result: Jobs) -> str:
     shown = {c.job_id for c in result.commits}
     lines += [with_hint(job_line(j, result.notes.get(j.job_id)), result.hints.get(j.job_id),
                         "    ") for j in result.jobs if j.job_id not in shown]
+    if result.refusal:
+        lines.append(f"uncommitted changes refused: {result.refusal}")
     if result.local:
         lines.append(result.local)
-    if any(c.status.needs_person for c in result.commits):
+    if result.refusal or any(c.status.needs_person for c in result.commits):
         lines.append("hint: each reason above says what to do; then run `git pub sync` again")
     if not lines:
         lines = ["nothing to sync"]

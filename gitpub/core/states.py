@@ -131,6 +131,11 @@ class Phase(StrEnum):
     HISTORY = "history"
 
 
+#: ``phases[draft]`` of a job whose article a person gave (``resolve --from``): a rerun keeps
+#: that content instead of drafting again.
+MERGED = "merged"
+
+
 class Stage(StrEnum):
     """Where in a job's life an event of its history happened (the ``phase`` of an event)."""
 

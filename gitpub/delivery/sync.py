@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from gitpub.core.allowlist import AllowlistError
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import GitpubError
 from gitpub.core.sanitize import sanitize
@@ -59,6 +60,7 @@ from gitpub.delivery.handplan import (
 )
 from gitpub.git.repo import Repository
 from gitpub.git.worktrees import checked_out, worktrees
+from gitpub.pipeline.gates import Base, secret_scan
 from gitpub.pipeline.prepare import drive, run_gates
 from gitpub.pipeline.request import Request, ensure_job
 from gitpub.runtime.context import Context
@@ -80,6 +82,7 @@ class SyncReport:
     jobs: list[Job] = field(default_factory=list)
     local: str | None = None  # what happened to the local branch (None: nothing to say)
     notes: list[str] = field(default_factory=list)
+    refusal: str | None = None  # why the uncommitted changes were not committed (a person acts)
 
 
 # -- uncommitted changes -------------------------------------------------------------------------
@@ -187,6 +190,9 @@ def _uncommitted(ctx: Context, local: str) -> tuple[Unpushed | None, str | None]
     busy = _in_progress(repo) or ("unmerged paths" if unmerged else None)
     if busy is not None:
         return None, f"uncommitted content changes left alone: {busy} is in progress"
+    secret = uncommitted_secrets(ctx, local, changed)
+    if secret is not None:
+        raise _Refused(secret)
     commit = classify(ctx, build_uncommitted(repo, local, changed), (local,), uncommitted=True)
     stranger = unrecorded_work_tree(repo)
     if stranger is not None:
@@ -198,6 +204,32 @@ def _uncommitted(ctx: Context, local: str) -> tuple[Unpushed | None, str | None]
             "publish the working tree's version and drop the staged one; stage all of it "
             "(`git add`) or commit what is staged (`git commit`), then sync again"))
     return commit, None
+
+
+class _Refused(Exception):
+    """The uncommitted changes are not committed (the reason): nothing is done."""
+
+
+def uncommitted_secrets(ctx: Context, local: str, paths: list[str]) -> str | None:
+    """Why the working tree's version of ``paths`` must not be committed: the secrets it
+    brings, judged as a hand commit on ``local`` would be (the allowlist committed there, the
+    findings its version of each file already had). Read from the working tree *before*
+    anything is written: a secret never enters the object database by gitpub's doing."""
+    repo = ctx.repo
+    assert repo.work_tree is not None
+    files = {}
+    for path in paths:
+        file = repo.work_tree / path
+        if file.is_file() and not file.is_symlink():
+            files[path] = file.read_bytes()
+    try:
+        problems, _allowed = secret_scan(files, Base(repo, local))
+    except AllowlistError as e:
+        problems = [e.message]
+    if not problems:
+        return None
+    return sanitize(f"the uncommitted content changes bring a secret ({'; '.join(problems[:5])})"
+                    ": nothing was committed; take it out of the file, then `git pub sync`")
 
 
 def unrecorded_work_tree(repo: Repository) -> str | None:
@@ -232,18 +264,21 @@ def _adopt(ctx: Context, local: str, commit: Unpushed) -> bool:
 
 # -- the run ------------------------------------------------------------------------------------
 
-def pending_plan(ctx: Context, tip: str | None) -> tuple[Plan | None, list[str]]:
-    """The plan for the local branch against ``tip``, or None (with why) when there is none."""
+def pending_plan(ctx: Context, tip: str | None) -> tuple[Plan | None, list[str], str | None]:
+    """The plan for the local branch against ``tip``, or None (with why) when there is none;
+    and why the uncommitted content changes are refused (None: they are not), which stops
+    sync before anything is done."""
     branch = ctx.config.branch
     local = ctx.repo.read_ref(f"refs/heads/{branch}")
     if local is None:
-        return None, []
+        return None, [], None
     if tip is None:
         return None, [f"the remote has no branch {branch}: sync delivers onto it, so push "
-                      f"{branch} yourself first"]
+                      f"{branch} yourself first"], None
     rows = unpushed(ctx.repo, local, tip)
     if rows is None:
-        return None, [f"local {branch} has more unpushed commits than sync handles: left to you"]
+        return None, [f"local {branch} has more unpushed commits than sync handles: left to "
+                      "you"], None
     commits = [classify(ctx, sha, parents) for sha, parents in rows]
     gone = removed_from_remote(ctx.repo, ctx.remote().tracking_ref, tip,
                                [c.sha for c in commits if c.role == Role.CONTENT])
@@ -254,12 +289,16 @@ def pending_plan(ctx: Context, tip: str | None) -> tuple[Plan | None, list[str]]
         if c.sha in gone else c for c in commits]
     interrupted = _interrupted_move(ctx, local, tip, commits)
     if interrupted is not None:
-        return interrupted, [f"finishing the move of local {branch} that an earlier run began"]
-    extra, note = _uncommitted(ctx, local)
+        return interrupted, [f"finishing the move of local {branch} that an earlier run "
+                             "began"], None
+    try:
+        extra, note = _uncommitted(ctx, local)
+    except _Refused as refused:
+        return plan(ctx, local, tip, commits), [], str(refused)
     if extra is not None:
         commits.append(extra)
     planned = plan(ctx, extra.sha if extra is not None else local, tip, commits)
-    return planned, [note] if note else []
+    return planned, [note] if note else [], None
 
 
 def _interrupted_move(ctx: Context, local: str, tip: str,
@@ -289,12 +328,20 @@ def _interrupted_move(ctx: Context, local: str, tip: str,
 
 def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -> SyncReport:
     """Plan, then deliver every content commit of the local branch, then rebuild it."""
-    planned, notes = pending_plan(ctx, tip)
-    report = SyncReport(notes=notes)
+    planned, notes, refusal = pending_plan(ctx, tip)
+    report = SyncReport(notes=notes, refusal=refusal)
+    branch = ctx.config.branch
+    if refusal is not None:
+        report.outcomes = [replace(o, status=Status.BLOCKED, reason="not delivered: the "
+                                   "uncommitted changes stop sync")
+                           if o.status == Status.DELIVER else o
+                           for o in (planned.outcomes if planned is not None else ())]
+        report.local = (f"local {branch}, its index and working tree left as they were: "
+                        "nothing is committed or delivered until the secret is out")
+        return report
     if planned is None or not planned.commits:
         return report
     report.outcomes = list(planned.outcomes)
-    branch = ctx.config.branch
     if planned.stop is not None:
         report.local = (f"local {branch}, its index and working tree left as they were "
                         f"({planned.stop})")
@@ -342,6 +389,9 @@ def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -
             jobs[sha] = deliver(job) if job.state in DELIVERABLE else job
     report.jobs = list(jobs.values())
     report.outcomes = [_result(o, jobs.get(o.commit), ready) for o in planned.outcomes]
+    report.outcomes = [replace(o, status=Status.BLOCKED, reason="not delivered: a commit before "
+                               "it brings a secret") if o.status == Status.DELIVER else o
+                       for o in report.outcomes]
     content = [o for o in report.outcomes if o.status != Status.HELD]
     if planned.rebuild and start is not None and all(
             o.status == Status.PUBLISHED for o in content):
@@ -373,7 +423,9 @@ def _gate_uncommitted(ctx: Context, commit: Unpushed) -> Outcome | None:
 def _jobs(ctx: Context, planned: Plan, *, uncommitted: bool) -> dict[str, Job]:
     """The sync job of every content commit not published yet (with ``uncommitted``, that of
     the uncommitted changes too: once they are committed on the branch), created (in order,
-    each after the one before) or found, and driven through its local phases."""
+    each after the one before) or found, and driven through its local phases. A commit that
+    brings a secret stops the list: its job keeps nothing of it, and a later commit's job would
+    keep it alive all the same (it is in the later commit's history)."""
     jobs: dict[str, Job] = {}
     before: str | None = None
     for commit, outcome in zip(planned.commits, planned.outcomes, strict=True):
@@ -386,6 +438,8 @@ def _jobs(ctx: Context, planned: Plan, *, uncommitted: bool) -> dict[str, Job]:
                     tuple(c.path for c in commit.changes), (), False, key=commit.key,
                     kind=Kind.SYNC, base=commit.parent, commit=commit.sha, after=before))
             jobs[commit.sha] = drive(ctx, job, wait=PREPARE_WAIT) if job.state in LOCAL else job
+            if jobs[commit.sha].record.failure_code == FailureCode.SECRET_IN_SOURCE:
+                break
         before = commit.job_id
     return jobs
 
@@ -500,9 +554,12 @@ def discover(ctx: Context, remote_tip: str | None) -> Pending:
     repo, config = ctx.repo, ctx.config
     pending = Pending()
     if repo.work_tree is not None and repo.head_ref() == f"refs/heads/{config.branch}":
-        pending.uncommitted = sorted(set().union(*uncommitted_paths(repo, config.is_content)))
+        changed, unmerged, partial = uncommitted_paths(repo, config.is_content)
+        pending.uncommitted = sorted(set().union(changed, unmerged, partial))
+        local_tip = repo.read_ref(f"refs/heads/{config.branch}")
         if pending.uncommitted:
-            pending.refused = unrecorded_work_tree(repo)
+            pending.refused = unrecorded_work_tree(repo) or (
+                None if local_tip is None else uncommitted_secrets(ctx, local_tip, changed))
     local = repo.read_ref(f"refs/heads/{config.branch}")
     rows = None if local is None or remote_tip is None else unpushed(repo, local, remote_tip)
     for sha, parents in rows or []:

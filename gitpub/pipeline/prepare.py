@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gitpub.config.model import Command
-from gitpub.core.allowlist import Allowlist, AllowlistError
+from gitpub.core.allowlist import AllowlistError
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, LostRace
 from gitpub.core.manifest import Manifest, content_sha256
@@ -135,11 +135,11 @@ def _snapshot_sync(ctx: Context, job: Job) -> Job:
 
 def _snapshot(ctx: Context, job: Job) -> Job:
     record = job.record
-    if record.kind == Kind.SYNC and record.sync_commit is not None:
-        return _snapshot_sync(ctx, job)
-    if Phase.SOURCE_SCAN in record.phases:
+    if Phase.SOURCE_SCAN in record.phases:  # (a sync job's commit: never snapshotted then)
         return to_review(ctx, job, Stage.SOURCE_SCAN, FailureCode.SECRET_IN_SOURCE,
                          [record.phases[Phase.SOURCE_SCAN]])
+    if record.kind == Kind.SYNC and record.sync_commit is not None:
+        return _snapshot_sync(ctx, job)
     base_ref: str | None
     base: str | None
     if record.requested_base is not None:
@@ -226,9 +226,9 @@ def _env(ctx: Context, job_id: str, base_commit: str | None,
     }
 
 
-def _allowlist(ctx: Context, job: Job) -> Callable[[], Allowlist]:
-    """The allowlist committed in the job's base, read when the scan finds something."""
-    return lambda: gates.allowlist_at(ctx.repo, job.record.base_commit)
+def _base(ctx: Context, job: Job) -> gates.Base:
+    """The job's base as the secret scan reads it (its allowlist, its version of each file)."""
+    return gates.Base(ctx.repo, job.record.base_commit)
 
 
 def _uses(allowed: Sequence[str]) -> str:
@@ -267,7 +267,7 @@ def _draft(ctx: Context, job: Job, command: Command) -> Job:
                           [f"draft did not write {', '.join(missing)}"])
     files = {p: d for p, (_m, d) in result.outputs.items()}
     try:
-        secrets, allowed = gates.secret_scan(files, _allowlist(ctx, job))
+        secrets, allowed = gates.secret_scan(files, _base(ctx, job))
     except AllowlistError as e:
         return to_review(ctx, job, Stage.DRAFT, FailureCode.SECRET_IN_CONTENT, [e.message])
     if secrets:  # the drafted text is *not* stored: only where the secrets are
@@ -341,8 +341,7 @@ def run_gates(ctx: Context, files: dict[str, bytes], *, job_id: str, base_commit
     the configured gate commands on ``files``: in memory and scratch space only, nothing
     stored (``sync`` runs them on uncommitted content before it commits anything)."""
     try:
-        problems, allowed = gates.secret_scan(
-            files, lambda: gates.allowlist_at(ctx.repo, base_commit))
+        problems, allowed = gates.secret_scan(files, gates.Base(ctx.repo, base_commit))
     except AllowlistError as e:
         return GateVerdict(FailureCode.GATE_FAILED, [e.message], [])
     if problems:
