@@ -21,6 +21,7 @@ from gitpub.config.model import (
     ChannelSpec,
     Command,
     Config,
+    DeliverySpec,
     FontSpec,
     LiveCheck,
     Rate,
@@ -117,7 +118,7 @@ def test_template_parses_to_the_defaults() -> None:
 def test_template_mentions_every_key_and_protocol() -> None:
     text = default_config_text()
     for key in (*yaml_keys(Config), *yaml_keys(RetryPolicy), *yaml_keys(ChannelSpec),
-                *yaml_keys(SiteSpec), *yaml_keys(LiveCheck)):
+                *yaml_keys(SiteSpec), *yaml_keys(LiveCheck), *yaml_keys(DeliverySpec)):
         assert re.search(rf"^(# )?\s*{key}:", text, re.MULTILINE), key
     for word in ("GITPUB_SOURCE", "GITPUB_OUTPUT", "GITPUB_TARGETS", "GITPUB_FILES"):
         assert word in text
@@ -144,7 +145,7 @@ def _template_examples(text: str) -> dict[str, str]:
 def test_template_examples_are_valid() -> None:
     examples = _template_examples(default_config_text())
     assert set(examples) == {"content", "publish", "fonts", "node", "draft", "judge", "gates",
-                             "site", "channels"}
+                             "site", "channels", "delivery"}
     parsed = {key: parse_config(example) for key, example in examples.items()
               if key != "channels"}  # channels need site.url: parsed together below
     assert parsed["node"].node == "build-server-1"
@@ -159,6 +160,8 @@ def test_template_examples_are_valid() -> None:
     assert [(c.name, c.kind, c.required) for c in channels] == [
         ("mastodon", "command", True), ("cdn-purge", "webhook", False)]
     assert channels[0].rate == Rate(10, 3600.0)
+    assert parsed["delivery"].delivery == DeliverySpec(
+        mode="pull_request", forge="github", repository="example/blog", token_env="GITHUB_TOKEN")
 
 
 def test_publish_is_the_write_scope() -> None:
