@@ -134,7 +134,8 @@ class JobRecord(NamedTuple):
         return tuple(t.path for t in self.targets)
 
     def evolve(self, **changes: Any) -> JobRecord:
-        return self._replace(**changes)
+        new = self._replace(**changes)
+        return new._replace(format=record_format(new))
 
     def to_json(self) -> bytes:
         data: dict[str, Any] = _plain(self)
@@ -142,7 +143,7 @@ class JobRecord(NamedTuple):
         data["kind"] = str(self.kind)
         data["failure_code"] = None if self.failure_code is None else str(self.failure_code)
         data["phases"] = {str(k): v for k, v in self.phases.items()}
-        data["format"] = FORMAT_VERSION if self.review is None else FORMAT_WITH_REVIEW
+        data["format"] = record_format(self)
         if self.review is None:
             del data["review"]  # format 1 has no such field
         return (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
@@ -167,6 +168,11 @@ class JobRecord(NamedTuple):
             "updated_at": self.updated_at,
             "review": None if self.review is None else self.review.public(),
         }
+
+
+def record_format(record: JobRecord) -> int:
+    """The format ``record`` is written in: 2 exactly when it has a review."""
+    return FORMAT_VERSION if record.review is None else FORMAT_WITH_REVIEW
 
 
 def _plain(value: Any) -> Any:
@@ -204,6 +210,8 @@ def parse_record(raw: bytes) -> JobRecord:
     version = data.get("format")
     if type(version) is not int or version not in (FORMAT_VERSION, FORMAT_WITH_REVIEW):
         raise RecordError(f"unknown job record format {_shown(version)}")
+    if version == FORMAT_VERSION and "review" in data:
+        raise RecordError("a job record of format 1 has no field review")
     record = typing.cast(JobRecord, _decode(JobRecord, data, ""))
     if (record.review is not None) != (version == FORMAT_WITH_REVIEW):
         raise RecordError(f"a job record of format {version} "
