@@ -303,45 +303,52 @@ class Shared:
     # -- delivering --------------------------------------------------------------------------
 
     def deliver(self, pushing: Job, commit: str, published: Job, *,
-                verified_onto: str | None = None) -> PushOutcome:
+                verified_onto: str | None = None, content: Update | None = None
+                ) -> PushOutcome:
         """Push ``commit`` (the branch's new tip) and ``published`` (the staged PUBLISHED
         state, child of ``pushing``) — atomically, or in the documented order without atomic
         push. SENT means the content is on the branch. ``verified_onto``: the remote tip over
-        which the caller verified ``commit`` (its pre-push hook need not check it again)."""
+        which the caller verified ``commit`` (its pre-push hook need not check it again).
+        ``content``: another update of the content than the branch's fast-forward (delivery
+        through review: the job's review branch, by compare-and-swap; ``published`` is then
+        the staged IN_REVIEW state)."""
         ref = remote_ref(pushing.job_id)
         claimed = self.view.remote_value(pushing.job_id)
+        if content is None:
+            content = Update(f"refs/heads/{self.remote.branch}", commit)
         if self.atomic:
-            branch = f"refs/heads/{self.remote.branch}"
+            branch = content.dst
             verified = None if verified_onto is None else \
                 {branch: verified_onto, ref: claimed or NO_OBJECT}  # the state ref is ours
             pushed = self.remote.push_updates(
-                [Update(branch, commit), Update(ref, published.commit, claimed or "")],
+                [content, Update(ref, published.commit, claimed or "")],
                 atomic=True, verified=verified)
             if not pushed.atomic_unsupported:
                 if pushed.result == PushResult.SENT:
                     self._note(pushing.job_id, claimed, published.commit)
                     return PushOutcome(PushResult.SENT, pushed.of(branch).detail)
-                mine, content = pushed.of(ref), pushed.of(branch)
+                mine, theirs = pushed.of(ref), pushed.of(branch)
                 if pushed.result == PushResult.REJECTED and not mine.collateral and \
-                        content.collateral:
+                        theirs.collateral:
                     raise self._refused(mine)  # the job's ref itself, not the content
-                refused = [o for o in (content, mine) if o.result != PushResult.SENT]
+                refused = [o for o in (theirs, mine) if o.result != PushResult.SENT]
                 worst = next((o for o in refused if not o.collateral), refused[0])
                 return PushOutcome(pushed.result, worst.detail)
             self.atomic = False
             self.ctx.progress(f"warning: the remote {self.remote.remote} does not support "
                               "atomic pushes: pushing the job's state and the content one "
                               "after the other (claim, PUSHING, content, PUBLISHED)")
-        return self._deliver_in_order(pushing, commit, published, claimed, verified_onto)
+        return self._deliver_in_order(pushing, content, published, claimed, verified_onto)
 
-    def _deliver_in_order(self, pushing: Job, commit: str, published: Job,
+    def _deliver_in_order(self, pushing: Job, update: Update, published: Job,
                           claimed: str | None, verified_onto: str | None) -> PushOutcome:
         job_id = pushing.job_id
         outcome = self._push_state(job_id, claimed, pushing.commit)
         if outcome.result != PushResult.SENT:
             return outcome  # RACE: the next round's sync finds out who has it
         crash_point("shared.pushing-pushed")
-        content = self.remote.push(commit, verified_onto=verified_onto)
+        verified = None if verified_onto is None else {update.dst: verified_onto}
+        content = self.remote.push_updates([update], verified=verified).of(update.dst)
         if content.result != PushResult.SENT:
             return content
         crash_point("shared.content-pushed")
