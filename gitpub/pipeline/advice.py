@@ -56,8 +56,17 @@ def next_step(ctx: Context, job: Job, now: float | None = None) -> str | None:
         return (f"delivery gave up after {record.attempt} attempt(s): fix what the error says, "
                 f"then `git pub resolve {jid} --retry` (a new budget, the same content); "
                 f"`git pub push {jid}` probes whether it landed after all")
+    if state == S.IN_REVIEW:
+        review = record.review
+        where = (review.url or f"the branch {review.branch}") if review else "its request"
+        return (f"waiting for a person to merge or close {where}; `git pub push` (or "
+                f"`reconcile`) checks it and records PUBLISHED once merged")
     if state == S.REVIEW:
         return _review(jid, record.failure_code)
+    if record.failure_code == F.REVIEW_BRANCH_TAKEN:
+        return (f"the job's review branch holds someone else's commit: look at it, delete it "
+                f"if it may go, then `git pub resolve {jid} --retry`; or `git pub resolve "
+                f"{jid} --abandon`")
     return _conflict(ctx, job)
 
 
@@ -71,6 +80,10 @@ def _retry_wait(jid: str, at: float | None, now: float | None) -> str:
 
 
 def _review(jid: str, code: FailureCode | None) -> str:
+    if code in (F.REVIEW_CLOSED, F.REVIEW_MERGED_OTHER, F.REVIEW_REFUSED):
+        return (f"its pull/merge request did not publish it (`git pub log {jid}` says why): "
+                f"`git pub resolve {jid} --abandon` gives it up; to ask again, prepare the "
+                "content under a new --key (a new request)")
     if code == F.SECRET_IN_SOURCE:
         return (f"the source holds a secret and no retry can clear it: `git pub resolve {jid} "
                 "--abandon`, then prepare the content without it under a new --key")
