@@ -21,7 +21,7 @@ from gitpub.app.common import (
 from gitpub.app.results import Jobs, Progress
 from gitpub.core.states import LOCAL, TERMINAL, State
 from gitpub.delivery.anywhere import find_here, take_over
-from gitpub.delivery.deliver import DELIVERABLE, Deliverer
+from gitpub.delivery.deliver import PUSHABLE, Deliverer
 from gitpub.delivery.sync import settle_outbox
 from gitpub.git.remote import RemoteConfigError
 from gitpub.pipeline.prepare import drive
@@ -39,7 +39,7 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
         if job_refs:
             jobs = [find_here(ctx, ref) for ref in job_refs]
         else:
-            jobs = unfinished(ctx, failures, DELIVERABLE | LOCAL)
+            jobs = unfinished(ctx, failures, PUSHABLE | LOCAL)
         driver = driver_for(ctx)
         driver.expect(jobs)
         done = deliver_all(ctx, jobs, deliverer, failures)

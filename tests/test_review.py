@@ -1,0 +1,217 @@
+"""Delivery through review (``delivery.mode: pull_request``, ``gitpub.delivery.review``).
+
+Against a real HTTP stand-in of each forge (``forgekit.ForgeServer``) over the site's bare
+remote, with every merge made by real git there: the job's commit goes to its review branch
+and one request is opened; the job rests IN_REVIEW until the request is merged — by a merge
+commit, a rebase or a squash under the forge's own message, each recognised by content — or
+closed (REVIEW). A crash after the branch push or after the request was opened never opens a
+second request. The token reaches the forge in its header and nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import Site, git
+from forgekit import REPOSITORY, ForgeServer
+from test_delivery import article, commit_file, other_writer, prepare
+
+TOKEN = "tok-Review-7Hq2xZ91-forge"  # recognised by no rule: only the scrubbing hides it
+TOKEN_ENV = "GITPUB_TEST_FORGE_TOKEN"
+
+
+def review_config(forge: ForgeServer | None, kind: str = "github") -> str:
+    if forge is None:
+        return ("delivery:\n  mode: pull_request\n  forge: branch\n"
+                "  compare_url: 'https://forge.example/example/blog/compare/{base}...{head}'\n")
+    return (f"delivery:\n  mode: pull_request\n  forge: {kind}\n  repository: {REPOSITORY}\n"
+            f"  api: {forge.api}\n  token_env: {TOKEN_ENV}\n")
+
+
+@pytest.fixture
+def token(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    return TOKEN
+
+
+@pytest.fixture(params=["github"])
+def forge(request: pytest.FixtureRequest, site: Site, token: str) -> Iterator[ForgeServer]:
+    with ForgeServer(request.param, site.remote, token) as server:
+        site.write_config(review_config(server, request.param))
+        yield server
+
+
+def status(site: Site, job_id: str) -> dict[str, object]:
+    r = site.call("status", "--json", job_id)
+    data: dict[str, object] = r.json()
+    return data
+
+
+def remote_main(site: Site) -> str:
+    return git(site.remote, "rev-parse", "main").strip()
+
+
+def no_token_anywhere(site: Site, forge: ForgeServer | None, *outputs: str) -> None:
+    for text in outputs:
+        assert TOKEN not in text
+    assert TOKEN.encode() not in site.all_objects_text()
+    remote_objects = git(site.remote, "cat-file", "--batch-all-objects", "--batch",
+                         "--unordered")
+    assert TOKEN not in remote_objects
+    refs = git(site.path, "for-each-ref") + git(site.remote, "for-each-ref")
+    assert TOKEN not in refs
+    if forge is not None:
+        assert TOKEN not in forge.texts()
+
+
+def to_review(site: Site, key: str = "k1", path: str = "posts/hello.md",
+              text: str | None = None) -> tuple[str, dict[str, object]]:
+    job_id = str(prepare(site, key, path, text or article("hello"))["job_id"])
+    before = remote_main(site)
+    r = site.call("push", "--json")
+    assert r.code == 5, r.out + r.err  # not merged yet: run again later
+    assert remote_main(site) == before, "nothing reaches the branch before the review"
+    data = status(site, job_id)
+    assert data["state"] == "IN_REVIEW"
+    return job_id, data
+
+
+def test_push_opens_one_request_and_a_merge_commit_publishes(site: Site,
+                                                             forge: ForgeServer) -> None:
+    job_id, data = to_review(site)
+    review = data["review"]
+    assert isinstance(review, dict)
+    branch = f"gitpub/{job_id}"
+    assert review["branch"] == branch and review["base"] == "main"
+    assert review["number"] == 1
+    assert review["url"] == f"https://forge.example/{REPOSITORY}/pull/1"
+    head = git(site.remote, "rev-parse", f"refs/heads/{branch}").strip()
+    assert review["head"] == head == data["local_commit"]
+    assert git(site.remote, "show", f"{head}:posts/hello.md") == article("hello")
+    assert forge.created() == 1
+    pr = forge.requests[0]
+    assert (pr.branch, pr.base) == (branch, "main")
+    assert job_id in pr.body and pr.title
+    # the remote's job store says IN_REVIEW too (the state went with the branch)
+    record = json.loads(git(site.remote, "show", f"refs/pub/jobs/{job_id}:job.json"))
+    assert record["state"] == "IN_REVIEW" and record["format"] == 2
+
+    r = site.call("push", "--json")  # not merged yet: looked at, nothing opened again
+    assert r.code == 5, r.out + r.err
+    assert forge.created() == 1
+    assert status(site, job_id)["state"] == "IN_REVIEW"
+
+    forge.merge(1, "merge")
+    r = site.call("push", "--json")
+    assert r.code == 0, r.out + r.err
+    data = status(site, job_id)
+    assert data["state"] == "PUBLISHED"
+    assert data["remote_commit"] == head  # the job's own commit, below the merge commit
+    assert forge.created() == 1
+    assert git(site.remote, "show", "main:posts/hello.md") == article("hello")
+    log = site.call("log", "--json", job_id)
+    assert log.code == 0
+    assert "https://forge.example/example/blog/pull/1" in log.out
+    no_token_anywhere(site, forge, r.out, r.err, log.out)
+
+
+def test_a_squash_under_the_forges_message_is_proven_by_content(site: Site,
+                                                                 forge: ForgeServer) -> None:
+    job_id, _ = to_review(site)
+    other = other_writer(Path(site.path).parent, site)
+    commit_file(other, "posts/theirs.md", article("theirs"), "their post")  # main moves on
+    squash = forge.merge(1, "squash", message="Add hello (#1)")
+    assert "Job-Id" not in git(site.remote, "log", "-1", "--format=%B", squash)
+    r = site.call("push", "--json")
+    assert r.code == 0, r.out + r.err
+    data = status(site, job_id)
+    assert data["state"] == "PUBLISHED"
+    assert data["remote_commit"] == squash
+    log = site.call("log", job_id)
+    assert "merged through review, without its trailers" in log.out
+    no_token_anywhere(site, forge, r.out, r.err)
+
+
+def test_a_squash_with_a_reviewers_edit_is_not_the_jobs_publication(
+        site: Site, forge: ForgeServer) -> None:
+    job_id, _ = to_review(site)
+    forge.merge(1, "squash", edit=("posts/hello.md", article("hello, edited")))
+    r = site.call("push", "--json")
+    assert r.code == 4, r.out + r.err
+    data = status(site, job_id)
+    assert data["state"] == "REVIEW"
+    assert data["failure_code"] == "review_merged_other"
+
+
+def test_a_request_closed_unmerged_stops_in_review(site: Site, forge: ForgeServer) -> None:
+    job_id, _ = to_review(site)
+    forge.close(1)
+    r = site.call("push", "--json")
+    assert r.code == 4, r.out + r.err
+    data = status(site, job_id)
+    assert data["state"] == "REVIEW"
+    assert data["failure_code"] == "review_closed"
+    assert "closed without a merge" in str(data["failure_detail"])
+    assert forge.created() == 1
+    assert git(site.remote, "show", "main:posts/welcome.md")  # main untouched
+    assert git(site.remote, "ls-tree", "main", "posts/hello.md") == ""
+
+
+def test_branch_only_prints_the_compare_url_and_a_merge_publishes(site: Site) -> None:
+    site.write_config(review_config(None))
+    job_id = str(prepare(site, "k1", "posts/hello.md", article("hello"))["job_id"])
+    r = site.call("push")
+    assert r.code == 5, r.out + r.err
+    url = f"https://forge.example/example/blog/compare/main...gitpub/{job_id}"
+    assert url in r.err
+    data = status(site, job_id)
+    assert data["state"] == "IN_REVIEW"
+    assert isinstance(data["review"], dict) and data["review"]["url"] == url
+    shown = site.call("status")
+    assert "IN_REVIEW" in shown.out and url in shown.out
+    # a person merges the branch by hand (a fast-forward)
+    other = other_writer(Path(site.path).parent, site)
+    git(other, "fetch", "-q", "origin")
+    git(other, "merge", "-q", "--ff-only", f"origin/gitpub/{job_id}")
+    git(other, "push", "-q", "origin", "HEAD:main")
+    r = site.call("push", "--json")
+    assert r.code == 0, r.out + r.err
+    assert status(site, job_id)["state"] == "PUBLISHED"
+
+
+def test_a_missing_token_stops_before_anything_is_pushed(
+        site: Site, forge: ForgeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(TOKEN_ENV)
+    job_id = str(prepare(site, "k1", "posts/hello.md", article("hello"))["job_id"])
+    r = site.call("push")
+    assert r.code == 2, r.out + r.err
+    assert TOKEN_ENV in r.err
+    assert git(site.remote, "for-each-ref", "refs/heads/gitpub/") == ""
+    assert forge.calls == []
+    assert status(site, job_id)["state"] == "LOCAL_COMMITTED"
+
+
+@pytest.mark.parametrize("point", ["review.pushing-recorded", "review.pushed",
+                                   "review.request-opened"])
+def test_a_crash_never_opens_a_second_request(site: Site, forge: ForgeServer,
+                                              point: str) -> None:
+    job_id = str(prepare(site, "k1", "posts/hello.md", article("hello"))["job_id"])
+    r = site.run("push", env={"GITPUB_CRASH_AT": point, TOKEN_ENV: TOKEN})
+    assert r.code == -9, r.out + r.err
+    r = site.run("reconcile", env={TOKEN_ENV: TOKEN})
+    assert r.code == 5, r.out + r.err
+    r = site.run("push", env={TOKEN_ENV: TOKEN})
+    assert r.code == 5, r.out + r.err
+    data = status(site, job_id)
+    assert data["state"] == "IN_REVIEW"
+    assert isinstance(data["review"], dict) and data["review"]["number"] == 1
+    assert forge.created() == 1
+    assert len(forge.requests) == 1
+    forge.merge(1, "squash")
+    r = site.run("push", env={TOKEN_ENV: TOKEN})
+    assert r.code == 0, r.out + r.err
+    assert status(site, job_id)["state"] == "PUBLISHED"
+    no_token_anywhere(site, forge, r.out, r.err)
