@@ -37,7 +37,7 @@ def token(monkeypatch: pytest.MonkeyPatch) -> str:
     return TOKEN
 
 
-@pytest.fixture(params=["github"])
+@pytest.fixture(params=["github", "gitlab", "gitea"])
 def forge(request: pytest.FixtureRequest, site: Site, token: str) -> Iterator[ForgeServer]:
     with ForgeServer(request.param, site.remote, token) as server:
         site.write_config(review_config(server, request.param))
@@ -215,3 +215,17 @@ def test_a_crash_never_opens_a_second_request(site: Site, forge: ForgeServer,
     assert r.code == 0, r.out + r.err
     assert status(site, job_id)["state"] == "PUBLISHED"
     no_token_anywhere(site, forge, r.out, r.err)
+
+
+def test_a_rebase_merge_onto_a_moved_branch_publishes(site: Site, forge: ForgeServer) -> None:
+    job_id, data = to_review(site)
+    other = other_writer(Path(site.path).parent, site)
+    commit_file(other, "posts/theirs.md", article("theirs"), "their post")  # main moves on
+    tip = forge.merge(1, "rebase")
+    assert tip != data["local_commit"]  # a new commit: the forge replayed it
+    r = site.call("push", "--json")
+    assert r.code == 0, r.out + r.err
+    shown = status(site, job_id)
+    assert shown["state"] == "PUBLISHED"
+    assert shown["remote_commit"] == tip  # the rebased copy, proven by its trailers
+    assert git(site.remote, "show", "main:posts/theirs.md") == article("theirs")
