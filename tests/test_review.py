@@ -229,3 +229,22 @@ def test_a_rebase_merge_onto_a_moved_branch_publishes(site: Site, forge: ForgeSe
     assert shown["state"] == "PUBLISHED"
     assert shown["remote_commit"] == tip  # the rebased copy, proven by its trailers
     assert git(site.remote, "show", "main:posts/theirs.md") == article("theirs")
+
+
+def test_metrics_and_the_status_list_show_the_jobs_in_review(site: Site,
+                                                             forge: ForgeServer) -> None:
+    from test_metrics import samples
+
+    job_id, _ = to_review(site)
+    m = samples(site.call("metrics").out)
+    assert m["gitpub_in_review", ()] == 1
+    assert m["gitpub_oldest_in_review_age_seconds", ()] >= 0
+    assert m["gitpub_pending_jobs", ()] == 0  # nothing for automation to do
+    listed = site.call("status", "--json").json()["jobs"]
+    assert [(j["job_id"], j["state"]) for j in listed] == [(job_id, "IN_REVIEW")]
+    assert listed[0]["review"]["url"] == f"https://forge.example/{REPOSITORY}/pull/1"
+    text = site.call("status", job_id).out
+    assert f"request:   https://forge.example/{REPOSITORY}/pull/1" in text
+    forge.merge(1, "merge")
+    assert site.call("push").code == 0
+    assert samples(site.call("metrics").out)["gitpub_in_review", ()] == 0
