@@ -19,6 +19,8 @@ from conftest import Site, git
 from forgekit import REPOSITORY, ForgeServer
 from test_delivery import article, commit_file, other_writer, prepare
 
+from gitpub.git.repo import Repository
+
 TOKEN = "tok-Review-7Hq2xZ91-forge"  # recognised by no rule: only the scrubbing hides it
 TOKEN_ENV = "GITPUB_TEST_FORGE_TOKEN"
 
@@ -248,3 +250,46 @@ def test_metrics_and_the_status_list_show_the_jobs_in_review(site: Site,
     forge.merge(1, "merge")
     assert site.call("push").code == 0
     assert samples(site.call("metrics").out)["gitpub_in_review", ()] == 0
+
+
+@pytest.mark.parametrize("forge", ["github"], indirect=True)
+def test_confirm_accepts_a_squash_by_content_and_a_merge_waiting_to_be_recorded(
+        site: Site, forge: ForgeServer, tmp_path: Path) -> None:
+    from test_confirm import ci_clone
+
+    job_id, _ = to_review(site)
+    forge.merge(1, "merge")  # the job's commit is on the branch; its record says IN_REVIEW
+    r = ci_clone(site, tmp_path, "ci0").run("confirm", "--json")
+    assert r.code == 0, r.out + r.err
+    assert any(f"pending: job {job_id}" in line for line in r.json()["remarks"]), r.out
+    assert site.call("push").code == 0
+
+    second, _ = to_review(site, "k2", "posts/second.md", article("second"))
+    squash = forge.merge(2, "squash", message="Second post (#2)")
+    assert site.call("push").code == 0
+    assert status(site, second)["remote_commit"] == squash
+    r = ci_clone(site, tmp_path, "ci1").run("confirm", "--json")
+    assert r.code == 0, r.out + r.err
+
+
+@pytest.mark.parametrize("forge", ["github"], indirect=True)
+def test_confirm_refuses_a_reviewed_record_naming_other_content(
+        site: Site, forge: ForgeServer, tmp_path: Path) -> None:
+    from test_confirm import ci_clone
+    from test_store_check import JOBS, attacker, forged_state, root_commit
+
+    job_id, _ = to_review(site)
+    forge.merge(1, "squash")
+    assert site.call("push").code == 0
+    assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
+    evil = attacker(site, tmp_path)
+    wrong = root_commit(site)  # on the branch, claims nothing, holds other files
+    with Repository.discover(evil) as repo:
+        forged = forged_state(repo, git(evil, "rev-parse", JOBS + job_id).strip(),
+                              remote_commit=wrong)
+    git(evil, "push", "-q", "-f", "origin", f"{forged}:{JOBS}{job_id}")
+    r = ci_clone(site, tmp_path, "ci1").run("confirm", "--json")
+    assert r.code == 1, r.out + r.err
+    assert r.json()["bad"] == [wrong], r.out
+    (bad,) = [c for c in r.json()["commits"] if not c["ok"]]
+    assert "is not its publication by content" in bad["problems"][0], bad

@@ -48,6 +48,7 @@ from gitpub.store.jobs import JOBS_PREFIX, Job
 from gitpub.store.lease import held_by_other, shown_owner
 from gitpub.store.shared import Relation, SharedView
 from gitpub.verify.commit import verify_commit
+from gitpub.verify.content import record_content_problems
 from gitpub.verify.probe import job_prefixes
 
 #: A claim is renewed before a push when less than this share of its lease is left.
@@ -190,7 +191,8 @@ class Shared:
     def _proven(self, other: Job) -> bool:
         """Whether the remote's PUBLISHED state of a job is true: its ``remote_commit`` is on
         the fetched branch and is the job's publication (trailers and content,
-        ``verify.commit``). A record alone proves nothing (BRIEF §3: anyone who may push
+        ``verify.commit``; a job that went to review: or by content, ``verify.content``). A
+        record alone proves nothing (BRIEF §3: anyone who may push
         ``refs/pub/*`` can write one); an unproven one is not adopted, and the job goes on."""
         repo, record = self.ctx.repo, other.record
         commit, tip = record.remote_commit, repo.read_ref(self.remote.tracking_ref)
@@ -202,6 +204,10 @@ class Shared:
                 if verdict is not None and verdict.ok and verdict.job_id == other.job_id \
                         and verdict.manifest_sha256 == record.manifest_sha256:
                     return True
+                if verdict is None and record.review is not None and not \
+                        record_content_problems(repo, commit, record,
+                                                self.ctx.store.read_file(other, "manifest")):
+                    return True  # merged through review under the forge's own message
         except GitpubError:
             pass  # not a commit, unreadable: no proof either
         self.ctx.progress(f"{other.job_id[:13]}: the remote's record says PUBLISHED as "

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gitpub.core.manifest import Manifest, content_sha256
+from gitpub.core.manifest import Manifest, ManifestError, content_sha256
+from gitpub.core.record import JobRecord
 from gitpub.git.repo import MODE_TREE, Repository
 from gitpub.git.walk import walk_since
 from gitpub.proof import trailers
@@ -42,6 +43,24 @@ def content_problems(repo: Repository, commit: str, manifest: Manifest) -> list[
     """Why ``commit`` is not a publication of ``manifest`` by content (rules 2 and 3); empty
     when it is."""
     return tree_problems(repo, repo.commit(commit), manifest)
+
+
+def record_content_problems(repo: Repository, commit: str, record: JobRecord,
+                            manifest_raw: bytes | None) -> list[str]:
+    """Why ``commit`` is not, by content, the publication a record of a job that went to
+    review says it is (``manifest_raw``: the manifest its state holds); empty when it is. A
+    record that did not go to review is never proven so."""
+    if record.review is None:
+        return ["the job did not go to review: only its trailers can prove a publication"]
+    if manifest_raw is None:
+        return ["the job's state holds no manifest"]
+    try:
+        manifest = Manifest.parse(manifest_raw)
+    except ManifestError as e:
+        return [f"the job's manifest is unreadable: {e}"]
+    if manifest.sha256() != record.manifest_sha256:
+        return ["the job's manifest is not the one its record names"]
+    return content_problems(repo, commit, manifest)
 
 
 def content_publication(repo: Repository, tips: Sequence[str], base: str | None,
