@@ -62,7 +62,8 @@ class ForgeServer:
     token: str
     calls: list[Call] = field(default_factory=list)
     requests: list[PullRequest] = field(default_factory=list)
-    #: Answers to force on the next calls (``"500"``: answer 500 after doing the work).
+    #: Answers to force on the next calls of a method (``"POST:500"``: the next POST answers
+    #: 500 after doing the work; the message quotes the token, as a careless server might).
     script: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -131,9 +132,9 @@ class ForgeServer:
             query = {k: v[0] for k, v in parse_qs(parts.query).items()}
             data = json.loads(body) if body else {}
             status, answer = self._route(method, segments, query, data)
-            forced = self.script.pop(0) if self.script else None
-            if forced is not None:
-                status, answer = int(forced), {"message": "injected"}
+            if self.script and self.script[0].split(":")[0] == method:
+                forced = self.script.pop(0).split(":", 1)[1]
+                status, answer = int(forced), {"message": f"injected; token was {self.token}"}
         self._send(h, status, answer)
 
     @staticmethod

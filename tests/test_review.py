@@ -293,3 +293,62 @@ def test_confirm_refuses_a_reviewed_record_naming_other_content(
     assert r.json()["bad"] == [wrong], r.out
     (bad,) = [c for c in r.json()["commits"] if not c["ok"]]
     assert "is not its publication by content" in bad["problems"][0], bad
+
+
+def test_an_unknown_outcome_of_the_create_is_found_by_the_next_run(
+        site: Site, forge: ForgeServer) -> None:
+    forge.script = ["POST:500"]  # the request is opened, the answer says 500
+    job_id = str(prepare(site, "k1", "posts/hello.md", article("hello"))["job_id"])
+    r = site.call("push")
+    assert r.code == 5, r.out + r.err
+    assert "the next run asks again" in r.err
+    data = status(site, job_id)
+    assert data["state"] == "IN_REVIEW"
+    assert isinstance(data["review"], dict) and data["review"]["number"] is None
+    r2 = site.call("push")
+    assert r2.code == 5, r2.out + r2.err
+    data = status(site, job_id)
+    assert isinstance(data["review"], dict) and data["review"]["number"] == 1
+    assert forge.created() == 1 and len(forge.requests) == 1
+    no_token_anywhere(site, forge, r.out, r.err, r2.out, r2.err)
+
+
+@pytest.mark.parametrize("forge", ["github"], indirect=True)
+def test_a_refused_request_goes_to_review_and_a_refused_token_stops(
+        site: Site, forge: ForgeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    forge.script = ["POST:422"]
+    job_id = str(prepare(site, "k1", "posts/hello.md", article("hello"))["job_id"])
+    r = site.call("push", "--json")
+    assert r.code == 4, r.out + r.err
+    data = status(site, job_id)
+    assert (data["state"], data["failure_code"]) == ("REVIEW", "review_refused")
+    assert "[REDACTED:forge-token]" in str(data["failure_detail"])
+    no_token_anywhere(site, forge, r.out, r.err)
+
+    monkeypatch.setenv(TOKEN_ENV, "tok-not-the-right-one-55")
+    second = str(prepare(site, "k2", "posts/two.md", article("two"))["job_id"])
+    r = site.call("push")
+    assert r.code == 2, r.out + r.err
+    assert "refused to open its request" in r.err and "tok-not-the-right-one-55" not in r.err
+    assert status(site, second)["state"] == "IN_REVIEW"  # its branch is pushed: opened later
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    assert site.call("push").code == 5
+    review = status(site, second)["review"]
+    assert isinstance(review, dict) and review["number"] == 2
+
+
+@pytest.mark.parametrize("forge", ["github"], indirect=True)
+def test_one_run_checks_at_most_checks_per_run_requests(site: Site,
+                                                        forge: ForgeServer) -> None:
+    site.write_config(review_config(forge) + "  checks_per_run: 1\n")
+    first, _ = to_review(site, "k1", "posts/one.md", article("one"))
+    second, _ = to_review(site, "k2", "posts/two.md", article("two"))
+    forge.merge(1, "merge")
+    forge.merge(2, "merge")
+    r = site.call("push")
+    assert r.code == 5, r.out + r.err
+    assert "delivery.checks_per_run" in r.err
+    states = sorted(str(status(site, j)["state"]) for j in (first, second))
+    assert states == ["IN_REVIEW", "PUBLISHED"]
+    assert site.call("push").code == 0
+    assert {status(site, j)["state"] for j in (first, second)} == {"PUBLISHED"}
