@@ -352,3 +352,42 @@ def test_one_run_checks_at_most_checks_per_run_requests(site: Site,
     assert states == ["IN_REVIEW", "PUBLISHED"]
     assert site.call("push").code == 0
     assert {status(site, j)["state"] for j in (first, second)} == {"PUBLISHED"}
+
+
+@pytest.mark.parametrize("forge", ["github"], indirect=True)
+def test_abandon_waits_for_the_request_to_be_closed(site: Site, forge: ForgeServer) -> None:
+    job_id, _ = to_review(site)
+    r = site.call("resolve", job_id, "--abandon")
+    assert r.code == 2, r.out + r.err
+    assert f"https://forge.example/{REPOSITORY}/pull/1 is open" in r.err
+    assert status(site, job_id)["state"] == "IN_REVIEW"
+    forge.close(1)
+    r = site.call("resolve", job_id, "--abandon")
+    assert r.code == 0, r.out + r.err
+    data = status(site, job_id)
+    assert (data["state"], data["failure_code"]) == ("SKIPPED", "abandoned")
+
+
+@pytest.mark.parametrize("forge", ["github"], indirect=True)
+def test_abandon_of_a_merged_request_records_its_publication(site: Site,
+                                                             forge: ForgeServer) -> None:
+    job_id, _ = to_review(site)
+    squash = forge.merge(1, "squash")
+    r = site.call("resolve", job_id, "--abandon")
+    assert r.code == 0, r.out + r.err
+    assert "not abandoned" in r.out + r.err
+    data = status(site, job_id)
+    assert (data["state"], data["remote_commit"]) == ("PUBLISHED", squash)
+
+
+@pytest.mark.parametrize("forge", ["github"], indirect=True)
+def test_dry_run_says_where_a_reviewed_job_goes(site: Site, forge: ForgeServer) -> None:
+    job_id = str(prepare(site, "k1", "posts/hello.md", article("hello"))["job_id"])
+    r = site.call("push", "--dry-run")
+    assert r.code == 0, r.out + r.err
+    assert f"to the review branch gitpub/{job_id} and open a request" in r.out
+    assert forge.calls == []
+    assert site.call("push").code == 5
+    r = site.call("push", "--dry-run", "--json")
+    (step,) = r.json()["jobs"]
+    assert step["action"] == "wait" and "/pull/1" in step["detail"]

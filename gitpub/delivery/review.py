@@ -245,10 +245,7 @@ class Reviewer:
     def _forge_failed(self, job: Job, error: ForgeError, what: str) -> Job:
         d = self.deliverer
         if error.kind == "denied":
-            raise ForgeConfigError(
-                f"{self.spec.forge} refused to {what} for job {job.job_id}: {error.detail}",
-                hint=f"check delivery.repository ({self.spec.repository}) and that the token "
-                     f"in {self.spec.token_variable} may open pull requests there")
+            raise self._denied(job, error, what)
         if error.kind == "refused":
             detail = f"{self.spec.forge} refused to {what}: {error.detail}"
             return d.ctx.store.transition(
@@ -258,6 +255,38 @@ class Reviewer:
         d.ctx.progress(f"{job.job_id[:13]}: could not {what} now ({error.detail}); the next "
                        "run asks again")
         return job
+
+    def still_open(self, job: Job) -> str | None:
+        """What of the job's review could still publish it — its request, open on the forge,
+        or (forge ``branch``, no API to ask) its review branch — or None. Abandoning a job
+        waits for that to be closed: a merge after the abandon would publish it anyway."""
+        d, review = self.deliverer, job.record.review
+        if review is None:
+            return None
+        forge = self.forge()
+        if forge is None:
+            ref = f"refs/heads/{review.branch}"
+            if d.remote.list_refs([ref]).get(ref) is None:
+                return None
+            return (f"its review branch {review.branch} is still on {d.remote.remote}: delete "
+                    f"it (`git push {d.remote.remote} --delete {review.branch}`) once no "
+                    "request for it is open")
+        try:
+            request = forge.get(review.number) if review.number is not None else \
+                forge.find(review.branch, review.base, review.head)
+        except ForgeError as e:
+            if e.kind == "denied":
+                raise self._denied(job, e, "look at its request") from None
+            return f"{self.spec.forge} did not say whether its request is open ({e.detail})"
+        if request is None or request.state != RequestState.OPEN:
+            return None
+        return f"its request {request.url} is open: close it on {self.spec.forge} first"
+
+    def _denied(self, job: Job, error: ForgeError, what: str) -> ForgeConfigError:
+        return ForgeConfigError(
+            f"{self.spec.forge} refused to {what} for job {job.job_id}: {error.detail}",
+            hint=f"check delivery.repository ({self.spec.repository}) and that the token in "
+                 f"{self.spec.token_variable} may open pull requests there")
 
     # -- 3. the check ------------------------------------------------------------------------
 
