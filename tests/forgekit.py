@@ -53,6 +53,8 @@ class PullRequest:
     merged: bool = False
     merge_commit: str | None = None
     squashed: bool = False
+    #: The head a closed or merged request keeps (the forge stops following its branch).
+    last_head: str | None = None
 
 
 @dataclass
@@ -218,7 +220,7 @@ class ForgeServer:
         return proc.stdout.decode().strip() or None
 
     def _shape(self, pr: PullRequest) -> dict[str, Any]:
-        head = self._head(pr.branch)
+        head = pr.last_head if pr.state == "closed" else self._head(pr.branch)
         web = f"https://forge.example/{REPOSITORY}/pull/{pr.number}"
         if self.kind == "gitlab":
             state = "merged" if pr.merged else ("opened" if pr.state == "open" else "closed")
@@ -267,6 +269,7 @@ class ForgeServer:
             tip = _git(work, "rev-parse", "HEAD").strip()
             _git(work, "push", "-q", "origin", f"HEAD:{pr.base}")
         with self.lock:
+            pr.last_head = self._head(pr.branch)
             pr.state, pr.merged, pr.merge_commit = "closed", True, tip
             pr.squashed = how == "squash"
         return tip
@@ -275,4 +278,5 @@ class ForgeServer:
         pr = self._number(str(number))
         assert pr is not None
         with self.lock:
+            pr.last_head = self._head(pr.branch)
             pr.state = "closed"

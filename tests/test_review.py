@@ -391,3 +391,20 @@ def test_dry_run_says_where_a_reviewed_job_goes(site: Site, forge: ForgeServer) 
     r = site.call("push", "--dry-run", "--json")
     (step,) = r.json()["jobs"]
     assert step["action"] == "wait" and "/pull/1" in step["detail"]
+
+
+@pytest.mark.parametrize("forge", ["github"], indirect=True)
+def test_resolve_retry_after_a_closed_request_opens_a_new_one(site: Site,
+                                                             forge: ForgeServer) -> None:
+    job_id, _ = to_review(site)
+    forge.close(1)
+    assert site.call("push").code == 4
+    r = site.call("resolve", job_id, "--retry", "--push")
+    assert r.code == 5, r.out + r.err
+    data = status(site, job_id)
+    assert data["state"] == "IN_REVIEW"
+    assert isinstance(data["review"], dict) and data["review"]["number"] == 2
+    assert forge.created() == 2
+    forge.merge(2, "squash")
+    assert site.call("push").code == 0
+    assert status(site, job_id)["state"] == "PUBLISHED"

@@ -139,6 +139,8 @@ class Reviewer:
         store, remote = d.ctx.store, d.remote
         self.forge()  # no token: stop before anything is pushed
         review = record.review or review_for(self.spec, job.job_id, d.ctx.config.branch)
+        if review.number is not None:  # sent again (``resolve --retry``): a new request
+            review = review._replace(number=None, url=None)
         ref = f"refs/heads/{review.branch}"
         there = remote.list_refs([ref]).get(ref)
         earlier = job.record.local_commit if job.state == S.PUSHING else None
@@ -149,7 +151,7 @@ class Reviewer:
                                        next_retry_at=None),
                 phase=Stage.REVIEW, reason=f"{there} is on the review branch {review.branch} "
                                            "already (an interrupted push)")
-            return self.open(job)[0]
+            return self.open(job, fresh=True)[0]
         if there is not None and there != review.head:
             detail = (f"the review branch {review.branch} on {remote.remote} holds {there}, "
                       "which is not this job's: it is never overwritten")
@@ -187,7 +189,7 @@ class Reviewer:
             return d.transient(pushing, f"push to the review branch {review.branch} {kind}: "
                                         f"{outcome.detail}")
         job = store.advance(pushing, staged)
-        return self.open(job)[0]
+        return self.open(job, fresh=True)[0]
 
     def _head(self, review: Review, commit: str) -> Review:
         url = review.url
@@ -197,9 +199,11 @@ class Reviewer:
 
     # -- 2. the request ----------------------------------------------------------------------
 
-    def open(self, job: Job) -> tuple[Job, Request | None]:
+    def open(self, job: Job, *, fresh: bool = False) -> tuple[Job, Request | None]:
         """The job's request, found or opened, recorded (see the module docstring); the job
-        and the request, or None when the forge did not answer (the next run looks again)."""
+        and the request, or None when the forge did not answer (the next run looks again).
+        ``fresh``: the commit was just sent to the branch: a request of the branch that was
+        closed unmerged is an earlier one (before ``resolve --retry``), not this sending's."""
         d = self.deliverer
         review = job.record.review
         assert review is not None
@@ -211,6 +215,8 @@ class Reviewer:
             return job, None
         try:
             request = forge.find(review.branch, review.base, review.head)
+            if request is not None and fresh and request.state == RequestState.CLOSED:
+                request = None
             if request is None:
                 request = self._create(forge, job, review)
         except ForgeError as e:

@@ -82,8 +82,8 @@ def _retry_wait(jid: str, at: float | None, now: float | None) -> str:
 def _review(jid: str, code: FailureCode | None) -> str:
     if code in (F.REVIEW_CLOSED, F.REVIEW_MERGED_OTHER, F.REVIEW_REFUSED):
         return (f"its pull/merge request did not publish it (`git pub log {jid}` says why): "
-                f"`git pub resolve {jid} --abandon` gives it up; to ask again, prepare the "
-                "content under a new --key (a new request)")
+                f"`git pub resolve {jid} --retry --push` sends it again for review (a new "
+                f"request), or `--abandon` gives it up")
     if code == F.SECRET_IN_SOURCE:
         return (f"the source holds a secret and no retry can clear it: `git pub resolve {jid} "
                 "--abandon`, then prepare the content without it under a new --key")
