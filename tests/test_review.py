@@ -408,3 +408,26 @@ def test_resolve_retry_after_a_closed_request_opens_a_new_one(site: Site,
     forge.merge(2, "squash")
     assert site.call("push").code == 0
     assert status(site, job_id)["state"] == "PUBLISHED"
+
+
+@pytest.mark.parametrize("forge", ["github"], indirect=True)
+def test_the_review_branch_push_passes_gitpubs_own_pre_push_hook(site: Site,
+                                                                 forge: ForgeServer) -> None:
+    assert site.call("hooks", "install").code == 0
+    job_id, data = to_review(site)
+    assert data["local_commit"] == git(site.remote, "rev-parse", f"gitpub/{job_id}").strip()
+    forge.merge(1, "squash")
+    assert site.call("push").code == 0
+    assert status(site, job_id)["state"] == "PUBLISHED"
+
+
+@pytest.mark.parametrize("forge", ["github"], indirect=True)
+def test_doctor_checks_the_forges_token(site: Site, forge: ForgeServer,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    checks = {c["name"]: c for c in site.call("doctor", "--json").json()["checks"]}
+    assert checks["review"]["status"] == "ok" and TOKEN_ENV in checks["review"]["message"]
+    monkeypatch.delenv(TOKEN_ENV)
+    r = site.call("doctor", "--json")
+    checks = {c["name"]: c for c in r.json()["checks"]}
+    assert checks["review"]["status"] == "fail" and TOKEN_ENV in checks["review"]["fix"]
+    assert forge.calls == []
