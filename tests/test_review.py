@@ -431,3 +431,24 @@ def test_doctor_checks_the_forges_token(site: Site, forge: ForgeServer,
     checks = {c["name"]: c for c in r.json()["checks"]}
     assert checks["review"]["status"] == "fail" and TOKEN_ENV in checks["review"]["fix"]
     assert forge.calls == []
+
+
+@pytest.mark.parametrize("forge", ["github"], indirect=True)
+def test_another_clone_records_the_squash_and_this_one_adopts_it(
+        site: Site, forge: ForgeServer, tmp_path: Path) -> None:
+    job_id, _ = to_review(site)
+    squash = forge.merge(1, "squash")
+    path = other_writer(tmp_path, site, "reviewer")
+    other = Site(path, site.remote, site.env)
+    other.write_config(review_config(forge))
+    r = other.call("push", job_id)  # found in the remote's job store, checked there
+    assert r.code == 0, r.out + r.err
+    assert status(other, job_id)["remote_commit"] == squash
+    record = json.loads(git(site.remote, "show", f"refs/pub/jobs/{job_id}:job.json"))
+    assert (record["state"], record["remote_commit"]) == ("PUBLISHED", squash)
+    r = site.call("reconcile")  # this clone adopts the remote's record: proven by content
+    assert r.code == 0, r.out + r.err
+    assert "is not the job's publication" not in r.err
+    data = status(site, job_id)
+    assert (data["state"], data["remote_commit"]) == ("PUBLISHED", squash)
+    assert forge.created() == 1

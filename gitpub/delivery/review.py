@@ -142,7 +142,11 @@ class Reviewer:
         if review.number is not None:  # sent again (``resolve --retry``): a new request
             review = review._replace(number=None, url=None)
         ref = f"refs/heads/{review.branch}"
-        there = remote.list_refs([ref]).get(ref)
+        try:
+            there = remote.list_refs([ref]).get(ref)
+        except RemoteError as e:
+            return d.transient(job, f"the review branch {review.branch} cannot be read: "
+                                    f"{e.message}")
         earlier = job.record.local_commit if job.state == S.PUSHING else None
         if there is not None and there == earlier:  # pushed, not recorded: go on from there
             job = store.transition(

@@ -404,7 +404,8 @@ class Shared:
     def orphans(self) -> list[Job]:
         """The remote's unfinished jobs that no live worker holds (their lease expired, or
         their holder's process on this host is gone), that this clone does not have yet and
-        that wait for no person (REVIEW and CONFLICT are nobody's dead work):
+        that wait for no person (REVIEW, CONFLICT and IN_REVIEW are nobody's dead work; a
+        job in review is checked by its own node, or anywhere it is named: ``push JOB``):
         adopted here and marked taken over (a local record only, ``JobStore.acquire``: the
         take-over reaches the remote with the claim, after the probe). Needs ``fetch``. A
         damaged remote job this clone does not have is not taken over: it goes to
@@ -417,8 +418,9 @@ class Shared:
             if isinstance(item, CorruptStateError):
                 self.damaged.append(item)  # not taken over blindly
                 continue
-            if item.state in TERMINAL or item.state in NEEDS_PERSON:
-                continue  # finished, or resting for a person (who resolves it anywhere)
+            if item.state in TERMINAL or item.state in NEEDS_PERSON or \
+                    item.state == State.IN_REVIEW:
+                continue  # finished, or resting for a person (who resolves or merges it)
             lease = item.record.lease
             if lease is not None and self._held_by_other(lease):
                 self.held[item.job_id] = lease.owner
