@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import Site, git
 from forgekit import REPOSITORY, ForgeServer
+from netfaults import GitDaemon
 from test_delivery import article, commit_file, other_writer, prepare
 
 from gitpub.git.repo import Repository
@@ -452,3 +453,29 @@ def test_another_clone_records_the_squash_and_this_one_adopts_it(
     data = status(site, job_id)
     assert (data["state"], data["remote_commit"]) == ("PUBLISHED", squash)
     assert forge.created() == 1
+
+
+@pytest.mark.parametrize("forge", ["github"], indirect=True)
+@pytest.mark.parametrize("point", [None, "shared.pushing-pushed", "shared.content-pushed"])
+def test_without_atomic_push_a_crash_after_the_branch_push_goes_on_from_there(
+        site: Site, daemon: GitDaemon, forge: ForgeServer, point: str | None) -> None:
+    git(site.remote, "config", "receive.advertiseAtomic", "false")
+    job_id = str(prepare(site, "k1", "posts/hello.md", article("hello"))["job_id"])
+    if point is not None:
+        r = site.run("push", env={"GITPUB_CRASH_AT": point, TOKEN_ENV: TOKEN})
+        assert r.code == -9, r.out + r.err
+        pushed = git(site.remote, "for-each-ref", "--format=%(objectname)", "refs/heads/gitpub/")
+        assert bool(pushed.strip()) == (point == "shared.content-pushed")
+    r = site.run("push", env={TOKEN_ENV: TOKEN})
+    assert r.code == 5, r.out + r.err
+    data = status(site, job_id)
+    assert data["state"] == "IN_REVIEW"
+    head = git(site.remote, "rev-parse", f"refs/heads/gitpub/{job_id}").strip()
+    assert isinstance(data["review"], dict) and data["review"]["head"] == head
+    assert forge.created() == 1
+    record = json.loads(git(site.remote, "show", f"refs/pub/jobs/{job_id}:job.json"))
+    assert record["state"] == "IN_REVIEW"
+    forge.merge(1, "rebase")
+    assert site.run("push", env={TOKEN_ENV: TOKEN}).code == 0
+    record = json.loads(git(site.remote, "show", f"refs/pub/jobs/{job_id}:job.json"))
+    assert record["state"] == "PUBLISHED"
