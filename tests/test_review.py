@@ -68,6 +68,10 @@ def no_token_anywhere(site: Site, forge: ForgeServer | None, *outputs: str) -> N
     assert TOKEN not in refs
     if forge is not None:
         assert TOKEN not in forge.texts()
+    for repo in (site.path / ".git", site.remote):  # logs, config, gitpub's own files
+        for f in repo.rglob("*"):
+            if f.is_file() and "objects" not in f.relative_to(repo).parts:
+                assert TOKEN.encode() not in f.read_bytes(), f
 
 
 def to_review(site: Site, key: str = "k1", path: str = "posts/hello.md",
