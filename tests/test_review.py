@@ -483,3 +483,16 @@ def test_without_atomic_push_a_crash_after_the_branch_push_goes_on_from_there(
     assert site.run("push", env={TOKEN_ENV: TOKEN}).code == 0
     record = json.loads(git(site.remote, "show", f"refs/pub/jobs/{job_id}:job.json"))
     assert record["state"] == "PUBLISHED"
+
+
+@pytest.mark.parametrize("forge", ["gitea"], indirect=True)
+def test_prepare_push_goes_to_review_and_sync_checks_it(site: Site, forge: ForgeServer) -> None:
+    r = site.call("prepare", "--json", "--push", "--key", "k1", "--to", "posts/hello.md", "-",
+                  input=article("hello"))
+    assert r.code == 5, r.out + r.err
+    data = r.json()
+    assert data["state"] == "IN_REVIEW" and data["review"]["number"] == 1
+    forge.merge(1, "merge")
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert status(site, str(data["job_id"]))["state"] == "PUBLISHED"
