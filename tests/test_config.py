@@ -417,6 +417,30 @@ ERRORS: list[tuple[str, str, str]] = [
     ("gates: [{name: a, run: [sleep, 5]}]\n", "gates[0].run[1]", "expected a string, got 5"),
     ("gates: [{name: a, run: x, timeout: -5}]\n", "gates[0].timeout", "got -5"),
     ("gates: [{name: a, run: x}, {name: a, run: y}]\n", "gates[1].name", "duplicate gate name"),
+    # delivery (through review: docs/review.md)
+    ("delivery: {mode: merge}\n", "delivery.mode", "merge"),
+    ("delivery: {forge: github}\n", "delivery.forge", "only with mode: pull_request"),
+    ("delivery: {mode: pull_request}\n", "delivery.forge", "required with mode: pull_request"),
+    ("delivery: {mode: pull_request, forge: github}\n", "delivery.repository",
+     "required with forge: github"),
+    ("delivery: {mode: pull_request, forge: gitea, repository: a/b}\n", "delivery.api",
+     "required with forge: gitea"),
+    ("delivery: {mode: pull_request, forge: branch, repository: a/b}\n",
+     "delivery.repository", "not a key of forge: branch"),
+    ("delivery: {mode: pull_request, forge: github, repository: a/b, compare_url: "
+     "'https://x/{base}...{head}'}\n", "delivery.compare_url", "not a key of forge: github"),
+    ("delivery: {mode: pull_request, forge: github, repository: '../x'}\n",
+     "delivery.repository", "expected a repository path"),
+    ("delivery: {mode: pull_request, forge: github, repository: a/b, token_env: 'ghp_x y'}\n",
+     "delivery.token_env", "expected the name of an environment variable"),
+    ("delivery: {mode: pull_request, forge: branch, branch_prefix: 'a..b/'}\n",
+     "delivery.branch_prefix", "expected the start of a branch name"),
+    ("delivery: {mode: pull_request, forge: branch, compare_url: 'https://x/{nope}'}\n",
+     "delivery.compare_url", "unknown field {nope}"),
+    ("delivery: {mode: pull_request, forge: branch, checks_per_run: 0}\n",
+     "delivery.checks_per_run", "0"),
+    ("delivery: {mode: pull_request, forge: github, repository: a/b, api: 'ftp://x'}\n",
+     "delivery.api", "http"),
 ]
 
 
