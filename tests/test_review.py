@@ -496,3 +496,22 @@ def test_prepare_push_goes_to_review_and_sync_checks_it(site: Site, forge: Forge
     r = site.call("sync", "--json")
     assert r.code == 0, r.out + r.err
     assert status(site, str(data["job_id"]))["state"] == "PUBLISHED"
+
+
+@pytest.mark.parametrize("forge", ["github"], indirect=True)
+def test_a_reviewers_commit_merged_with_the_branch_leaves_the_jobs_commit_the_proof(
+        site: Site, forge: ForgeServer, tmp_path: Path) -> None:
+    job_id, data = to_review(site)
+    reviewer = other_writer(tmp_path, site, "reviewer")
+    git(reviewer, "checkout", "-q", f"gitpub/{job_id}")
+    (reviewer / "posts" / "hello.md").write_text(article("hello, reviewed"))
+    git(reviewer, "commit", "-q", "-am", "review: wording")
+    git(reviewer, "push", "-q", "origin", f"HEAD:gitpub/{job_id}")
+    main = remote_main(site)
+    merge = forge.merge(1, "merge")
+    assert git(site.remote, "rev-parse", f"{merge}^1").strip() == main
+    r = site.call("push", "--json")
+    assert r.code == 0, r.out + r.err
+    shown = status(site, job_id)
+    assert (shown["state"], shown["remote_commit"]) == ("PUBLISHED", data["local_commit"])
+    assert git(site.remote, "show", "main:posts/hello.md") == article("hello, reviewed")
