@@ -9,8 +9,8 @@ job and the commit when broken:
 1. **every job commit in the range has its record** — the job's remote ref, else its archive
    entry. A record that says PUBLISHED must name this very commit; one that says SKIPPED (or
    any other state a job on the branch cannot be in: REVIEW, CONFLICT) contradicts the branch.
-   A delivery still under way (PUSHING, RETRY_WAIT, FAILED, LOCAL_COMMITTED: the outcome is not
-   recorded yet) is reported as *pending*. A job commit with **no record at all** is
+   A delivery still under way (PUSHING, RETRY_WAIT, FAILED, LOCAL_COMMITTED, IN_REVIEW: the
+   outcome is not recorded yet) is reported as *pending*. A job commit with **no record at all** is
    *unrecorded*: published before the job store was shared, or its record was deleted. It is
    BAD unless the configuration at the range's start (the trusted one, as for the trailer
    prefix) says ``confirm_unrecorded: report`` — for a repository with publications from
