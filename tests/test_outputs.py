@@ -20,6 +20,7 @@ S = State
 PATHS: dict[State, tuple[State, ...]] = {
     S.LOCAL_COMMITTED: (),
     S.PUSHING: (S.PUSHING,),
+    S.IN_REVIEW: (S.PUSHING, S.IN_REVIEW),
     S.RETRY_WAIT: (S.RETRY_WAIT,),
     S.FAILED: (S.FAILED,),
     S.REVIEW: (S.REVIEW,),

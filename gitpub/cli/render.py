@@ -39,6 +39,11 @@ def describe_job(job: Job) -> str:
         lines.append(f"  commit:    {r.local_commit}")
     if r.remote_commit:
         lines.append(f"  remote:    {r.remote_commit}")
+    if r.review is not None:
+        lines.append(f"  review:    {r.review.branch} into {r.review.base} ({r.review.forge})"
+                     + (f", request #{r.review.number}" if r.review.number else ""))
+        if r.review.url:
+            lines.append(f"  request:   {r.review.url}")
     if r.attempt:
         lines.append(f"  attempt:   {r.attempt}/{r.max_attempts}")
     if r.next_retry_at:
@@ -65,6 +70,9 @@ def job_line(job: Job, note: str | None = None) -> str:
         line += f"\n    {code.value if code else None}: {job.record.failure_detail}"
     if job.state == State.PUBLISHED and job.record.remote_commit:
         line += f"\n    remote commit {job.record.remote_commit}"
+    review = job.record.review
+    if job.state == State.IN_REVIEW and review is not None:
+        line += f"\n    review: {review.url or review.branch}"
     if note:
         line += f"\n    {note}"
     return line

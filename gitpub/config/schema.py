@@ -22,6 +22,7 @@ from dataclasses import MISSING, Field, fields
 from typing import Any, NoReturn
 
 from gitpub.config.channel_rules import ChannelRules
+from gitpub.config.delivery_rules import DeliveryRules
 from gitpub.config.model import (
     DEFAULT_REMOTE,
     Command,
@@ -75,7 +76,7 @@ def _ref_problem(name: str) -> tuple[str, str | None] | None:
     return None
 
 
-class Parser(ChannelRules):
+class Parser(ChannelRules, DeliveryRules):
     """Turns the loaded YAML into a Config; every failure names ``source`` and the key path."""
 
     def __init__(self, source: str) -> None:

@@ -184,10 +184,16 @@ def _abandon(ctx: Context, deliverer: Deliverer, job: Job) -> Resolved:
         if ctx.store.held_by_other(job) or job.state != was:
             raise TryLaterError(f"job {job.job_id} is being delivered by another process",
                                 hint="run the same command again when that process is done")
+        # A review is asked first, the branch probed after: a merge in between is found.
+        still = deliverer.review.still_open(job) if was == S.IN_REVIEW else None
         tip, found = _probe(deliverer, job, "abandon")
         if found is not None:
             job = deliverer.published(job, found)
             return Resolved(job, f"not abandoned: it is already on the remote as {found}")
+        if still is not None:
+            raise UsageError(f"job {job.job_id} is not abandoned: {still}",
+                             hint="a merge of it would publish the job after all; run the "
+                                  "same command again once nothing can merge it")
         reason = (f"abandoned by a person (was {was.value}); the probe of "
                   f"{ctx.config.remote}/{ctx.config.branch} at {tip or '(no branch)'} "
                   "found it absent")

@@ -59,8 +59,17 @@ def next_step(ctx: Context, job: Job, now: float | None = None) -> str | None:
         return (f"delivery gave up after {record.attempt} attempt(s): fix what the error says, "
                 f"then `git pub resolve {jid} --retry` (a new budget, the same content); "
                 f"`git pub push {jid}` probes whether it landed after all")
+    if state == S.IN_REVIEW:
+        review = record.review
+        where = (review.url or f"the branch {review.branch}") if review else "its request"
+        return (f"waiting for a person to merge or close {where}; `git pub push` (or "
+                f"`reconcile`) checks it and records PUBLISHED once merged")
     if state == S.REVIEW:
         return _review(ctx, jid, record)
+    if record.failure_code == F.REVIEW_BRANCH_TAKEN:
+        return (f"the job's review branch holds someone else's commit: look at it, delete it "
+                f"if it may go, then `git pub resolve {jid} --retry`; or `git pub resolve "
+                f"{jid} --abandon`")
     return _conflict(ctx, job)
 
 
@@ -75,6 +84,10 @@ def _retry_wait(jid: str, at: float | None, now: float | None) -> str:
 
 def _review(ctx: Context, jid: str, record: JobRecord) -> str:
     code = record.failure_code
+    if code in (F.REVIEW_CLOSED, F.REVIEW_MERGED_OTHER, F.REVIEW_REFUSED):
+        return (f"its pull/merge request did not publish it (`git pub log {jid}` says why): "
+                f"`git pub resolve {jid} --retry --push` sends it again for review (a new "
+                f"request), or `--abandon` gives it up")
     if (record.failure_detail or "").startswith(f"{ALLOWLIST_FILE}:"):
         return (f"{ALLOWLIST_FILE} of the job's base does not parse: fix it, commit and push it "
                 f"(`git push {ctx.config.remote} {ctx.config.branch}`); the job keeps its base, "
