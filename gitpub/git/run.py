@@ -105,9 +105,12 @@ def spawn_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
                             stderr=subprocess.PIPE)
 
 
-def popen_git(args: Sequence[str], *, git_dir: Path, cwd: Path) -> Popen[bytes]:
-    """Start ``git ARGS`` for ``git_dir`` (as ``run_git`` would run it) with its stdin, stdout
-    and stderr piped to us: a conversation (``cat-file --batch-command``, a ref transaction)."""
+def popen_git(args: Sequence[str], *, git_dir: Path, cwd: Path,
+              stderr: IO[bytes] | None = None) -> Popen[bytes]:
+    """Start ``git ARGS`` for ``git_dir`` (as ``run_git`` would run it) with its stdin and
+    stdout piped to us: a conversation (``cat-file --batch-command``, a ref transaction). Its
+    stderr goes to the file given (a pipe nobody reads while waiting for an answer would fill:
+    an inherited ``GIT_TRACE_PACK_ACCESS`` writes a line per object), else it is piped."""
     return subprocess.Popen(["git", *args], cwd=cwd, env=git_env(git_dir),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE if stderr is None else stderr)

@@ -1,0 +1,127 @@
+"""The git backend under attack: the user's environment, a git that hangs or is killed, the
+shapes a repository and its working tree take (a submodule, a bare repository with
+``GIT_WORK_TREE``), and paths git stores that gitpub would not write.
+
+Each test is a hole found by attacking the backend (issue 21 part 1), kept closed: real git,
+real repositories; a hung git is a real git behind a script that stops answering.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Site
+from test_delivery import article, prepare
+
+from gitpub.core.errors import CorruptStateError, GitpubError
+from gitpub.git import catfile, refs
+from gitpub.git.catfile import CatFile
+from gitpub.git.repo import Repository
+
+REAL_GIT = shutil.which("git") or "git"
+
+
+def hanging_git(tmp_path: Path, on: str) -> str:
+    """A ``PATH`` whose git runs the real one, except that ``git … ON …`` never answers."""
+    bin_dir = tmp_path / "hanging-bin"
+    bin_dir.mkdir()
+    script = bin_dir / "git"
+    script.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = "{on}" ] && exec sleep 30; done\n'
+                      f'exec {REAL_GIT} "$@"\n')
+    script.chmod(0o755)
+    return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+
+
+# -- the cat-file process -------------------------------------------------------------------------
+
+def test_a_pack_access_trace_from_the_user_does_not_stop_reads(site: Site) -> None:
+    """``GIT_TRACE_PACK_ACCESS=2`` (inherited from the user) makes ``git cat-file`` write a
+    line per object read on stderr: a pipe nobody drains fills, and git and gitpub wait on each
+    other for good. Its stderr goes to a file: a thousand reads finish."""
+    jobs = [prepare(site, f"trace-{i}", f"posts/trace-{i}.md", article(i)) for i in range(2)]
+    site.git("gc", "-q")
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom gitpub.git.repo import Repository\n"
+        "with Repository.discover(Path(sys.argv[1])) as repo:\n"
+        "    tip = repo.read_ref('refs/pub/jobs/' + sys.argv[2])\n"
+        "    for _ in range(1500):\n"
+        "        repo.commit(tip)\n"
+        "print('done')\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(site.path), str(jobs[0]["job_id"])],
+                          env={**site.env, "GIT_TRACE_PACK_ACCESS": "2"}, capture_output=True,
+                          timeout=30)
+    assert proc.returncode == 0 and proc.stdout == b"done\n", proc.stderr
+
+
+def test_a_cat_file_killed_while_it_answers_is_asked_again(site: Site,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """The OOM killer (or a person) ends ``git cat-file`` after gitpub asked for an object:
+    that says nothing about the object, which a new process reads; it was reported as
+    unreadable (corrupt) before."""
+    head = site.git("rev-parse", "HEAD").strip()
+    original = CatFile._read_line
+    killed: list[int] = []
+
+    def read_line(self: CatFile, name: str) -> bytes:
+        if not killed:
+            assert self._proc is not None
+            killed.append(self._proc.pid)
+            os.kill(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
+        return original(self, name)
+
+    monkeypatch.setattr(CatFile, "_read_line", read_line)
+    with Repository.discover(site.path) as repo:
+        assert repo.commit(head).sha == head
+        assert killed and repo.reader_pids() and repo.reader_pids() != killed
+
+
+def test_a_hung_cat_file_is_given_up_once_with_a_clear_error(site: Site, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """A ``git cat-file`` that never answers (a hung file system) made every command hang for
+    good; now it is killed after ``TIMEOUT`` seconds without a byte, the command says so, and
+    later reads in the same command do not wait again."""
+    for i in range(3):
+        prepare(site, f"hung-{i}", f"posts/hung-{i}.md", article(i))
+    monkeypatch.setattr(catfile, "TIMEOUT", 0.5)
+    monkeypatch.setenv("PATH", hanging_git(tmp_path, "cat-file"))
+    started = time.monotonic()
+    shown = site.call("status", "--all", "--json")
+    took = time.monotonic() - started
+    assert shown.code == 1, shown.out
+    assert "git cat-file did not answer in 0.5 seconds" in shown.out
+    assert "Traceback" not in shown.err and took < 10, took
+
+
+def test_a_hung_ref_transaction_is_given_up_with_a_clear_error(site: Site,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """A ``reference-transaction`` hook that never returns held ``git update-ref --stdin``,
+    and gitpub with it, for good; now git is killed and the move reported, not taken for a
+    lost race."""
+    hooks = site.path / ".git/hooks"
+    hook = hooks / "reference-transaction"
+    hook.write_text("#!/bin/sh\n[ \"$1\" = prepared ] && exec sleep 30\nexit 0\n")
+    hook.chmod(0o755)
+    monkeypatch.setattr(refs, "TRANSACTION_TIMEOUT", 0.5)
+    head = site.git("rev-parse", "HEAD").strip()
+    try:
+        with Repository.discover(site.path) as repo:
+            started = time.monotonic()
+            with pytest.raises(GitpubError, match=r"did not finish in 0\.5 seconds") as caught:
+                repo.cas_ref("refs/pub/test/hung", None, head)
+            assert not isinstance(caught.value, CorruptStateError)
+            assert time.monotonic() - started < 10
+    finally:
+        hook.unlink()
+        for lock in (site.path / ".git/refs/pub/test").glob("*.lock"):
+            lock.unlink()
