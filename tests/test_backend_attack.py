@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Site
+from conftest import Site, git
 from test_delivery import article, prepare
 
 from gitpub.core.errors import CorruptStateError, GitpubError
@@ -125,3 +125,25 @@ def test_a_hung_ref_transaction_is_given_up_with_a_clear_error(site: Site,
         hook.unlink()
         for lock in (site.path / ".git/refs/pub/test").glob("*.lock"):
             lock.unlink()
+
+
+# -- the environment ------------------------------------------------------------------------------
+
+def test_a_git_common_dir_from_the_user_is_refused(site: Site, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GIT_COMMON_DIR`` naming another repository: git's rev-parse follows it, every later git
+    gitpub runs did not (``GIT_DIR`` alone), so objects went to one repository and refs were
+    moved in the other ("nonexistent object"). Refused at once, naming the variable."""
+    other = tmp_path / "other.git"
+    git(tmp_path, "init", "-q", "--bare", str(other))
+    before = git(other, "count-objects").strip()
+    monkeypatch.setenv("GIT_COMMON_DIR", str(other))
+    try:
+        r = site.call("prepare", "--key", "common", "--to", "posts/common.md", "-",
+                      input=article("common"))
+        assert r.code == 2 and "GIT_COMMON_DIR" in r.err, r.err
+        monkeypatch.setenv("GIT_COMMON_DIR", str(site.path / ".git"))  # its own: fine
+        assert site.call("status").code == 0
+    finally:
+        monkeypatch.delenv("GIT_COMMON_DIR")
+    assert git(other, "count-objects").strip() == before
