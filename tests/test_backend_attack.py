@@ -147,3 +147,47 @@ def test_a_git_common_dir_from_the_user_is_refused(site: Site, tmp_path: Path,
     finally:
         monkeypatch.delenv("GIT_COMMON_DIR")
     assert git(other, "count-objects").strip() == before
+
+
+# -- where the working tree is --------------------------------------------------------------------
+
+def test_a_submodule_checkout_is_updated_in_its_work_tree(site: Site, tmp_path: Path) -> None:
+    """In a submodule (``.git`` is a file, ``core.worktree`` names the checkout) ``git worktree
+    list`` puts the main worktree in the git directory: a push wrote the published file into
+    ``.git/modules/<name>/`` and left the checkout with the file staged as deleted."""
+    sup = tmp_path / "super"
+    git(tmp_path, "init", "-q", "-b", "main", str(sup))
+    git(sup, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(site.remote),
+        "blog")
+    blog = sup / "blog"
+    git(blog, "checkout", "-q", "main")
+    sub = Site(blog, site.remote, site.env, [blog])
+    job = prepare(sub, "in-submodule", "posts/sub.md", article("sub"))
+    assert sub.call("push", str(job["job_id"])).code == 0
+    assert (blog / "posts/sub.md").read_text() == article("sub")
+    assert git(blog, "status", "--porcelain") == ""
+    assert not (sup / ".git/modules/blog/posts").exists()
+
+
+def test_a_bare_repository_with_a_work_tree_is_a_checkout(site: Site, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """``GIT_DIR=bare.git GIT_WORK_TREE=dir`` (the dotfiles way): the branch HEAD names is
+    checked out in ``dir``, though ``git worktree list`` calls the repository bare; moving it
+    without the index left the published file staged as deleted."""
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "clone", "-q", "--bare", str(site.remote), str(bare))
+    git(bare, "config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*")
+    git(bare, "fetch", "-q", "origin")
+    work = tmp_path / "checkout"
+    work.mkdir()
+    monkeypatch.setenv("GIT_DIR", str(bare))
+    monkeypatch.setenv("GIT_WORK_TREE", str(work))
+    git(work, "checkout", "-q", "-f", "main")
+    dotfiles = Site(work, site.remote, site.env, [bare])
+    job = prepare(dotfiles, "bare", "posts/bare.md", article("bare"))
+    assert dotfiles.call("push", str(job["job_id"])).code == 0
+    assert (work / "posts/bare.md").read_text() == article("bare")
+    assert git(work, "status", "--porcelain") == ""
+    monkeypatch.delenv("GIT_DIR")
+    monkeypatch.delenv("GIT_WORK_TREE")
