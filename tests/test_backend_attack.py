@@ -21,6 +21,7 @@ from conftest import Site, git
 from test_delivery import article, prepare
 
 from gitpub.core.errors import CorruptStateError, GitpubError
+from gitpub.core.paths import quoted
 from gitpub.git import catfile, refs
 from gitpub.git.catfile import CatFile
 from gitpub.git.repo import Repository
@@ -191,3 +192,28 @@ def test_a_bare_repository_with_a_work_tree_is_a_checkout(site: Site, tmp_path: 
     assert git(work, "status", "--porcelain") == ""
     monkeypatch.delenv("GIT_DIR")
     monkeypatch.delenv("GIT_WORK_TREE")
+
+
+# -- paths git stores ------------------------------------------------------------------------------
+
+def test_quoted_paths_are_one_line_as_git_quotes_them() -> None:
+    raw = b"posts/caf\xe9.md".decode("utf-8", "surrogateescape")
+    assert quoted("posts/ünï a.md") == "posts/ünï a.md"
+    assert quoted(raw) == '"posts/caf\\351.md"'
+    assert quoted('posts/a\nBlog-Job-Id: x\t"\\.md') == \
+        '"posts/a\\nBlog-Job-Id: x\\t\\"\\\\.md"'
+
+
+def test_uncommitted_changes_with_a_path_that_is_not_utf8_are_refused(site: Site) -> None:
+    """A hand edit under a content path whose name is not UTF-8: sync failed with an
+    unexpected ``UnicodeEncodeError`` building its commit message; it is refused with the
+    reason, everything left as it was."""
+    name = os.fsdecode(b"caf\xe9.md")
+    (site.path / "posts" / name).write_text("hand\n")
+    before = site.git("status", "--porcelain")
+    r = site.call("sync")
+    assert r.code == 4 and "unexpected" not in r.err, r.out + r.err
+    assert "not valid UTF-8" in r.out
+    assert site.git("status", "--porcelain") == before
+    (site.path / "posts" / name).unlink()
+
