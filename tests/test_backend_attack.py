@@ -217,3 +217,13 @@ def test_uncommitted_changes_with_a_path_that_is_not_utf8_are_refused(site: Site
     assert site.git("status", "--porcelain") == before
     (site.path / "posts" / name).unlink()
 
+
+
+def test_a_branch_named_head_is_refused(site: Site) -> None:
+    """``branch: HEAD`` (git refuses to make such a branch) was taken: its tracking ref would be
+    ``refs/remotes/origin/HEAD``, the remote's default branch, and jobs were prepared on it."""
+    (site.path / ".gitpub.yaml").write_text(
+        (site.path / ".gitpub.yaml").read_text().replace("branch: main", "branch: HEAD"))
+    r = site.call("prepare", "--key", "head", "--to", "posts/head.md", "-", input=article(1))
+    assert r.code == 2 and "branch: is not a valid git branch name" in r.err, r.err
+    assert site.job_refs() == {}
