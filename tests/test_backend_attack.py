@@ -227,3 +227,22 @@ def test_a_branch_named_head_is_refused(site: Site) -> None:
     r = site.call("prepare", "--key", "head", "--to", "posts/head.md", "-", input=article(1))
     assert r.code == 2 and "branch: is not a valid git branch name" in r.err, r.err
     assert site.job_refs() == {}
+
+
+def test_a_message_as_git_shows_it_has_no_signature_check(site: Site, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """``log.showSignature=true`` in the user's configuration: ``git show`` put the signature's
+    verification ("No signature", gpg's lines) before the message of a signed commit stored in
+    another encoding, and confirm read that as the message."""
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    (site.path / "posts/signed.md").write_text("signed\n")
+    site.git("add", "posts/signed.md")
+    site.git("-c", "gpg.format=ssh", "-c", f"user.signingkey={key}", "-c",
+             "i18n.commitEncoding=ISO-8859-1", "commit", "-q", "-S", "-F", "-",
+             input=b"caf\xe9 signed\n")
+    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'log.showsignature'='true'")
+    with Repository.discover(site.path) as repo:
+        shown = repo.message_as_git_shows(repo.read_ref("refs/heads/main") or "")
+    assert shown == "café signed\n".encode()
