@@ -246,3 +246,13 @@ def test_a_message_as_git_shows_it_has_no_signature_check(site: Site, tmp_path: 
     with Repository.discover(site.path) as repo:
         shown = repo.message_as_git_shows(repo.read_ref("refs/heads/main") or "")
     assert shown == "café signed\n".encode()
+
+
+def test_a_push_sends_no_tag_of_the_person(site: Site) -> None:
+    """``push.followTags`` in the user's configuration: gitpub's push also published every
+    local annotated tag on the pushed history (a draft tag, say); it sends its refs only."""
+    site.git("config", "push.followTags", "true")
+    site.git("tag", "-a", "-m", "not for publication", "draft", "HEAD")
+    job = prepare(site, "tags", "posts/tags.md", article("tags"))
+    assert site.call("push", str(job["job_id"])).code == 0
+    assert git(site.remote, "tag", "-l") == ""

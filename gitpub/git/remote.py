@@ -326,7 +326,8 @@ class Remote:
         dst = f"refs/heads/{self.branch}"
         try:
             proc = self._git(["push", "--dry-run", "--porcelain", "--no-verify",
-                              "--no-recurse-submodules", self.remote, f"{source}:{dst}"],
+                              "--no-recurse-submodules", "--no-follow-tags", self.remote,
+                              f"{source}:{dst}"],
                              self.push_timeout)
         except TimeoutExpired:
             return PushOutcome(PushResult.UNKNOWN, "push --dry-run timed out")
