@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Site, git
+from conftest import Site, git, make_site
 from test_delivery import article, prepare
 
 from gitpub.core.errors import CorruptStateError, GitpubError
@@ -256,3 +256,16 @@ def test_a_push_sends_no_tag_of_the_person(site: Site) -> None:
     job = prepare(site, "tags", "posts/tags.md", article("tags"))
     assert site.call("push", str(job["job_id"])).code == 0
     assert git(site.remote, "tag", "-l") == ""
+
+
+def test_a_repository_whose_path_holds_a_line_break_is_refused(tmp_path: Path,
+                                                               hermetic: dict[str, str]) -> None:
+    """git answers ``rev-parse`` one path per line: a line break in the repository's path
+    shifted every answer (``/tmp/x`` taken for the git directory, ``false`` for the object
+    format); it could name another repository. Refused, naming the directory."""
+    parent = tmp_path / "a\nb"
+    parent.mkdir()
+    site = make_site(parent, hermetic)
+    r = site.call("prepare", "--key", "nl", "--to", "posts/nl.md", "-", input=article(1))
+    assert r.code == 2 and "holds a line break" in r.err and "\\n" in r.err, r.err
+    assert site.job_refs() == {}

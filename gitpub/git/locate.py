@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitpub.core.errors import NotARepositoryError
+from gitpub.core.paths import quoted
 from gitpub.git.run import run_git
 
 #: What git reads from the environment to find the repository; passed to ``git rev-parse``.
@@ -55,10 +56,18 @@ def locate(start: Path) -> Location:
     lines = proc.stdout.decode("utf-8", "surrogateescape").split("\n")
     if len(lines) < 6:
         raise _not_a_repository(start, proc.stderr.decode("utf-8", "replace"), env)
+    if len(lines) != (7 if proc.returncode == 0 else 6):  # 6 answers (the top: none, bare)
+        from gitpub.core.sanitize import sanitize
+
+        raise NotARepositoryError(
+            sanitize(f"the path of the repository or of {quoted(str(start))} holds a line "
+                     "break: git's "
+                     "answers (one per line) would be read as other directories"),
+            hint="move or rename the directory")
     git_dir, common_dir, bare, prefix = lines[0], lines[1], lines[2] == "true", lines[3]
     if "GIT_COMMON_DIR" in env:
         _check_common_dir(start, Path(git_dir), Path(common_dir))
-    top = lines[5] if proc.returncode == 0 and len(lines) > 6 else ""
+    top = lines[5] if proc.returncode == 0 else ""
     return Location(Path(git_dir), Path(common_dir),
                     None if bare or not top else Path(top), "" if bare else prefix,
                     implied_work_tree="GIT_DIR" in env and "GIT_WORK_TREE" not in env,
