@@ -269,3 +269,23 @@ def test_a_repository_whose_path_holds_a_line_break_is_refused(tmp_path: Path,
     r = site.call("prepare", "--key", "nl", "--to", "posts/nl.md", "-", input=article(1))
     assert r.code == 2 and "holds a line break" in r.err and "\\n" in r.err, r.err
     assert site.job_refs() == {}
+
+
+def test_grafts_give_no_commit_other_parents(site: Site) -> None:
+    """``info/grafts`` was honoured by every walk and ``merge-base`` gitpub ran
+    (``GIT_NO_REPLACE_OBJECTS`` covers replace refs only): a commit could be shown without its
+    history, or with another."""
+    head = site.git("rev-parse", "HEAD").strip()
+    (site.path / "posts/more.md").write_text("more\n")
+    site.git("add", "posts/more.md")
+    site.git("commit", "-q", "-m", "more")
+    tip = site.git("rev-parse", "HEAD").strip()
+    grafts = site.path / ".git/info/grafts"
+    grafts.parent.mkdir(exist_ok=True)
+    grafts.write_text(f"{tip}\n")  # tip made a root commit
+    try:
+        with Repository.discover(site.path) as repo:
+            assert repo.git("merge-base", "--is-ancestor", head, tip).returncode == 0
+            assert repo.git("rev-list", "--count", tip).stdout.strip() == b"2"
+    finally:
+        grafts.unlink()
