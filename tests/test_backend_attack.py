@@ -289,3 +289,18 @@ def test_grafts_give_no_commit_other_parents(site: Site) -> None:
             assert repo.git("rev-list", "--count", tip).stdout.strip() == b"2"
     finally:
         grafts.unlink()
+
+
+def test_a_group_shared_repository_gets_group_writable_object_directories(site: Site) -> None:
+    """``core.sharedRepository=group``: git makes ``objects/xx/`` group-writable (and setgid);
+    the ones gitpub's writes made followed the umask, and another member's git could then add
+    no object there ("insufficient permission")."""
+    site.git("config", "core.sharedRepository", "group")
+    old = os.umask(0o022)
+    try:
+        with Repository.discover(site.path) as repo:
+            blob = repo.write_blob(b"shared by a group, new\n")
+    finally:
+        os.umask(old)
+    mode = (site.path / ".git/objects" / blob[:2]).stat().st_mode
+    assert mode & 0o2070 == 0o2070, oct(mode)
