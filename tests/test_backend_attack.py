@@ -285,7 +285,8 @@ def test_grafts_give_no_commit_other_parents(site: Site) -> None:
     grafts.write_text(f"{tip}\n")  # tip made a root commit
     try:
         with Repository.discover(site.path) as repo:
-            assert repo.git("merge-base", "--is-ancestor", head, tip).returncode == 0
+            proc = repo.git("merge-base", "--is-ancestor", head, tip)
+            assert proc.returncode == 0 and proc.stderr == b""  # not even a deprecation hint
             assert repo.git("rev-list", "--count", tip).stdout.strip() == b"2"
     finally:
         grafts.unlink()
@@ -304,3 +305,31 @@ def test_a_group_shared_repository_gets_group_writable_object_directories(site: 
         os.umask(old)
     mode = (site.path / ".git/objects" / blob[:2]).stat().st_mode
     assert mode & 0o2070 == 0o2070, oct(mode)
+
+
+def test_a_remote_in_another_object_format_is_a_clear_configuration_error(
+        tmp_path: Path, hermetic: dict[str, str]) -> None:
+    """A SHA-256 repository whose remote is SHA-1: every fetch failed with git's "mismatched
+    algorithms", taken for a passing network failure (retried, attempts used up); it is the
+    configuration, said as such (exit 2, no attempt used)."""
+    remote = tmp_path / "sha1-remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    seed = tmp_path / "seed"
+    git(tmp_path, "init", "-q", "-b", "main", str(seed))
+    (seed / "README").write_text("sha1\n")
+    git(seed, "add", "README")
+    git(seed, "commit", "-q", "-m", "seed")
+    git(seed, "push", "-q", str(remote), "main")
+    path = tmp_path / "site"
+    git(tmp_path, "init", "-q", "--object-format=sha256", "-b", "main", str(path))
+    site = Site(path, remote, hermetic, [path])
+    (path / "posts").mkdir()
+    (path / "posts/welcome.md").write_text("# Welcome\n")
+    site.write_config()
+    site.git("add", ".")
+    site.git("commit", "-q", "-m", "Start the site")
+    site.git("remote", "add", "origin", str(remote))
+    job = prepare(site, "formats", "posts/formats.md", article("formats"))
+    r = site.call("push", "--json", str(job["job_id"]))
+    assert r.code == 2 and "another hash" in r.out, r.out
+    assert site.call("status", "--json", str(job["job_id"])).json()["attempt"] == 0
