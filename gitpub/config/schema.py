@@ -67,6 +67,8 @@ def _ref_problem(name: str) -> tuple[str, str | None] | None:
         return "expected a branch name, not a ref", f"write {short!r}" if short != name else None
     if _REF_BAD_CHARS_RE.search(name):
         return "must not contain spaces, control characters or any of ~ ^ : ? * [ \\", None
+    if name == "HEAD":  # git branch refuses it; refs/remotes/<remote>/HEAD is the remote's
+        return "is not a valid git branch name (HEAD names the current branch)", None
     if name == "@" or "@{" in name or ".." in name or "//" in name:
         return "is not a valid git branch name ('@', '@{', '..' and '//' are not allowed)", None
     if name.endswith(("/", ".")) or name.startswith("/"):

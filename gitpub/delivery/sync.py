@@ -40,6 +40,7 @@ from pathlib import Path
 from gitpub.core.allowlist import AllowlistError
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import GitpubError
+from gitpub.core.paths import quoted
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import LOCAL, FailureCode, Kind, Stage, State
 from gitpub.delivery.checkout import is_ancestor, move_branch
@@ -171,7 +172,8 @@ def build_uncommitted(repo: Repository, local: str, paths: list[str]) -> str:
         tree = repo.git("write-tree", env=env).stdout.decode().strip()
     finally:
         index.unlink(missing_ok=True)
-    message = "Sync content changes\n\n" + "\n".join(f"- {p}" for p in sorted(paths)) + "\n"
+    message = ("Sync content changes\n\n" + "\n".join(f"- {quoted(p)}" for p in sorted(paths))
+               + "\n")
     proc = repo.git("commit-tree", tree, "-p", local, input=message.encode())
     if proc.returncode != 0:
         raise GitpubError("git commit-tree failed: "
