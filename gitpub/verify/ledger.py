@@ -229,7 +229,8 @@ def read_memory(repo: Repository, notes_tip: str | None, key: Key | None) -> Mem
     without a key)."""
     if key is None or notes_tip is None:
         return Memory()
-    ledger, found, skipped = Ledger(), list[str](), 0
+    found: list[tuple[str, Ledger]] = []
+    skipped = 0
     todo, seen = [notes_tip], set[str]()
     while todo and len(seen) < SEARCH_LIMIT:
         sha = todo.pop(0)
@@ -239,12 +240,18 @@ def read_memory(repo: Repository, notes_tip: str | None, key: Key | None) -> Mem
         info = repo.commit(sha)
         good = authentic(key, info.message, info.tree)
         if good is not None:
-            ledger = ledger.merged(good)
-            found.append(sha)
+            found.append((sha, good))
             continue
         skipped += parse_ledger(info.message) is not None
         todo.extend(info.parents)
-    return Memory(ledger, tuple(found), skipped)
+    # The newest first (the highest serial), whatever the order of a merge's parents: a notes
+    # merge whose first parents are older authentic ledgers must not push the newest points
+    # (those that show a rewritten branch) out of the ``MAX_POINTS`` kept, nor name the branch.
+    found.sort(key=lambda f: -f[1].serial)
+    ledger = Ledger()
+    for _, good in found:
+        ledger = ledger.merged(good)
+    return Memory(ledger, tuple(sha for sha, _ in found), skipped)
 
 
 # -- note lines that carry their own MAC ------------------------------------------------------
