@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import Site, git
 from test_confirm import attacker_clone, publish
 from test_confirm_trust import anchored, keyed_run
@@ -58,3 +59,65 @@ def test_older_ledgers_merged_in_do_not_push_out_the_newest_point(site: Site,
     r = keyed_run(site, tmp_path, "ci9")
     assert r.code == 1, r.out + r.err
     assert gone in r.json()["rewritten"] or "rolled back" in r.out, r.out
+
+
+# -- a symbolic link that leaves the repository through another link -----------------------
+
+def push_links(site: Site, tmp_path: Path, links: dict[str, str],
+               existing: dict[str, str] | None = None) -> str:
+    """A self-consistent job commit publishing ``links`` (path -> target), on top of a commit
+    (no claim) adding the links ``existing``."""
+    from test_confirm import commit_as
+
+    from gitpub.core.manifest import Manifest, ManifestEntry, content_sha256
+
+    evil = attacker_clone(site, tmp_path)
+    for group in (existing or {}, links):
+        for path, target in group.items():
+            (evil / path).parent.mkdir(parents=True, exist_ok=True)
+            (evil / path).symlink_to(target)
+            git(evil, "add", path)
+        if group is existing and existing:
+            git(evil, "commit", "-qm", "links")
+    manifest = Manifest.of([ManifestEntry(p, 0o120000, content_sha256(t.encode()))
+                            for p, t in links.items()])
+    message = (b"Publish: links\n\n" + manifest.serialize() + b"\nBlog-Job-Id: "
+               b"0badf00d-0000-5000-8000-000000000000\nBlog-Manifest-Sha256: "
+               + manifest.sha256().encode() + b"\n")
+    commit = commit_as(evil, message, {})
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    return commit
+
+
+UP = "a.md/posts/a.md/posts/a.md/posts/a.md/" + "../" * 7 + "etc/passwd"
+
+
+@pytest.mark.parametrize(("links", "existing", "bad"), [
+    # posts/a.md is the repository's root; through it, the second link climbs out (each
+    # step inside the repository when the links are not followed)
+    ({"posts/a.md": "..", "posts/b.md": UP}, None, True),
+    # the same through a link that was already there
+    ({"posts/b.md": UP}, {"posts/a.md": ".."}, True),
+    # a link to a link that leaves
+    ({"posts/c.md": "d.md"}, {"posts/d.md": "../../outside"}, True),
+    # a link to a link into .git
+    ({"posts/c.md": "d.md/config"}, {"posts/d.md": "../.git"}, True),
+    # a loop
+    ({"posts/x.md": "y.md", "posts/y.md": "x.md"}, None, True),
+    # through a link that stays inside: fine
+    ({"posts/c.md": "d.md/p.md"}, {"posts/d.md": "../pages"}, False),
+])
+def test_a_link_may_not_leave_through_another_link(site: Site, tmp_path: Path,
+                                                   links: dict[str, str],
+                                                   existing: dict[str, str] | None,
+                                                   bad: bool) -> None:
+    from test_confirm import report_unrecorded
+
+    report_unrecorded(site)
+    anchored(site, tmp_path)
+    commit = push_links(site, tmp_path, links, existing)
+    r = keyed_run(site, tmp_path, "ci1")
+    assert (r.code == 1) == bad, r.out + r.err
+    assert (commit in r.json()["bad"]) == bad, r.out
+    if bad:
+        assert "symbolic link" in r.out, r.out
