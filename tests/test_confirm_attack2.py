@@ -121,3 +121,85 @@ def test_a_link_may_not_leave_through_another_link(site: Site, tmp_path: Path,
     assert (commit in r.json()["bad"]) == bad, r.out
     if bad:
         assert "symbolic link" in r.out, r.out
+
+
+# -- another repository's ledgers under the same key -------------------------------------------
+
+def drop_records_of(site: Site, commit: str) -> None:
+    """Delete the remote job refs whose record names ``commit`` (the attacker's cleanup)."""
+    for name in git(site.remote, "for-each-ref", "--format=%(refname)", "refs/pub/jobs/").split():
+        if commit in git(site.remote, "log", "-1", "-p", "--format=", name, check=False):
+            git(site.remote, "update-ref", "-d", name)
+
+
+def test_another_repositorys_ledgers_under_the_same_key_are_not_believed(
+        site: Site, tmp_path: Path) -> None:
+    """One key for two repositories: B, a fork the attacker can push (its CI has the key too,
+    and its own anchor), runs more often than A. Its ledgers, merged into A's notes, must not
+    stand for A's: here their four points would push out the one that shows A's force-push."""
+    from test_confirm import ci_clone
+
+    anchored(site, tmp_path)
+    evil = attacker_clone(site, tmp_path)
+    plain = []
+    for i in range(4):
+        git(evil, "commit", "-q", "--allow-empty", "-m", f"plain {i}")
+        plain.append(git(evil, "rev-parse", "HEAD").strip())
+    git(evil, "push", "-q", "origin", "HEAD:main")
+    assert keyed_run(site, tmp_path, "ci1").code == 0
+    # B: a fork of A as it is now, with its own CI (same key, its own anchor)
+    fork = Site(tmp_path / "fork", tmp_path / "fork.git", site.env, site.repos)
+    git(tmp_path, "clone", "-q", "--mirror", str(site.remote), str(fork.remote))
+    git(fork.remote, "update-ref", "-d", "refs/notes/pub")
+    site.repos.append(fork.remote)
+    (tmp_path / "b").mkdir()
+    for i, commit in enumerate(plain):
+        git(fork.remote, "update-ref", "refs/heads/main", commit)
+        r = ci_clone(fork, tmp_path / "b", f"ci{i}", depth=None).run("confirm", "--json")
+        assert r.code == 0, r.out + r.err
+    # A publishes once more, confirmed
+    (gone,) = publish(site, 1, start=20)
+    assert keyed_run(site, tmp_path, "ci2").code == 0
+    # the attack on A: the publication force-pushed away, its record deleted, B's notes merged
+    git(evil, "push", "-q", "-f", "origin", f"{plain[-1]}:main")
+    drop_records_of(site, gone)
+    git(evil, "fetch", "-q", str(fork.remote), "+refs/notes/pub:refs/notes/fork")
+    ours = git(site.remote, "rev-parse", "refs/notes/pub").strip()
+    merge = notes_merge(evil, [ours, git(evil, "rev-parse", "refs/notes/fork").strip()], ours)
+    git(evil, "push", "-q", "origin", f"{merge}:refs/notes/pub")
+    r = keyed_run(site, tmp_path, "ci3")
+    assert r.code == 1, r.out + r.err
+    assert gone in r.json()["rewritten"], r.out
+
+
+def test_an_anchor_from_before_lineages_goes_on_with_a_new_one(site: Site,
+                                                               tmp_path: Path) -> None:
+    """A format 1 anchor (no lineage) naming a ledger without a lineage: the run is fine and
+    anchors a lineage from then on."""
+    import json
+
+    from test_confirm import KEY
+
+    from gitpub.verify.ledger import Key, parse_ledger
+
+    anchored(site, tmp_path)
+    key = Key(KEY.encode())
+    reader = attacker_clone(site, tmp_path, "legacy")  # stands for an older gitpub in CI
+    git(reader, "fetch", "-q", "origin", "+refs/notes/pub:refs/notes/pub")
+    raw = git(reader, "cat-file", "commit", "refs/notes/pub").split("\n\n", 1)[1].encode()
+    found = parse_ledger(raw)
+    assert found is not None and found[0].lineage
+    legacy = found[0]._replace(lineage="", serial=found[0].serial + 1)
+    tree = git(reader, "rev-parse", "refs/notes/pub^{tree}").strip()
+    notes = git(reader, "commit-tree", tree, "-p", "refs/notes/pub",
+                input=legacy.message("older gitpub", key, tree).encode()).strip()
+    git(reader, "push", "-q", "origin", f"{notes}:refs/notes/pub")
+    path = tmp_path / "ci-cache/confirm-anchor.json"
+    path.write_text(json.dumps({"format": 1, "notes": notes, "serial": legacy.serial,
+                                "branch": "main", "mac": key.mac("anchor", notes,
+                                                                 str(legacy.serial), "main")}))
+    r = keyed_run(site, tmp_path, "ci1")
+    assert r.code == 0, r.out + r.err
+    data = json.loads(path.read_text())
+    assert data["format"] == 2 and len(data["lineage"]) == 32
+    assert keyed_run(site, tmp_path, "ci2").code == 0
