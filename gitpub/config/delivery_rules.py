@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Any, NoReturn, Protocol
 from urllib.parse import urlsplit
 
 from gitpub.config.model import DeliverySpec
+from gitpub.config.rules import Parser, join
 from gitpub.core.globs import shown
 
 _REPOSITORY_RE = re.compile(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+")
@@ -26,24 +26,10 @@ _REVIEW_KEYS = ("forge", "repository", "api", "token_env", "branch_prefix", "com
 _API_KEYS = ("repository", "api", "token_env")
 
 
-def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
-
-
-class _Parser(Protocol):
-    def fail(self, key: str, problem: str, hint: str | None = None) -> NoReturn: ...
-
-    def expected(self, key: str, what: str, value: object,
-                 hint: str | None = None) -> NoReturn: ...
-
-    def name(self, value: object, key: str) -> str: ...
-
-    def section(self, cls: type, value: object, key: str,
-                skip: tuple[str, ...] = ()) -> dict[str, Any]: ...
 
 
 class DeliveryRules:
-    def delivery(self: _Parser, value: object, key: str) -> DeliverySpec:
+    def delivery(self: Parser, value: object, key: str) -> DeliverySpec:
         if value is None:
             return DeliverySpec()
         given = self.section(DeliverySpec, value, key)
@@ -51,38 +37,38 @@ class DeliveryRules:
         if not spec.reviewed:
             for name in _REVIEW_KEYS:
                 if name in given:
-                    self.fail(_join(key, name), "only with mode: pull_request",
+                    self.fail(join(key, name), "only with mode: pull_request",
                               "set `mode: pull_request` to deliver through a pull/merge "
                               "request, or drop the key")
             return spec
         if spec.forge is None:
-            self.fail(_join(key, "forge"), "required with mode: pull_request",
+            self.fail(join(key, "forge"), "required with mode: pull_request",
                       "github, gitlab, gitea, or branch (no API: the review branch is pushed "
                       "and a compare URL printed)")
         if spec.forge == "branch":
             for name in _API_KEYS:
                 if name in given:
-                    self.fail(_join(key, name), "not a key of forge: branch (it has no API)")
+                    self.fail(join(key, name), "not a key of forge: branch (it has no API)")
             return spec
         if spec.repository is None:
-            self.fail(_join(key, "repository"), f"required with forge: {spec.forge}",
+            self.fail(join(key, "repository"), f"required with forge: {spec.forge}",
                       "the repository's name on the forge, like 'owner/site' (GitLab: the "
                       "project's path, 'group/subgroup/site')")
         if spec.forge == "gitea" and spec.api is None:
-            self.fail(_join(key, "api"), "required with forge: gitea",
+            self.fail(join(key, "api"), "required with forge: gitea",
                       "the API's address, like 'https://gitea.example.org/api/v1'")
         if "compare_url" in given:
-            self.fail(_join(key, "compare_url"), f"not a key of forge: {spec.forge} (its API "
+            self.fail(join(key, "compare_url"), f"not a key of forge: {spec.forge} (its API "
                       "gives the request's address)")
         return spec
 
-    def forge_repository(self: _Parser, value: object, key: str) -> str:
+    def forge_repository(self: Parser, value: object, key: str) -> str:
         text = self.name(value, key)
         if not _REPOSITORY_RE.fullmatch(text) or ".." in text:
             self.fail(key, f"expected a repository path like 'owner/site', got {shown(text)}")
         return text
 
-    def env_name(self: _Parser, value: object, key: str) -> str:
+    def env_name(self: Parser, value: object, key: str) -> str:
         text = self.name(value, key)
         if not _ENV_NAME_RE.fullmatch(text):
             self.fail(key, "expected the name of an environment variable (letters, digits and "
@@ -90,7 +76,7 @@ class DeliveryRules:
                       "the token itself never goes into .gitpub.yaml: only the variable's name")
         return text
 
-    def branch_prefix(self: _Parser, value: object, key: str) -> str:
+    def branch_prefix(self: Parser, value: object, key: str) -> str:
         text = self.name(value, key)
         bad = not _PREFIX_RE.fullmatch(text) or any(
             s in text for s in ("..", "//", "/.", ".lock/", "@{")) or text.endswith(".")
@@ -99,7 +85,7 @@ class DeliveryRules:
                       f"{shown(text)}")
         return text
 
-    def compare_template(self: _Parser, value: object, key: str) -> str:
+    def compare_template(self: Parser, value: object, key: str) -> str:
         template = self.name(value, key)
         try:
             names = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]

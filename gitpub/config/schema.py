@@ -31,6 +31,7 @@ from gitpub.config.model import (
     RetryPolicy,
     sanitize_node,
 )
+from gitpub.config.rules import join
 from gitpub.core.errors import ConfigError
 from gitpub.core.globs import CONTROL_RE, glob_regex, path_problem, shown
 from gitpub.core.paths import is_steering
@@ -53,9 +54,6 @@ def yaml_keys(cls: type, skip: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The known keys of a section: its dataclass's fields, in order."""
     return tuple(yaml_key(f) for f in fields(cls) if f.name not in skip)
 
-
-def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
 
 
 def _ref_problem(name: str) -> tuple[str, str | None] | None:
@@ -112,7 +110,7 @@ class Parser(ChannelRules, DeliveryRules):
                     hint = "YAML reads unquoted yes/no/on/off as booleans; quote the key"
                 self.fail(key, f"keys must be strings, got {shown(item_key)}", hint)
             if item_key not in known:
-                self.fail(_join(key, item_key), "unknown key", _suggest(item_key, key, known))
+                self.fail(join(key, item_key), "unknown key", _suggest(item_key, key, known))
             result[item_key] = item
         return result
 
@@ -127,9 +125,9 @@ class Parser(ChannelRules, DeliveryRules):
                 continue
             name = yaml_key(f)
             if name in mapping:
-                kwargs[f.name] = self.check(f, mapping[name], _join(key, name))
+                kwargs[f.name] = self.check(f, mapping[name], join(key, name))
             elif f.default is MISSING and f.default_factory is MISSING:
-                self.fail(_join(key, name), "required key is missing")
+                self.fail(join(key, name), "required key is missing")
         return kwargs
 
     def check(self, f: Field[Any], value: object, key: str) -> Any:
@@ -346,7 +344,7 @@ class Parser(ChannelRules, DeliveryRules):
                 )
             gate = Command(**self.section(Command, item, item_key))
             if gate.name in seen:
-                self.fail(_join(item_key, "name"),
+                self.fail(join(item_key, "name"),
                           f"duplicate gate name {gate.name!r} (also {key}[{seen[gate.name]}])")
             seen[gate.name] = index
             gates.append(gate)
@@ -366,7 +364,7 @@ class Parser(ChannelRules, DeliveryRules):
             if not isinstance(item, dict):
                 self.expected(item_key, "a mapping with 'source', 'output' and 'text'", item)
             font = FontSpec(**self.section(FontSpec, item, item_key))
-            output_key = _join(item_key, "output")
+            output_key = join(item_key, "output")
             if font.output == font.source:
                 self.fail(output_key, "must differ from source: the full font would be overwritten")
             if font.output in outputs:
@@ -374,7 +372,7 @@ class Parser(ChannelRules, DeliveryRules):
                           f"{font.output!r}")
             outputs[font.output] = index
             if font.face and not font.source.lower().endswith(".ttc"):
-                self.fail(_join(item_key, "face"),
+                self.fail(join(item_key, "face"),
                           f"only a .ttc collection has several faces, got {font.face}")
             fonts.append(font)
         return tuple(fonts)
@@ -385,8 +383,8 @@ class Parser(ChannelRules, DeliveryRules):
         policy = RetryPolicy(**self.section(RetryPolicy, value, key))
         if policy.backoff_max < policy.backoff_base:
             self.fail(
-                _join(key, "backoff_max"),
-                f"must be >= {_join(key, 'backoff_base')} ({policy.backoff_base:g}), "
+                join(key, "backoff_max"),
+                f"must be >= {join(key, 'backoff_base')} ({policy.backoff_base:g}), "
                 f"got {policy.backoff_max:g}",
             )
         return policy
