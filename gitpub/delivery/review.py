@@ -150,9 +150,7 @@ class Reviewer:
         earlier = job.record.local_commit if job.state == S.PUSHING else None
         if there is not None and there == earlier:  # pushed, not recorded: go on from there
             job = store.transition(
-                job, job.record.evolve(state=S.IN_REVIEW, review=self._head(review, there),
-                                       failure_code=None, failure_detail=None,
-                                       next_retry_at=None),
+                job, self._in_review(job.record, review, there),
                 phase=Stage.REVIEW, reason=f"{there} is on the review branch {review.branch} "
                                            "already (an interrupted push)")
             return self.open(job, fresh=True)[0]
@@ -174,9 +172,7 @@ class Reviewer:
         d.ctx.progress(f"pushing {job.job_id[:13]} to {remote.remote}/{review.branch} for "
                        "review")
         staged = store.stage(
-            pushing, pushing.record.evolve(state=S.IN_REVIEW, review=self._head(review, commit),
-                                           failure_code=None, failure_detail=None,
-                                           next_retry_at=None),
+            pushing, self._in_review(pushing.record, review, commit),
             phase=Stage.REVIEW, reason=f"{commit} on the review branch {review.branch} (pushed "
                                        "with this state)")
         try:
@@ -194,6 +190,11 @@ class Reviewer:
                                         f"{outcome.detail}")
         job = store.advance(pushing, staged)
         return self.open(job, fresh=True)[0]
+
+    def _in_review(self, record: JobRecord, review: Review, commit: str) -> JobRecord:
+        """``record`` in review with ``commit`` on its review branch."""
+        return record.evolve(state=S.IN_REVIEW, review=self._head(review, commit),
+                             failure_code=None, failure_detail=None, next_retry_at=None)
 
     def _head(self, review: Review, commit: str) -> Review:
         url = review.url
