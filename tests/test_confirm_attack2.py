@@ -203,3 +203,29 @@ def test_an_anchor_from_before_lineages_goes_on_with_a_new_one(site: Site,
     data = json.loads(path.read_text())
     assert data["format"] == 2 and len(data["lineage"]) == 32
     assert keyed_run(site, tmp_path, "ci2").code == 0
+
+
+# -- killed at its crash points, then run again --------------------------------------------------
+
+@pytest.mark.parametrize("point", ["confirm.notes-pushed", "git.ref-locked:1",
+                                   "git.object-locked:3"])
+def test_killed_the_next_run_goes_on_from_the_anchor(site: Site, tmp_path: Path,
+                                                     point: str) -> None:
+    """SIGKILL of a keyed, anchored run after it pushed its notes and before it wrote the
+    anchor (and, for comparison, before the push): the next run in a fresh clone is not
+    refused as a rollback, and the anchor moves on."""
+    import json
+
+    anchored(site, tmp_path)
+    path = tmp_path / "ci-cache/confirm-anchor.json"
+    publish(site, 1, start=30)
+    notes = git(site.remote, "rev-parse", "refs/notes/pub").strip()
+    before = json.loads(path.read_text())["serial"]
+    r = keyed_run(site, tmp_path, "killed", env={"GITPUB_CRASH_AT": point})
+    assert r.code == -9, r.out + r.err
+    pushed = git(site.remote, "rev-parse", "refs/notes/pub").strip() != notes
+    assert pushed == point.startswith("confirm."), point
+    assert json.loads(path.read_text())["serial"] == before  # the anchor not written
+    again = keyed_run(site, tmp_path, "again")
+    assert again.code == 0, again.out + again.err
+    assert json.loads(path.read_text())["serial"] == before + 1 + pushed

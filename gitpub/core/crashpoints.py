@@ -63,6 +63,7 @@ CRASH_POINTS: tuple[str, ...] = (
     "sync.uncommitted-adopted",
     "sync.local-rebuilt",
     "checkout.worktree-updated",
+    "confirm.notes-pushed",
 )
 
 _counts: dict[str, int] = {}

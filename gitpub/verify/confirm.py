@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitpub.config.model import Config
+from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CONFIG_FILE, GitpubError, UsageError
 from gitpub.core.sanitize import remember_secret, sanitize
 from gitpub.git.diff import first_parent_changes
@@ -204,6 +205,8 @@ def confirm(repo: Repository, target: Target, *, rev_range: str | None, push_not
                    key, memory)
     settled = _settled_ledger(repo, final, key, ledger)
     _settle(repo, final, report, key, memory, settled)
+    if report.notes_pushed:  # and the anchor not written yet: the next run goes on from it
+        crash_point("confirm.notes-pushed")
     if key is not None and anchoring.path is not None and report.notes_pushed and \
             final is not None and rev_range is None:
         A.save(anchoring.path, A.Anchor(final, settled.serial, branch, settled.lineage), key)
