@@ -362,6 +362,28 @@ def run_gates(ctx: Context, files: dict[str, bytes], *, job_id: str, base_commit
     return GateVerdict(FailureCode.GATE_FAILED if problems else None, problems, allowed)
 
 
+def regate(ctx: Context, job: Job) -> Job | None:
+    """Another node's job, adopted here: its artifacts pass this node's write scope and gates
+    again before anything of it is delivered (whoever may push ``refs/pub/*`` can rewrite a
+    dead node's record, artifacts and manifest alike, so they prove nothing). The job in
+    REVIEW when they do not, else None. Font outputs are derived, not gated (as in prepare)."""
+    files = {p: d for p, d in _artifact_files(ctx, job).items()
+             if p not in ctx.config.font_outputs}
+    problems = [f"{p}: {why}" for p in sorted({*files, *job.record.target_paths})
+                if (why := ctx.config.scope_problem(p)) is not None]
+    code = FailureCode.GATE_FAILED if problems else None
+    if not problems:
+        verdict = run_gates(ctx, files, job_id=job.job_id, base_commit=job.record.base_commit,
+                            targets=job.record.target_paths)
+        code, problems = verdict.code, verdict.problems
+    if code is None:
+        return None
+    ctx.progress(f"{job.job_id[:13]}: taken over, but its artifacts do not pass this node's "
+                 "gates: left for a person (REVIEW)")
+    return to_review(ctx, job, Stage.GATES, code, [f"taken over from node "
+                                                   f"{sanitize(job.record.node)}", *problems])
+
+
 def _gates(ctx: Context, job: Job) -> Job:
     files = _artifact_files(ctx, job)
     verdict = run_gates(ctx, files, job_id=job.job_id, base_commit=job.record.base_commit,
