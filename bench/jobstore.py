@@ -38,8 +38,11 @@ def add_finished_jobs(h: Harness, site: Path, template_job_id: str, count: int,
         if tmpl is None or tmpl.state != State.PUBLISHED:
             raise BenchError(f"template job {template_job_id} is not PUBLISHED")
     base = tmpl.record
+    # A pushed job also has its remote-tracking ref (refs/pub/remote/<remote>/jobs/<id>) and
+    # its ref on the remote: mirrored below, after the import.
     leftovers = [p.name for p in (site / ".git" / "refs" / "pub").iterdir()
-                 if p.is_dir() and p.name != "jobs" and any(p.rglob(template_job_id))]
+                 if p.is_dir() and p.name not in ("jobs", "remote")
+                 and any(p.rglob(template_job_id))]
     if leftovers:  # gitpub keeps more per finished job than this fixture writes
         raise BenchError(f"the real finished job also has refs under refs/pub/{leftovers}: "
                          "update bench/jobstore.py to write them too")
@@ -74,8 +77,22 @@ def add_finished_jobs(h: Harness, site: Path, template_job_id: str, count: int,
             yield f"M 100644 inline artifacts/{path}\n".encode() + data_cmd(content)
 
     fast_import(h, site / ".git", stream())
+    _mirror(h, site, ids)
     _check(site, ids)
     return ids
+
+
+def _mirror(h: Harness, site: Path, ids: list[str]) -> None:
+    """As if each job had been pushed: its ref on the remote and its remote-tracking ref."""
+    tracking = "refs/pub/remote/origin/jobs/"
+    if not (site / ".git" / tracking).is_dir():
+        raise BenchError(f"the real finished job has no {tracking} ref: update bench/jobstore.py")
+    shas = dict(line.split(" ", 1)[::-1] for line in
+                h.git(site, "for-each-ref", "--format=%(objectname) %(refname)",
+                      "refs/pub/jobs/").splitlines())
+    todo = "".join(f"create {tracking}{j} {shas[f'refs/pub/jobs/{j}']}\n" for j in ids)
+    h.git(site, "update-ref", "--stdin", input=todo.encode())
+    h.git(site, "push", "-q", "origin", "refs/pub/jobs/*:refs/pub/jobs/*")
 
 
 def _check(site: Path, ids: list[str]) -> None:

@@ -258,8 +258,23 @@ def landed_once(h: Harness, remote: Path, job_ids: list[str]) -> int:
 
 
 def all_published(h: Harness, site: Path, job_ids: list[str]) -> None:
+    """Every job PUBLISHED: in this clone's job refs (``status --all``) or, folded by the
+    ordinary flow since, in the archive as fetched (read in-process: ``status JOB`` per job
+    would cost a process each)."""
     p = h.pub(site, "status", "--all", "--json")
     states = {j["job_id"]: j["state"] for j in json.loads(p.out)["jobs"]}
+    folded = [j for j in job_ids if j not in states]
+    if folded:
+        from gitpub.git.repo import Repository
+        from gitpub.store.jobs import JobStore
+        from gitpub.store.shared import SharedView
+
+        with Repository.discover(site) as repo:
+            view = SharedView(JobStore(repo), "refs/pub/remote/origin/")
+            for j in folded:
+                job = view.archived_job(j)
+                if job is not None:
+                    states[j] = job.state.value
     bad = [(j, states.get(j)) for j in job_ids if states.get(j) != "PUBLISHED"]
     if bad:
         raise BenchError(f"{len(bad)} job(s) not PUBLISHED in {site}: {bad[:5]}")
@@ -656,15 +671,6 @@ SCENARIOS: dict[str, Callable[[Harness, Sizes], list[Row]]] = {
     "throughput": throughput,
     "two-writers": two_writers,
 }
-
-
-def _discovery(h: Harness, s: Sizes) -> list[Row]:
-    from bench.discovery import discovery
-
-    return discovery(h, s)
-
-
-SCENARIOS["discovery"] = _discovery
 
 
 def _shared_store(name: str) -> Callable[[Harness, Sizes], list[Row]]:

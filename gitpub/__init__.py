@@ -14,10 +14,12 @@ import, and ``lint-imports`` (the contracts in ``pyproject.toml``) holds them to
 - ``store``     the job store under ``refs/pub/``: jobs, leases, outbox, its fetch
                 ·  ``proof``  the trailers a publication carries
 - ``git``       the git layer: C git, dulwich for object writes  ·  ``config``  .gitpub.yaml
+                ·  ``forge``  the pull/merge requests of GitHub, GitLab, Gitea (REST, httpx)
 - ``core``      pure values: states, records, manifests, the sanitizer, globs, errors
 
 A layer imports only from the layers below it (siblings on one line are independent); dulwich
-is imported only in ``git``, click only in ``cli``, and processes are started only by
+is imported only in ``git``, click only in ``cli``, httpx only in ``channels`` and ``forge``,
+and processes are started only by
 ``git.run`` and ``runtime.steps``. docs/design.md explains the design,
 docs/dulwich.md the dulwich behaviours the git layer guards against.
 """

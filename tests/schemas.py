@@ -18,7 +18,8 @@ _TAKES_VALUE = {"-C", "--key", "--to", "--from", "--range"}
 _BY_COMMAND = {"prepare": "job.json", "log": "history.json", "push": "jobs.json",
                "sync": "jobs.json", "reconcile": "jobs.json", "resolve": "jobs.json",
                "init": "init.json", "confirm": "confirm.json", "hooks": "hooks.json",
-               "demo": "demo.json", "doctor": "doctor.json", "metrics": "metrics.json"}
+               "demo": "demo.json", "doctor": "doctor.json", "metrics": "metrics.json",
+               "secrets": "secrets.json"}
 
 
 @cache

@@ -21,6 +21,7 @@ from gitpub.config.model import (
     ChannelSpec,
     Command,
     Config,
+    DeliverySpec,
     FontSpec,
     LiveCheck,
     Rate,
@@ -117,7 +118,7 @@ def test_template_parses_to_the_defaults() -> None:
 def test_template_mentions_every_key_and_protocol() -> None:
     text = default_config_text()
     for key in (*yaml_keys(Config), *yaml_keys(RetryPolicy), *yaml_keys(ChannelSpec),
-                *yaml_keys(SiteSpec), *yaml_keys(LiveCheck)):
+                *yaml_keys(SiteSpec), *yaml_keys(LiveCheck), *yaml_keys(DeliverySpec)):
         assert re.search(rf"^(# )?\s*{key}:", text, re.MULTILINE), key
     for word in ("GITPUB_SOURCE", "GITPUB_OUTPUT", "GITPUB_TARGETS", "GITPUB_FILES"):
         assert word in text
@@ -144,7 +145,7 @@ def _template_examples(text: str) -> dict[str, str]:
 def test_template_examples_are_valid() -> None:
     examples = _template_examples(default_config_text())
     assert set(examples) == {"content", "publish", "fonts", "node", "draft", "judge", "gates",
-                             "site", "channels"}
+                             "site", "channels", "delivery"}
     parsed = {key: parse_config(example) for key, example in examples.items()
               if key != "channels"}  # channels need site.url: parsed together below
     assert parsed["node"].node == "build-server-1"
@@ -159,6 +160,8 @@ def test_template_examples_are_valid() -> None:
     assert [(c.name, c.kind, c.required) for c in channels] == [
         ("mastodon", "command", True), ("cdn-purge", "webhook", False)]
     assert channels[0].rate == Rate(10, 3600.0)
+    assert parsed["delivery"].delivery == DeliverySpec(
+        mode="pull_request", forge="github", repository="example/blog", token_env="GITHUB_TOKEN")
 
 
 def test_publish_is_the_write_scope() -> None:
@@ -414,6 +417,30 @@ ERRORS: list[tuple[str, str, str]] = [
     ("gates: [{name: a, run: [sleep, 5]}]\n", "gates[0].run[1]", "expected a string, got 5"),
     ("gates: [{name: a, run: x, timeout: -5}]\n", "gates[0].timeout", "got -5"),
     ("gates: [{name: a, run: x}, {name: a, run: y}]\n", "gates[1].name", "duplicate gate name"),
+    # delivery (through review: docs/review.md)
+    ("delivery: {mode: merge}\n", "delivery.mode", "merge"),
+    ("delivery: {forge: github}\n", "delivery.forge", "only with mode: pull_request"),
+    ("delivery: {mode: pull_request}\n", "delivery.forge", "required with mode: pull_request"),
+    ("delivery: {mode: pull_request, forge: github}\n", "delivery.repository",
+     "required with forge: github"),
+    ("delivery: {mode: pull_request, forge: gitea, repository: a/b}\n", "delivery.api",
+     "required with forge: gitea"),
+    ("delivery: {mode: pull_request, forge: branch, repository: a/b}\n",
+     "delivery.repository", "not a key of forge: branch"),
+    ("delivery: {mode: pull_request, forge: github, repository: a/b, compare_url: "
+     "'https://x/{base}...{head}'}\n", "delivery.compare_url", "not a key of forge: github"),
+    ("delivery: {mode: pull_request, forge: github, repository: '../x'}\n",
+     "delivery.repository", "expected a repository path"),
+    ("delivery: {mode: pull_request, forge: github, repository: a/b, token_env: 'ghp_x y'}\n",
+     "delivery.token_env", "expected the name of an environment variable"),
+    ("delivery: {mode: pull_request, forge: branch, branch_prefix: 'a..b/'}\n",
+     "delivery.branch_prefix", "expected the start of a branch name"),
+    ("delivery: {mode: pull_request, forge: branch, compare_url: 'https://x/{nope}'}\n",
+     "delivery.compare_url", "unknown field {nope}"),
+    ("delivery: {mode: pull_request, forge: branch, checks_per_run: 0}\n",
+     "delivery.checks_per_run", "0"),
+    ("delivery: {mode: pull_request, forge: github, repository: a/b, api: 'ftp://x'}\n",
+     "delivery.api", "http"),
 ]
 
 

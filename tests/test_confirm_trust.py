@@ -28,10 +28,11 @@ from test_confirm import (
 )
 
 
-def keyed_run(site: Site, tmp_path: Path, name: str, *args: str, first_runs: bool = False):  # type: ignore[no-untyped-def]
+def keyed_run(site: Site, tmp_path: Path, name: str, *args: str, first_runs: bool = False,  # type: ignore[no-untyped-def]
+              env: dict[str, str] | None = None):
     """One CI run in a fresh clone; no automatic ``--first-run`` unless asked."""
     return ci_clone(site, tmp_path, name, depth=None, first_runs=first_runs).run(
-        "confirm", "--json", *args)
+        "confirm", "--json", *args, env=env)
 
 
 def anchored(site: Site, tmp_path: Path) -> list[str]:

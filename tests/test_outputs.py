@@ -20,6 +20,7 @@ S = State
 PATHS: dict[State, tuple[State, ...]] = {
     S.LOCAL_COMMITTED: (),
     S.PUSHING: (S.PUSHING,),
+    S.IN_REVIEW: (S.PUSHING, S.IN_REVIEW),
     S.RETRY_WAIT: (S.RETRY_WAIT,),
     S.FAILED: (S.FAILED,),
     S.REVIEW: (S.REVIEW,),
@@ -133,14 +134,14 @@ def test_every_command_has_a_schema_and_matches_it(site: Site) -> None:
     for args in (["status"], ["status", job_id], ["log", job_id], ["push", "--dry-run"],
                  ["sync", "--dry-run"], ["push"], ["sync"], ["reconcile"],
                  ["confirm", "--no-push-notes"], ["hooks", "install"], ["hooks", "uninstall"],
-                 ["init"], ["doctor"], ["metrics"]):
+                 ["init"], ["doctor"], ["metrics"], ["secrets", "baseline", "--dry-run"]):
         out = site.call(*args, "--json")
         data = out.json()
         assert data["schema_version"] == 1, args
     used = {p.name for p in SCHEMAS.glob("*.json")}
     assert used == {"confirm.json", "demo.json", "doctor.json", "error.json", "help.json",
                     "history.json", "hooks.json", "init.json", "job.json", "jobs.json",
-                    "metrics.json", "plan.json", "version.json"}
+                    "metrics.json", "plan.json", "secrets.json", "version.json"}
     for name in used:
         assert load(name)["properties"]["schema_version"] == {
             "const": 1, "description": "the version of these schemas"}

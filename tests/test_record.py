@@ -20,7 +20,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gitpub.core.errors import CorruptStateError
-from gitpub.core.record import FORMAT_VERSION, JobRecord, Lease, RecordError, Target, parse_record
+from gitpub.core.record import (
+    FORMAT_VERSION,
+    FORMAT_WITH_REVIEW,
+    JobRecord,
+    Lease,
+    RecordError,
+    Review,
+    Target,
+    parse_record,
+)
 from gitpub.core.states import FailureCode, Kind, Phase, State
 
 
@@ -46,7 +55,9 @@ def full() -> JobRecord:
         last_recheck_head="a" * 40, recheck_fingerprints=("fp1", "fp2"),
         failure_code=FailureCode.DELIVERY_UNCONFIRMED, failure_detail="why",
         phases={Phase.DRAFT: "ok", Phase.GATES: "passed"},
-        lease=Lease("tok", "host:1:2", 123.0))
+        lease=Lease("tok", "host:1:2", 123.0),
+        review=Review("gitlab", "gitpub/j", "main", "e" * 40, 7, "https://forge/mr/7"),
+        format=FORMAT_WITH_REVIEW)
 
 
 REQUIRED = [name for name in JobRecord._fields if name not in JobRecord._field_defaults]
@@ -75,6 +86,15 @@ def test_every_field_is_away_from_its_default_in_full() -> None:
     assert same == []
 
 
+def test_the_format_is_2_exactly_when_the_record_has_a_review() -> None:
+    """A record without a review stays readable by a gitpub from before reviews (format 1); one
+    with a review is refused there by its format, never misread."""
+    assert doc(sample())["format"] == FORMAT_VERSION and "review" not in doc(sample())
+    assert doc(full())["format"] == 2
+    moved = parse_record(full().to_json()).evolve(review=None)
+    assert doc(moved)["format"] == FORMAT_VERSION and "review" not in doc(moved)
+
+
 def test_a_record_error_is_corrupt_state() -> None:
     assert issubclass(RecordError, CorruptStateError)
 
@@ -93,13 +113,21 @@ def test_an_absent_field_with_a_default_takes_it(name: str) -> None:
     """A record written before a field existed: the field's default, nothing else changed."""
     data = doc(full())
     del data[name]
+    if name == "review":
+        data["format"] = FORMAT_VERSION  # a record without a review is of format 1
     fresh = JobRecord(**{n: getattr(full(), n) for n in REQUIRED})
-    assert parse_doc(data) == full().evolve(**{name: getattr(fresh, name)})
+    assert parse_doc(data) == full().evolve(**{name: getattr(fresh, name)},
+                                            format=data["format"])
 
 
 @pytest.mark.parametrize(("mutate", "needle"), [
     (lambda d: d.pop("format"), "unknown job record format None"),
-    (lambda d: d.update(format=2), "unknown job record format 2"),
+    (lambda d: d.update(format=3), "unknown job record format 3"),
+    (lambda d: d.update(format=1), "a job record of format 1 has no field review"),
+    (lambda d: d.update(review=None), "a job record of format 2 must have a review"),
+    (lambda d: d["review"].pop("branch"), "missing field in job record: review.branch"),
+    (lambda d: d["review"].update(number="7"), "field review.number: expected an integer"),
+    (lambda d: d["review"].update(token="x"), "review: unknown fields in job record: token"),
     (lambda d: d.update(format="1"), "unknown job record format '1'"),
     (lambda d: d.update(format=True), "unknown job record format True"),
     (lambda d: d.update(format=1.0), "unknown job record format 1.0"),
@@ -232,7 +260,8 @@ def assert_describes(result: Any, document: Any, top: bool = True) -> None:
             if top:
                 assert result[k] == json.loads(json.dumps(DEFAULTS[k])), k
             else:
-                assert k in ("base_sha256", "base_mode") and result[k] is None, k  # defaults
+                assert k in ("base_sha256", "base_mode", "head", "number", "url") \
+                    and result[k] is None, k  # defaults of Target and Review
     elif isinstance(document, list):
         assert isinstance(result, list) and len(result) == len(document)
         for r, d in zip(result, document, strict=True):

@@ -162,6 +162,34 @@ def test_from_file_with_a_secret_is_refused_and_not_stored(
     assert secret.encode() not in site.all_objects_text()
 
 
+def test_from_file_keeping_their_example_key_publishes(
+        site: Site, tmp_path: Path) -> None:
+    """--from is judged as the gates judge it: by what it adds to their version. Their edit
+    shows an example key; a merge that keeps it publishes, one that adds a token does not."""
+    site.write_config('content: ["docs/**/*.md"]\n')
+    site.git("add", ".gitpub.yaml")
+    commit_file(site.path, ISSUE, ORIGINAL, "add issue 2")
+    site.git("fetch", "-q", "origin")
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "a-issue-2", ISSUE, OURS)
+    example = "AKIA" + "IOSFODNN7EXAMPLE"
+    theirs = f"{THEIRS}\n    aws_access_key_id = {example}\n"
+    commit_file(other, ISSUE, theirs, "B edits issue 2, with an example")
+    assert site.call("push").code == 4
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    merged = f"# Issue 2\n\nWriter A's rewrite.\n\n    aws_access_key_id = {example}\n"
+    leaky = tmp_path / "leaky.md"
+    leaky.write_text(merged + f"\ntoken = {token}\n")
+    r = site.call("resolve", "--json", job_id, "--from", str(leaky))
+    assert r.code == 2 and "docs/issue-2.md:7: possible secret (github-token" in r.json()["error"]
+    assert token.encode() not in site.all_objects_text()
+    path = tmp_path / "merged.md"
+    path.write_text(merged)
+    r = site.call("resolve", "--json", job_id, "--from", str(path))
+    assert r.code == 0, r.out + r.err
+    assert remote_file(site) == merged
+
+
 def test_from_needs_one_conflicting_file(site: Site, tmp_path: Path) -> None:
     other = other_writer(tmp_path, site)
     r = site.call("prepare", "--json", "--key", "two", "--to", "posts/x.md", "--to",
@@ -227,6 +255,74 @@ def test_review_retry_keeps_the_snapshot_so_it_never_overwrites(
     assert r.code == 4, r.out + r.err
     assert r.json()["jobs"][0]["state"] == "CONFLICT"
     assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nTheirs.\n"
+
+
+def test_review_from_file_runs_the_pipeline_on_it(site: Site, tmp_path: Path) -> None:
+    """Issue 24.4: `--retry --from FILE` is REVIEW's way out too: the person's content replaces
+    the job's article, under the same job; it stops before pushing unless --push."""
+    job_id, marker = review_job(site, tmp_path)
+    marker.unlink()
+    fixed = tmp_path / "fixed.md"
+    fixed.write_text("# R\n\nFixed text.\n")
+    before = git(site.remote, "rev-parse", "main")
+    r = site.call("resolve", "--json", job_id, "--retry", "--from", str(fixed))
+    assert r.code == 0, r.out + r.err
+    (job,) = r.json()["jobs"]
+    assert (job["job_id"], job["state"]) == (job_id, "LOCAL_COMMITTED")
+    assert git(site.remote, "rev-parse", "main") == before, "nothing pushed"
+    assert any(f"content from {fixed}" in e["reason"] for e in events(site, job_id))
+    r = site.call("push", "--json", job_id)
+    assert r.code == 0 and r.json()["jobs"][0]["state"] == "PUBLISHED", r.out + r.err
+    assert remote_file(site, "posts/r.md") == "# R\n\nFixed text.\n"
+
+
+def test_review_from_file_keeps_the_snapshot_so_it_never_overwrites(
+        site: Site, tmp_path: Path) -> None:
+    other = other_writer(tmp_path, site)
+    job_id, marker = review_job(site, tmp_path, "posts/welcome.md", "# Welcome\n\nMine.\n")
+    commit_file(other, "posts/welcome.md", "# Welcome\n\nTheirs.\n")
+    site.git("fetch", "-q", "origin")
+    marker.unlink()
+    fixed = tmp_path / "fixed.md"
+    fixed.write_text("# Welcome\n\nMine, fixed.\n")
+    r = site.call("resolve", "--json", job_id, "--retry", "--from", str(fixed), "--push")
+    assert r.code == 4, r.out + r.err
+    assert r.json()["jobs"][0]["state"] == "CONFLICT"
+    assert remote_file(site, "posts/welcome.md") == "# Welcome\n\nTheirs.\n"
+
+
+def test_review_from_file_with_a_secret_is_refused_and_not_stored(
+        site: Site, tmp_path: Path) -> None:
+    job_id, marker = review_job(site, tmp_path)
+    marker.unlink()
+    token = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+    leaky = tmp_path / "leaky.md"
+    leaky.write_text(f"# R\n\ntoken = {token}\n")
+    refs = site.git("for-each-ref", "refs/pub")
+    r = site.call("resolve", job_id, "--retry", "--from", str(leaky))
+    assert r.code == 2, r.out + r.err
+    assert "possible secret" in r.err and "nothing was stored" in r.err and token not in r.err
+    assert site.git("for-each-ref", "refs/pub") == refs
+    assert state_of(site, job_id) == "REVIEW"
+    assert token.encode() not in site.all_objects_text()
+
+
+def test_review_from_file_refuses_a_sync_job(site: Site, tmp_path: Path) -> None:
+    """A sync job delivers a person's commit whole: --from cannot replace its content."""
+    site.write_config("gates:\n  - {name: strict, run: 'exit 1'}\n")
+    site.git("commit", "-qam", "A strict gate")
+    site.git("push", "-q", "origin", "main")
+    (site.path / "posts" / "hand.md").write_text("# Hand\n")
+    site.git("add", ".")
+    site.git("commit", "-q", "-m", "A page by hand")
+    assert site.call("sync").code == 4
+    (job,) = site.call("status", "--json").json()["jobs"]
+    fixed = tmp_path / "fixed.md"
+    fixed.write_text("# Hand, fixed\n")
+    r = site.call("resolve", job["job_id"], "--retry", "--from", str(fixed))
+    assert r.code == 2, r.out + r.err
+    assert "whole: --from cannot change it" in r.err and "git pub sync" in r.err
+    assert state_of(site, job["job_id"]) == "REVIEW"
 
 
 # -- usage ------------------------------------------------------------------------------------

@@ -311,3 +311,41 @@ def test_three_nodes_with_random_kills_publish_each_job_once(site: Site, daemon:
                 sorted(remote_job_ids(site)) == sorted(expected):
             break
     assert_store_agrees(site, expected)
+
+
+# -- hand commits follow their author's branch -------------------------------------------------
+
+@pytest.mark.parametrize("who", ["another clone's reconcile", "the author's own push"])
+def test_a_hand_commit_amended_while_its_job_was_claimed_is_never_published_stale(
+        site: Site, daemon: GitDaemon, tmp_path: Path, who: str) -> None:
+    """Issue 23.5: A's sync claims the job of a hand commit and dies; the person amends the
+    commit. Neither another clone's reconcile (the lease gone with A's process) nor A's own
+    `git pub push` publishes the pre-amend content; A's next sync publishes the amended one,
+    once, and the stale job ends SKIPPED (superseded), saying why."""
+    from test_sync import hand_commit
+
+    first = hand_commit(site, "posts/welcome.md", "# Welcome\n\nFirst try.\n")
+    r = site.run("sync", env={"GITPUB_CRASH_AT": "delivery.claimed"})
+    assert r.code == -signal.SIGKILL, r.out + r.err
+    (job_id,) = [ref.removeprefix(JOBS) for ref in git(
+        site.remote, "for-each-ref", "--format=%(refname)", JOBS).split()]
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nSecond try.\n")
+    site.git("commit", "-q", "-a", "--amend", "-m", "edit welcome, better")
+    tip = branch_tip(site)
+    if who == "another clone's reconcile":
+        b = node(site, tmp_path, "node-b")
+        r = b.run("reconcile")
+        assert "hand commit" in r.out + r.err and job_id[:13] in r.out + r.err, r.out + r.err
+    else:
+        r = site.run("push")
+        assert "is no longer among local main's unpushed commits" in r.out + r.err, r.out + r.err
+    assert branch_tip(site) == tip, "nothing published: " + r.out + r.err
+    assert (remote_state(site, job_id) or {}).get("state") != "PUBLISHED"
+    r = site.run("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nSecond try.\n"
+    out = git(site.remote, "log", "--format=%(trailers:key=Blog-Sync-Id,valueonly)", "main")
+    (published,) = [line for line in out.splitlines() if line.strip()]
+    assert published != first, "the amended commit, once"
+    stale = site.call("status", "--json", job_id).json()
+    assert (stale["state"], stale["failure_code"]) == ("SKIPPED", "superseded")

@@ -709,7 +709,7 @@ def test_a_huge_remote_record_is_taken_over_and_published(site: Site, daemon: Gi
 def forge_artifact(site: Site, job_id: str, path: str, text: bytes) -> str:
     """A state commit on top of the remote's whose artifact ``path`` is ``text``, with a
     manifest and record that agree with it (what a clone allowed to push ``refs/pub/*`` can
-    write), no lease; forced onto the remote's job ref."""
+    write: the record's targets name ``path``), no lease; forced onto the remote's job ref."""
     from gitpub.core.manifest import Manifest
 
     base = remote_sha(site, job_id)
@@ -717,7 +717,8 @@ def forge_artifact(site: Site, job_id: str, path: str, text: bytes) -> str:
     site.git("fetch", "-q", str(site.remote), f"+{JOBS}{job_id}:refs/hostile/{job_id}")
     manifest = Manifest.build([(path, 0o100644, text)])
     record = json.loads(site.git("show", f"{base}:job.json"))
-    record.update(lease=None, manifest_sha256=manifest.sha256())
+    record.update(lease=None, manifest_sha256=manifest.sha256(),
+                  targets=[{**record["targets"][0], "path": path}])
     index = {"GIT_INDEX_FILE": str(site.path / ".git" / "hostile-index")}
     env = {**os.environ, **index}
 
@@ -736,11 +737,6 @@ def forge_artifact(site: Site, job_id: str, path: str, text: bytes) -> str:
     return commit
 
 
-@pytest.mark.xfail(strict=True, reason="design: a take-over trusts the artifacts of the "
-                   "remote's record; whoever may push refs/pub/* can have another node "
-                   "publish content no gate has seen (docs/several-writers.md: protect "
-                   "refs/pub/* like the branch). Fix: re-run the gates on artifacts this node "
-                   "did not prepare")
 def test_forged_artifacts_are_not_published_by_a_take_over(site: Site, daemon: GitDaemon,
                                                            tmp_path: Path) -> None:
     """A clone that may push ``refs/pub/*`` (but not the branch: its protection asks for a
@@ -752,9 +748,29 @@ def test_forged_artifacts_are_not_published_by_a_take_over(site: Site, daemon: G
     forge_artifact(hostile, job_id, "posts/a.md",
                    f"# Post a\n\nDeploy with token {SECRET}.\n".encode())
     c = node(site, tmp_path, "node-c")
-    c.run("reconcile")
+    r = c.run("reconcile")
     published = git(site.remote, "log", "-p", "main")
     assert SECRET not in published, "a take-over published forged content with a secret"
+    assert "do not pass this node's gates" in r.err, r.out + r.err
+    shown = c.call("status", job_id, "--json").json()
+    assert shown["state"] == "REVIEW" and shown["failure_code"] == "secret_in_content", shown
+
+
+def test_forged_targets_outside_the_write_scope_are_not_taken_over(
+        site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
+    """The same forger rewrites the dead node's job to write ``src/app.py`` (outside
+    ``publish``), record and manifest agreeing: a take-over leaves it for a person and the
+    branch never gets the file."""
+    job_id = claimed_and_killed(site, "k1", "posts/a.md", article("a"))
+    git(site.path, "update-ref", "-d", JOBS + job_id)
+    hostile = node(site, tmp_path, "hostile")
+    forge_artifact(hostile, job_id, "src/app.py", b"print('owned')\n")
+    c = node(site, tmp_path, "node-c")
+    r = c.run("reconcile")
+    assert "src/app.py" not in git(site.remote, "ls-tree", "-r", "--name-only", "main")
+    shown = c.call("status", job_id, "--json").json()
+    assert shown["state"] == "REVIEW" and "src/app.py" in shown["failure_detail"], (
+        shown, r.err)
 
 
 def test_abandon_of_a_job_another_node_is_delivering(site: Site, daemon: GitDaemon,

@@ -8,10 +8,12 @@ index and the working tree are byte for byte what they were.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import Site, git
 from test_delivery import article, commit_file, other_writer, prepare, remote_job_ids
 
@@ -476,3 +478,274 @@ def test_a_commit_in_another_encoding_is_published_in_it(site: Site) -> None:
                                capture_output=True, check=True).stdout
     assert b"\nencoding ISO-8859-1\n" in published and b"\nS\xfc\xdfes Update\n" in published
     assert b"\nauthor J\xf6rg <j@example.com> 1700000000 +0100\n" in published
+
+
+def manifest_lines(site: Site, rev: str = "main") -> dict[str, str]:
+    """The published commit's manifest paragraph: path -> mode (``000000``: deleted)."""
+    body = git(site.remote, "log", "-1", "--format=%B", rev)
+    paragraph = body.split("gitpub-manifest v2\n", 1)[1].split("\n\n", 1)[0]
+    return {line.split(" ", 2)[2]: line.split(" ", 2)[0] for line in paragraph.splitlines()}
+
+
+def test_a_staged_git_rm_and_git_mv_are_synced_as_deletions_and_additions(site: Site) -> None:
+    """Issue 23.1: a deletion and a rename staged with ``git rm``/``git mv`` (no longer in the
+    index nor in the working tree) are the uncommitted change, not a pathspec git add rejects."""
+    hand_commit(site, "posts/a.md", article("a"))
+    assert site.call("sync").code == 0
+    site.git("rm", "-q", "posts/a.md")
+    site.git("mv", "posts/welcome.md", "posts/hello.md")
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert statuses(r) == ["published"] and r.json()["commits"][0]["uncommitted"] is True
+    assert git(site.remote, "ls-tree", "-r", "--name-only", "main", "posts/") == (
+        "posts/hello.md\n")
+    assert git(site.remote, "show", "main:posts/hello.md") == "# Welcome\n\nThe first post.\n"
+    assert manifest_lines(site) == {"posts/a.md": "000000", "posts/hello.md": "100644",
+                                    "posts/welcome.md": "000000"}
+    assert site.git("rev-parse", "main") == git(site.remote, "rev-parse", "main")
+    assert site.git("status", "--porcelain") == ""
+    r = site.call("confirm", "--json", "--no-push-notes")
+    assert r.code == 0, r.out + r.err
+
+
+def test_a_staged_deletion_of_a_file_kept_in_the_working_tree_is_left_alone(site: Site) -> None:
+    """``git rm --cached``: the index says deleted, the working tree still has the file; which
+    one the person means is theirs to say, so nothing is done and nothing changes."""
+    site.git("rm", "-q", "--cached", "posts/welcome.md")
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["refused"]
+    assert "posts/welcome.md staged, then changed again" in r.json()["commits"][0]["reason"]
+    assert snapshot(site) == before
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+
+
+SECRET = "ghp_" + "a1B2" * 9
+
+SHAPES = {
+    # name: (what the person does, the remote's posts/ afterwards)
+    "folder to file": (lambda p: (shutil.rmtree(p / "posts/img"),
+                                  (p / "posts/img").write_text("now a file\n")),
+                       {"posts/img", "posts/logo", "posts/welcome.md"}),
+    "file to folder": (lambda p: ((p / "posts/logo").unlink(), (p / "posts/logo").mkdir(),
+                                  (p / "posts/logo/x.png").write_text("in a folder\n")),
+                       {"posts/img/a.png", "posts/logo/x.png", "posts/welcome.md"}),
+    "case-only rename": (lambda p: (p / "posts/welcome.md").rename(p / "posts/Welcome.md"),
+                         {"posts/img/a.png", "posts/logo", "posts/Welcome.md"}),
+}
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["committed", "uncommitted"])
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_a_path_changing_shape_is_no_conflict(site: Site, shape: str, committed: bool) -> None:
+    """Issue 23.2: a folder replaced by a file, a file by a folder, a case-only rename: the
+    job's own deletions make way for its additions; no false CONFLICT."""
+    (site.path / "posts/img").mkdir()
+    (site.path / "posts/img/a.png").write_text("png\n")
+    (site.path / "posts/logo").write_text("logo\n")
+    site.write_config("content: ['posts/**']\n")
+    site.git("add", ".")
+    site.git("commit", "-q", "-m", "setup")
+    site.git("push", "-q", "origin", "main")
+    site.git("fetch", "-q", "origin")
+    change, expected = SHAPES[shape]
+    change(site.path)
+    if committed:
+        site.git("add", "-A", "posts")
+        site.git("commit", "-q", "-m", shape)
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert statuses(r) == ["published"]
+    listed = git(site.remote, "ls-tree", "-r", "--name-only", "main", "posts/").splitlines()
+    assert set(listed) == expected
+    assert site.git("rev-parse", "main") == git(site.remote, "rev-parse", "main")
+    assert site.git("status", "--porcelain") == ""
+
+
+def test_resolve_retry_of_a_hand_commit_conflicting_at_its_commit_does_not_crash(
+        site: Site) -> None:
+    """A sync job in CONFLICT before it has a content commit (as the false conflicts of a
+    folder replaced by a file left them; here a case twin, made without sync's own plan, which
+    refuses it first): ``resolve --retry`` snapshots it again from the hand commit, its base
+    (the commit's parent) kept, and says it still conflicts. No AssertionError."""
+    from gitpub.core.states import Kind
+    from gitpub.pipeline.prepare import drive
+    from gitpub.pipeline.request import Request, ensure_job
+    from gitpub.runtime.session import open_session
+
+    parent = site.git("rev-parse", "HEAD").strip()
+    commit = hand_commit(site, "posts/Welcome.md", article("twin"))
+    with open_session(site.path, lambda _: None) as ctx:
+        job, _ = ensure_job(ctx, Request(("posts/Welcome.md",), (), False, key=f"sync:{commit}",
+                                         kind=Kind.SYNC, base=parent, commit=commit))
+        job = drive(ctx, job)
+    assert job.state.value == "CONFLICT" and job.record.local_commit is None
+    r = site.call("resolve", job.job_id, "--retry", "--json")
+    assert r.code == 4, r.out + r.err
+    (after,) = r.json()["jobs"]
+    assert after["state"] == "CONFLICT" and "differs only in case" in after["failure_detail"]
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+
+
+def test_resolve_retry_of_a_hand_commit_in_review_runs_its_pipeline_again(site: Site) -> None:
+    """A hand commit's job in REVIEW (a secret in it) has no sources: ``resolve --retry`` runs
+    its pipeline again from the commit (REVIEW again, the secret is still there), instead of
+    failing for want of stored content."""
+    hand_commit(site, "posts/leak.md", f"# Leak\n\ntoken {SECRET}\n")
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    (job,) = r.json()["jobs"]
+    assert job["state"] == "REVIEW"
+    r = site.call("resolve", job["job_id"], "--retry", "--json")
+    assert r.code == 4, r.out + r.err
+    (after,) = r.json()["jobs"]
+    assert after["state"] == "REVIEW" and after["failure_code"] == "secret_in_source"
+
+
+def test_a_case_twin_is_refused_before_anything_is_done(site: Site) -> None:
+    """A file added next to one that differs only in case is one file on macOS and Windows:
+    committed or not, sync refuses it before anything is stored or committed, and says why;
+    local main, its index and working tree stay exactly as they were."""
+    (site.path / "posts/Welcome.md").write_text(article("twin"))
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["refused"] and r.json()["commits"][0]["uncommitted"] is True
+    assert "posts/Welcome.md and posts/welcome.md differ only in case" in r.json()[
+        "commits"][0]["reason"]
+    assert "left as they were" in r.json()["local"], r.json()["local"]
+    assert snapshot(site) == before and site.job_refs() == {}
+    site.git("add", "posts/Welcome.md")
+    site.git("commit", "-q", "-m", "a twin")
+    r = site.call("sync", "--json")
+    assert r.code == 4 and statuses(r) == ["refused"], r.out + r.err
+    assert site.job_refs() == {}
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+
+
+def test_uncommitted_changes_behind_a_stopped_job_are_not_committed(site: Site) -> None:
+    """Issue 23.2: when a hand commit's job stops (here REVIEW), the uncommitted content
+    changes after it are not committed onto local main: the output says main was left as it
+    was, and it was."""
+    hand_commit(site, "posts/leak.md", f"# Leak\n\ntoken {SECRET}\n")
+    (site.path / "posts/new.md").write_text(article("new"))
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["review", "blocked"]
+    assert r.json()["commits"][1]["uncommitted"] is True
+    assert "left as they were" in r.json()["local"], r.json()["local"]
+    assert snapshot(site) == before
+    assert [j["state"] for j in r.json()["jobs"]] == ["REVIEW"]
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+
+
+def reachable_text(repo: Path) -> bytes:
+    """Every object reachable from any ref (branches, refs/pub/, notes) or reflog, raw."""
+    objects = subprocess.run(["git", "rev-list", "--objects", "--all", "--reflog"], cwd=repo,
+                             capture_output=True, check=True).stdout
+    ids = b"\n".join(line.split(b" ")[0] for line in objects.splitlines())
+    return subprocess.run(["git", "cat-file", "--batch"], cwd=repo, input=ids + b"\n",
+                          capture_output=True, check=True).stdout
+
+
+def test_gates_run_before_uncommitted_content_is_committed(site: Site) -> None:
+    """Issue 23.3: a secret in uncommitted content is refused (REVIEW, exit 4) before sync
+    commits anything: HEAD, the index and the working tree exactly as they were, and no ref,
+    note or remote object holds the secret."""
+    hand_commit(site, "posts/a.md", article("a"))
+    (site.path / "posts/welcome.md").write_text(f"# Welcome\n\ntoken {SECRET}\n")
+    (site.path / "posts/new.md").write_text(article("new"))
+    site.git("add", "posts/new.md")
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    # the secret scan reads the working tree before any object is written: a refusal of the
+    # whole run (top-level "refused"), the hand commit before it not delivered either
+    assert statuses(r) == ["blocked"]
+    reason = r.json()["refused"]
+    assert "posts/welcome.md:3: possible secret (github-token" in reason, reason
+    assert SECRET not in r.out + r.err
+    assert "left as they were" in r.json()["local"]
+    assert snapshot(site) == before
+    assert r.json()["jobs"] == [] and site.job_refs() == {}
+    assert SECRET.encode() not in reachable_text(site.path)
+    assert SECRET.encode() not in reachable_text(site.remote)
+    assert git(site.remote, "ls-tree", "--name-only", "main", "posts/") == "posts/welcome.md\n"
+
+
+def test_a_configured_gate_refusing_uncommitted_content_changes_nothing(site: Site) -> None:
+    """A configured gate (here: a size limit) refusing the uncommitted content: REVIEW, exit 4,
+    nothing committed; fixed, the next sync delivers it."""
+    site.write_config("gates:\n  - name: size\n    run: [sh, -c, 'for f in $GITPUB_FILES; do "
+                      "test $(wc -c < $f) -le 200 || exit 1; done']\n")
+    site.git("commit", "-q", "-am", "a size gate")
+    site.git("push", "-q", "origin", "main")
+    site.git("fetch", "-q", "origin")
+    (site.path / "posts/big.md").write_text("# Big\n\n" + "x" * 300 + "\n")
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["review"] and "gate size" in r.json()["commits"][0]["reason"]
+    assert snapshot(site) == before and site.job_refs() == {}
+    (site.path / "posts/big.md").write_text("# Big\n\nsmall now\n")
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert git(site.remote, "show", "main:posts/big.md") == "# Big\n\nsmall now\n"
+
+
+@pytest.mark.parametrize(("encoding", "codec", "why"), [
+    ("IBM037", "cp037", "in which ASCII text is other characters"),
+    ("UTF-16", "utf-16", "in which ASCII text is other characters"),
+    ("X-NO-SUCH-CHARSET", "ascii", "unknown to gitpub"),
+])
+def test_a_commit_in_an_encoding_that_cannot_carry_the_proof_is_refused_up_front(
+        site: Site, encoding: str, codec: str, why: str) -> None:
+    """Issue 23.4: the proof sync adds is ASCII; in IBM037 or UTF-16 git reads those bytes as
+    other characters (and an unknown encoding, who knows): refused at once (exit 4, nothing
+    stored, nothing changed), not delivered and retried until FAILED. Re-committed in UTF-8,
+    as the reason says, it is published."""
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nEncoded.\n")
+    site.git("add", "posts/welcome.md")
+    tree = site.git("write-tree").strip()
+    parent = site.git("rev-parse", "HEAD").strip()
+    raw = (f"tree {tree}\nparent {parent}\nauthor J <j@example.com> 1700000000 +0100\n"
+           f"committer J <j@example.com> 1700000000 +0100\nencoding {encoding}\n\n").encode() \
+        + "Edit welcome\n".encode(codec)
+    sha = site.git("hash-object", "-t", "commit", "-w", "--stdin", input=raw).strip()
+    site.git("update-ref", "refs/heads/main", sha, parent)
+    before = snapshot(site)
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    assert statuses(r) == ["refused"] and r.json()["jobs"] == []
+    reason = r.json()["commits"][0]["reason"]
+    assert f"its message is in the encoding '{encoding}', {why}" in reason, reason
+    assert "git reset --soft HEAD^" in reason
+    assert snapshot(site) == before and site.job_refs() == {}
+    assert git(site.remote, "rev-parse", "main") == site.git("rev-parse", "origin/main")
+    site.git("reset", "-q", "--soft", "HEAD^")
+    site.git("commit", "-q", "-m", "Edit welcome")
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nEncoded.\n"
+    # the person's UTF-16 commit (NUL bytes: `git fsck --strict` objects) is theirs to drop:
+    # nothing of gitpub's keeps it alive
+    site.git("reflog", "expire", "--expire=now", "--all")
+    site.git("prune", "--expire=now")
+    proc = subprocess.run(["git", "cat-file", "-e", sha], cwd=site.path, capture_output=True)
+    assert proc.returncode != 0
+
+
+def test_an_article_replaced_by_a_folder_of_other_files_stages_only_the_deletion(
+        site: Site) -> None:
+    """posts/welcome.md becomes a folder holding a non-content file: the uncommitted change
+    is the article's deletion; the folder's file is not content, and stays untracked."""
+    (site.path / "posts/welcome.md").unlink()
+    (site.path / "posts/welcome.md").mkdir()
+    (site.path / "posts/welcome.md/notes.txt").write_text("not content\n")
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert git(site.remote, "ls-tree", "-r", "--name-only", "main", "posts/") == ""
+    assert site.git("status", "--porcelain", "--untracked-files=all").splitlines() == [
+        "?? posts/welcome.md/notes.txt"]

@@ -11,6 +11,7 @@
 - ``doctor``    ``git pub doctor [--fix]``
 - ``metrics``   ``git pub metrics``
 - ``hooks``     ``git pub hooks install|uninstall`` and ``hook-impl``
+- ``secrets``   ``git pub secrets baseline``: the findings already on the branch, as allowlist rules
 - ``demo``      ``git pub demo``
 - ``results``   what the commands return, and the exit codes they carry
 - ``common``    what several commands share: delivering jobs, then driving their channels

@@ -15,7 +15,8 @@ Each check reads only; it returns a ``Check`` saying what it found and how to fi
 - **active index** (add the missing entries of unfinished jobs, remove those of finished ones):
   derived data, never the truth about a job, rebuilt from the job refs themselves.
 
-Everything else needs a person — a configuration to edit, credentials, a shallow clone to
+Everything else needs a person — a configuration to edit, credentials (the forge's token for
+delivery through review included), a shallow clone to
 deepen (a download of unknown size), unreadable job state to inspect, font sources to commit,
 hand edits to sync (a push) — and is only reported, with the command to run.
 """
@@ -388,8 +389,28 @@ def _hand_edits(env: _Env) -> Check:
                  "`git pub sync --dry-run` shows what `git pub sync` would deliver")
 
 
+def _review(env: _Env) -> Check:
+    """Delivery through review: the forge's token is where the configuration says (its
+    presence only: doctor sends nothing to the forge)."""
+    assert env.config is not None
+    spec = env.config.delivery
+    if not spec.reviewed:
+        return Check("review", "ok", "delivery.mode push: jobs are pushed to the branch")
+    if spec.forge == "branch":
+        shown = spec.compare_url or "no compare_url: the review branch is named"
+        return Check("review", "ok", f"pull requests are opened by a person ({shown})")
+    name = spec.token_variable or ""
+    if not os.environ.get(name):
+        return Check("review", "fail", f"delivery through {spec.forge}: the environment "
+                     f"variable {name} holds no token", f"export {name}=<a token that may open "
+                     f"pull requests on {spec.repository}>")
+    return Check("review", "ok", f"pull requests on {spec.forge} ({spec.repository}), token "
+                 f"in {name}")
+
+
 _CHECKS: tuple[tuple[str, Callable[[_Env], Check]], ...] = (
     ("remote", _remote),
+    ("review", _review),
     ("remote archive", _remote_archive),
     ("hooks", _hooks),
     ("notes refspec", _notes_refspec),
@@ -400,5 +421,5 @@ _CHECKS: tuple[tuple[str, Callable[[_Env], Check]], ...] = (
     ("font sources", _fonts),
     ("hand edits", _hand_edits),
 )
-_NEEDS_CONFIG = frozenset({"remote", "remote archive", "notes refspec", "font sources",
-                           "hand edits"})
+_NEEDS_CONFIG = frozenset({"remote", "review", "remote archive", "notes refspec",
+                           "font sources", "hand edits"})

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.states import LOCAL, State
-from gitpub.delivery.deliver import DELIVERABLE, Deliverer
+from gitpub.delivery.deliver import PUSHABLE, Deliverer
 from gitpub.delivery.sync import Pending, discover
 from gitpub.fonts.step import font_outputs
 from gitpub.git.remote import RemoteError
@@ -63,12 +63,12 @@ def plan(where: Path, progress: Callable[[str], None], job_refs: Sequence[str],
             for item in ctx.store.iter_jobs(finished=False, tidy=False):
                 if isinstance(item, CorruptStateError):
                     errors.append(item.message)
-                elif item.state in DELIVERABLE | LOCAL:
+                elif item.state in PUSHABLE | LOCAL:
                     jobs.append(item)
             jobs.sort(key=lambda j: j.record.created_at)
         known = tip if tip is not None and ctx.repo.has_object(tip) else fetched
         steps = tuple(_step(ctx, deliverer, job, tip, known, bool(errors))
-                      if job.state in DELIVERABLE | LOCAL else
+                      if job.state in PUSHABLE | LOCAL else
                       Step(job, "nothing", f"{job.state.value}: a push leaves it as it is")
                       for job in jobs)
         pending = discover(ctx, known) if hand_edits else None
@@ -83,6 +83,11 @@ def _step(ctx: Context, deliverer: Deliverer, job: Job, tip: str | None, known: 
     if job.state in LOCAL:
         return Step(job, "prepare", f"would finish its local {job.state.value} phase, then "
                                     "deliver it")
+    if job.state == S.IN_REVIEW:
+        review = record.review
+        where = (review.url or review.branch) if review is not None else "its request"
+        return Step(job, "wait", f"in review ({where}): would ask the forge how its request "
+                                 "stands and probe the branch (PUBLISHED once merged)")
     if not deliverer.due(job):
         return Step(job, "wait", f"not due yet: would only probe the remote (`git pub push "
                                  f"{jid}` tries now)")
@@ -102,6 +107,12 @@ def _step(ctx: Context, deliverer: Deliverer, job: Job, tip: str | None, known: 
     moved = "" if tip == known else (f" (the remote moved to {tip[:12] if tip else 'nothing'} "
                                      "since the last fetch: it would fetch and re-check first)")
     onto = known[:12] if known else "a new branch"
+    if deliverer.review.applies(job):
+        branch = deliverer.ctx.config.delivery.branch_prefix + job.job_id
+        return Step(job, "publish", f"would push {len(record.targets)} file(s) "
+                                    f"({', '.join(record.target_paths[:5])}), built onto "
+                                    f"{onto}, to the review branch {branch} and open a "
+                                    f"request into {name}{moved}")
     return Step(job, "publish", f"would push {len(record.targets)} file(s) "
                                 f"({', '.join(record.target_paths[:5])}) onto {onto} as a "
                                 f"fast-forward of {name}{moved}")

@@ -19,14 +19,17 @@ from gitpub.app.common import (
     unfinished,
 )
 from gitpub.app.results import Jobs, Progress
+from gitpub.core.errors import UsageError
 from gitpub.core.states import LOCAL, TERMINAL, State
-from gitpub.delivery.anywhere import find_here, take_over
-from gitpub.delivery.deliver import DELIVERABLE, Deliverer
+from gitpub.delivery.anywhere import find_anywhere, find_here, take_over
+from gitpub.delivery.deliver import PUSHABLE, Deliverer
 from gitpub.delivery.sync import settle_outbox
 from gitpub.git.remote import RemoteConfigError
 from gitpub.pipeline.prepare import drive
 from gitpub.runtime.contain import Failures
+from gitpub.runtime.context import Context
 from gitpub.runtime.session import open_session
+from gitpub.store.jobs import Job
 
 
 def push(where: Path, progress: Progress, job_refs: Sequence[str],
@@ -37,9 +40,9 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
         failures = Failures()
         errors = failures.errors
         if job_refs:
-            jobs = [find_here(ctx, ref) for ref in job_refs]
+            jobs = [_named(ctx, ref) for ref in job_refs]
         else:
-            jobs = unfinished(ctx, failures, DELIVERABLE | LOCAL)
+            jobs = unfinished(ctx, failures, PUSHABLE | LOCAL)
         driver = driver_for(ctx)
         driver.expect(jobs)
         done = deliver_all(ctx, jobs, deliverer, failures)
@@ -49,6 +52,21 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
         return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), hints=next_steps(ctx, done),
                     channels=channels, tracebacks=tuple(failures.tracebacks),
                     held=tuple(j.job_id for j in done if deliverer.left_to_others(j)))
+
+
+def _named(ctx: Context, ref: str) -> Job:
+    """A job named on the command line: this clone's; or, only for a job in review (which no
+    take-over moves: it waits for a reviewer, not for a writer), the remote's, adopted here
+    so that any clone may check its request."""
+    try:
+        return find_here(ctx, ref)
+    except UsageError as missing:
+        if not missing.message.startswith("no job"):
+            raise
+        found = find_anywhere(ctx, ref)
+        if found.state != State.IN_REVIEW:
+            raise missing from None
+        return ctx.store.adopt(found.job_id, None, found.commit)
 
 
 def reconcile(where: Path, progress: Progress) -> Jobs:

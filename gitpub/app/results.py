@@ -85,6 +85,8 @@ class Jobs(NamedTuple):
     tracebacks: tuple[str, ...] = ()  # of the unexpected errors among ``errors`` (--debug)
     #: Jobs left unfinished to another worker (fenced, or held): not confirmed (exit 5).
     held: tuple[str, ...] = ()
+    #: sync: why the uncommitted content changes were not committed (exit 4: a person acts).
+    refusal: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -93,7 +95,7 @@ class Jobs(NamedTuple):
         code = aggregate_exit(self.jobs, [r.exit_code for r in self.channels.values()])
         if code in (EXIT_KEY_REUSED, EXIT_NEEDS_PERSON):
             return code
-        if any(c.status.needs_person for c in self.commits):
+        if self.refusal or any(c.status.needs_person for c in self.commits):
             return EXIT_NEEDS_PERSON  # sync: a commit a person must act on
         if code == EXIT_UNCONFIRMED or self.unconfirmed or self.held or any(
                 c.status == "pending" for c in self.commits):

@@ -16,7 +16,7 @@ from gitpub.app.common import (
 )
 from gitpub.app.results import Jobs, Progress
 from gitpub.core.states import LOCAL
-from gitpub.delivery.deliver import DELIVERABLE, Deliverer
+from gitpub.delivery.deliver import PUSHABLE, Deliverer
 from gitpub.delivery.sync import settle_outbox, supersede, sync_changes
 from gitpub.git.remote import RemoteError
 from gitpub.runtime.contain import Failures
@@ -38,7 +38,7 @@ def sync(where: Path, progress: Progress) -> Jobs:
         except RemoteError as e:  # a transient: as a job in RETRY_WAIT, run again later
             tip, unreachable = None, e.message
         stale = supersede(ctx, tip) if unreachable is None else []
-        jobs = unfinished(ctx, failures, DELIVERABLE | LOCAL)
+        jobs = unfinished(ctx, failures, PUSHABLE | LOCAL)
         driver = driver_for(ctx)
         driver.expect(jobs)
         done = deliver_all(ctx, jobs, deliverer, failures)
@@ -60,5 +60,5 @@ def sync(where: Path, progress: Progress) -> Jobs:
         hints = next_steps(ctx, touched)
     return Jobs(tuple(touched), tuple(errors), dict(deliverer.notes),
                 remark="; ".join(report.notes) or None, commits=tuple(report.outcomes),
-                local=report.local, hints=hints, channels=channels,
+                local=report.local, hints=hints, channels=channels, refusal=report.refusal,
                 tracebacks=tuple(failures.tracebacks))

@@ -93,7 +93,8 @@ class Claims:
             sha = self.commit_for(job_id, record)
             self.remote.check()
             proc = self.repo.git("push", "--porcelain", "--no-verify",
-                                 "--no-recurse-submodules", self.remote.remote, f"{sha}:{ref}",
+                                 "--no-recurse-submodules", "--no-follow-tags",
+                                 self.remote.remote, f"{sha}:{ref}",
                                  timeout=CLAIM_TIMEOUT)
         except TimeoutExpired:
             return Verdict(Claimed.FAILED, "the claim's push timed out")

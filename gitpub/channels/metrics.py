@@ -2,7 +2,8 @@
 
 What the reference's section 10 asks to watch: how long the oldest pending job and the oldest
 pending channel send have waited, how many outcomes are unknown and for how long, the backlog
-that needs a person, idempotency-key reuse refused, and per channel how many sends were
+that needs a person, the jobs waiting for review (``delivery.review``), idempotency-key reuse
+refused, and per channel how many sends were
 attempted and how many confirmed. Everything is computed from git (the job store) at the time
 of the call: gitpub keeps no counters of its own, so a scrape after a crash is as true as any.
 Written by hand (no runtime dependency); the tests parse it with prometheus_client's parser.
@@ -33,6 +34,7 @@ class Snapshot:
                                                                       "push": []})
     needs_person: Counter[tuple[str, str]] = field(default_factory=Counter)
     key_reused: int = 0
+    in_review: list[float] = field(default_factory=list)  # ages (since each was created)
     confirmed: Counter[str] = field(default_factory=Counter)
     attempted: Counter[str] = field(default_factory=Counter)
     unreadable: int = 0
@@ -44,6 +46,8 @@ class Snapshot:
             self.pending_jobs.append(age)
         if job.state == State.PUSHING:
             self.unknown["push"].append(max(0.0, self.now - record.updated_at))
+        if job.state == State.IN_REVIEW:
+            self.in_review.append(age)
         if job.state in NEEDS_PERSON or job.state == State.FAILED:
             self.needs_person["job", job.state.value] += 1
         if record.failure_code == FailureCode.KEY_REUSED:
@@ -122,6 +126,12 @@ def render(snap: Snapshot) -> str:
     out += _family("gitpub_needs_person", "gauge", "Jobs, channels and live checks waiting "
                    "for a person.", [(f'{{kind="{k}",state="{s}"}}', n)
                                      for (k, s), n in sorted(backlog.items())])
+    out += _family("gitpub_in_review", "gauge", "Jobs whose pull/merge request waits for a "
+                   "person to merge or close it (delivery.mode: pull_request).",
+                   [("", len(snap.in_review))])
+    out += _family("gitpub_oldest_in_review_age_seconds", "gauge",
+                   "Age of the oldest job waiting for review (0: none).",
+                   [("", max(snap.in_review, default=0.0))])
     out += _family("gitpub_key_reuse_refusals", "counter",
                    "Idempotency keys reused with different content, refused.",
                    [("", snap.key_reused)])

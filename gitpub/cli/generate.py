@@ -23,7 +23,7 @@ from gitpub.cli.main import cli
 PACKAGE = Path(__file__).resolve().parent.parent
 #: The order a person reads the commands in; any other command follows, alphabetically.
 ORDER = ("init", "prepare", "push", "status", "log", "reconcile", "resolve", "sync",
-         "confirm", "metrics", "hooks", "demo")
+         "confirm", "metrics", "hooks", "secrets", "demo")
 #: Options every command has, described once.
 COMMON = ("--json", "--debug", "--help")
 

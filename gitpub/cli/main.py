@@ -29,6 +29,7 @@ from gitpub.cli.guard import EXIT_INTERRUPTED, guarded
 from gitpub.cli.hooks import hook_impl_command, hooks_group
 from gitpub.cli.options import State, common_options, out_for, where
 from gitpub.cli.output import Output, as_json, report_error
+from gitpub.cli.secrets import secrets_group
 from gitpub.core.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
@@ -258,8 +259,9 @@ def reconcile(ctx: click.Context) -> None:
                    "hashes).")
 @click.option("--from", "from_file", metavar="FILE",
               help="CONFLICT: the merged content of the conflicting file (- for stdin): a new "
-                   "snapshot against the current remote tip, under the same job. A regular "
-                   "file, at most 100 MiB, not empty unless --allow-empty.")
+                   "snapshot against the current remote tip, under the same job. REVIEW: the "
+                   "fixed content of the job's article; the pipeline runs again on it. A "
+                   "regular file, at most 100 MiB, not empty unless --allow-empty.")
 @click.option("--allow-empty", is_flag=True,
               help="With --from: the merged file is meant to be empty.")
 @click.option("--push", "push_now", is_flag=True,
@@ -406,6 +408,7 @@ def demo(ctx: click.Context, keep: bool) -> None:
 
 
 cli.add_command(hooks_group)
+cli.add_command(secrets_group)
 cli.add_command(hook_impl_command)
 
 

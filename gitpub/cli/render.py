@@ -39,6 +39,11 @@ def describe_job(job: Job) -> str:
         lines.append(f"  commit:    {r.local_commit}")
     if r.remote_commit:
         lines.append(f"  remote:    {r.remote_commit}")
+    if r.review is not None:
+        lines.append(f"  review:    {r.review.branch} into {r.review.base} ({r.review.forge})"
+                     + (f", request #{r.review.number}" if r.review.number else ""))
+        if r.review.url:
+            lines.append(f"  request:   {r.review.url}")
     if r.attempt:
         lines.append(f"  attempt:   {r.attempt}/{r.max_attempts}")
     if r.next_retry_at:
@@ -65,6 +70,9 @@ def job_line(job: Job, note: str | None = None) -> str:
         line += f"\n    {code.value if code else None}: {job.record.failure_detail}"
     if job.state == State.PUBLISHED and job.record.remote_commit:
         line += f"\n    remote commit {job.record.remote_commit}"
+    review = job.record.review
+    if job.state == State.IN_REVIEW and review is not None:
+        line += f"\n    review: {review.url or review.branch}"
     if note:
         line += f"\n    {note}"
     return line
@@ -150,7 +158,8 @@ def sync_json(result: Jobs) -> dict[str, Any]:
     published, pending, held, refused, conflict, review or blocked; ``reason``) and ``local``,
     what happened to the local branch."""
     return jobs_json(result) | {"commits": [c.public() for c in result.commits],
-                                "local": result.local, "remark": result.remark}
+                                "local": result.local, "remark": result.remark,
+                                "refused": result.refusal}
 
 
 def sync_text(result: Jobs) -> str:
@@ -160,9 +169,11 @@ def sync_text(result: Jobs) -> str:
     shown = {c.job_id for c in result.commits}
     lines += [with_hint(job_line(j, result.notes.get(j.job_id)), result.hints.get(j.job_id),
                         "    ") for j in result.jobs if j.job_id not in shown]
+    if result.refusal:
+        lines.append(f"uncommitted changes refused: {result.refusal}")
     if result.local:
         lines.append(result.local)
-    if any(c.status.needs_person for c in result.commits):
+    if result.refusal or any(c.status.needs_person for c in result.commits):
         lines.append("hint: each reason above says what to do; then run `git pub sync` again")
     if not lines:
         lines = ["nothing to sync"]

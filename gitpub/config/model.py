@@ -42,6 +42,17 @@ LIVE_MATCHES = ("title", "hash")
 #: The fields a ``site.path`` template may use (see ``channels.payload``).
 PATH_FIELDS = ("path", "dir", "name", "stem", "slug")
 
+#: How a job's commit reaches the branch: pushed to it, or through a pull/merge request.
+DELIVERY_MODES = ("push", "pull_request")
+#: Where the request is opened: a forge's REST API, or nowhere (``branch``: the review branch
+#: is pushed and a compare URL printed; a person opens the request).
+FORGES = ("github", "gitlab", "gitea", "branch")
+#: The environment variable a forge's token is read from unless ``token_env`` names another.
+DEFAULT_TOKEN_ENV = {"github": "GITHUB_TOKEN", "gitlab": "GITLAB_TOKEN", "gitea": "GITEA_TOKEN"}
+#: A forge's API address unless ``api`` names another (Gitea has no public default).
+DEFAULT_API = {"github": "https://api.github.com", "gitlab": "https://gitlab.com/api/v4"}
+DEFAULT_REVIEW_PREFIX = "gitpub/"
+
 FONT_SOURCE_EXTENSIONS = (".ttf", ".otf", ".ttc")
 FONT_OUTPUT_EXTENSIONS = (".woff2", ".woff", ".ttf")
 
@@ -158,6 +169,42 @@ class SiteSpec:
     live: LiveCheck | None = field(default=None, metadata=check("live"))
 
 
+@dataclass(frozen=True)
+class DeliverySpec:
+    """How a job's commit reaches the configured branch (docs/review.md).
+
+    ``mode: push`` (the default): pushed to the branch, as a fast-forward. ``mode:
+    pull_request``: pushed to a review branch (``branch_prefix`` + the job id) and a pull/merge
+    request opened on ``forge`` (``github``, ``gitlab``, ``gitea``: the REST API at ``api``,
+    for ``repository``, with the token in the environment variable ``token_env``, never
+    stored; ``branch``: no API, the ``compare_url`` template is printed); the job rests in
+    IN_REVIEW until the request is merged or closed. Each run checks at most
+    ``checks_per_run`` requests, each API call bounded by ``timeout`` seconds.
+    """
+
+    mode: str = field(default="push", metadata=check("choice", choices=DELIVERY_MODES))
+    forge: str | None = field(default=None, metadata=check("choice", choices=FORGES))
+    repository: str | None = field(default=None, metadata=check("forge_repository"))
+    api: str | None = field(default=None, metadata=check("http_url"))
+    token_env: str | None = field(default=None, metadata=check("env_name"))
+    branch_prefix: str = field(default=DEFAULT_REVIEW_PREFIX, metadata=check("branch_prefix"))
+    compare_url: str | None = field(default=None, metadata=check("compare_template"))
+    timeout: float = field(default=30.0, metadata=check("seconds"))
+    checks_per_run: int = field(default=20, metadata=check("integer", minimum=1))
+
+    @property
+    def reviewed(self) -> bool:
+        return self.mode == "pull_request"
+
+    @property
+    def api_url(self) -> str | None:
+        return self.api or DEFAULT_API.get(self.forge or "")
+
+    @property
+    def token_variable(self) -> str | None:
+        return self.token_env or DEFAULT_TOKEN_ENV.get(self.forge or "")
+
+
 def default_node() -> str:
     """This machine's writer-node name: its host name, sanitised to ``[A-Za-z0-9._-]``.
 
@@ -217,6 +264,8 @@ class Config:
     publish: tuple[str, ...] | None = field(default=None, metadata=check("publish"))
     site: SiteSpec = field(default_factory=SiteSpec, metadata=check("site"))
     channels: tuple[ChannelSpec, ...] = field(default=(), metadata=check("channels"))
+    #: How a job's commit reaches ``branch``: pushed, or through a pull/merge request.
+    delivery: DeliverySpec = field(default_factory=DeliverySpec, metadata=check("delivery"))
 
     def __post_init__(self) -> None:
         # Callers building a Config by hand may pass lists; keep the instance hashable.

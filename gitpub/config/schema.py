@@ -22,6 +22,7 @@ from dataclasses import MISSING, Field, fields
 from typing import Any, NoReturn
 
 from gitpub.config.channel_rules import ChannelRules
+from gitpub.config.delivery_rules import DeliveryRules
 from gitpub.config.model import (
     DEFAULT_REMOTE,
     Command,
@@ -30,6 +31,7 @@ from gitpub.config.model import (
     RetryPolicy,
     sanitize_node,
 )
+from gitpub.config.rules import join
 from gitpub.core.errors import ConfigError
 from gitpub.core.globs import CONTROL_RE, glob_regex, path_problem, shown
 from gitpub.core.paths import is_steering
@@ -53,9 +55,6 @@ def yaml_keys(cls: type, skip: tuple[str, ...] = ()) -> tuple[str, ...]:
     return tuple(yaml_key(f) for f in fields(cls) if f.name not in skip)
 
 
-def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
-
 
 def _ref_problem(name: str) -> tuple[str, str | None] | None:
     """Why ``name`` is not a usable branch name (git check-ref-format rules), or None."""
@@ -66,6 +65,8 @@ def _ref_problem(name: str) -> tuple[str, str | None] | None:
         return "expected a branch name, not a ref", f"write {short!r}" if short != name else None
     if _REF_BAD_CHARS_RE.search(name):
         return "must not contain spaces, control characters or any of ~ ^ : ? * [ \\", None
+    if name == "HEAD":  # git branch refuses it; refs/remotes/<remote>/HEAD is the remote's
+        return "is not a valid git branch name (HEAD names the current branch)", None
     if name == "@" or "@{" in name or ".." in name or "//" in name:
         return "is not a valid git branch name ('@', '@{', '..' and '//' are not allowed)", None
     if name.endswith(("/", ".")) or name.startswith("/"):
@@ -75,7 +76,7 @@ def _ref_problem(name: str) -> tuple[str, str | None] | None:
     return None
 
 
-class Parser(ChannelRules):
+class Parser(ChannelRules, DeliveryRules):
     """Turns the loaded YAML into a Config; every failure names ``source`` and the key path."""
 
     def __init__(self, source: str) -> None:
@@ -109,7 +110,7 @@ class Parser(ChannelRules):
                     hint = "YAML reads unquoted yes/no/on/off as booleans; quote the key"
                 self.fail(key, f"keys must be strings, got {shown(item_key)}", hint)
             if item_key not in known:
-                self.fail(_join(key, item_key), "unknown key", _suggest(item_key, key, known))
+                self.fail(join(key, item_key), "unknown key", _suggest(item_key, key, known))
             result[item_key] = item
         return result
 
@@ -124,9 +125,9 @@ class Parser(ChannelRules):
                 continue
             name = yaml_key(f)
             if name in mapping:
-                kwargs[f.name] = self.check(f, mapping[name], _join(key, name))
+                kwargs[f.name] = self.check(f, mapping[name], join(key, name))
             elif f.default is MISSING and f.default_factory is MISSING:
-                self.fail(_join(key, name), "required key is missing")
+                self.fail(join(key, name), "required key is missing")
         return kwargs
 
     def check(self, f: Field[Any], value: object, key: str) -> Any:
@@ -343,7 +344,7 @@ class Parser(ChannelRules):
                 )
             gate = Command(**self.section(Command, item, item_key))
             if gate.name in seen:
-                self.fail(_join(item_key, "name"),
+                self.fail(join(item_key, "name"),
                           f"duplicate gate name {gate.name!r} (also {key}[{seen[gate.name]}])")
             seen[gate.name] = index
             gates.append(gate)
@@ -363,7 +364,7 @@ class Parser(ChannelRules):
             if not isinstance(item, dict):
                 self.expected(item_key, "a mapping with 'source', 'output' and 'text'", item)
             font = FontSpec(**self.section(FontSpec, item, item_key))
-            output_key = _join(item_key, "output")
+            output_key = join(item_key, "output")
             if font.output == font.source:
                 self.fail(output_key, "must differ from source: the full font would be overwritten")
             if font.output in outputs:
@@ -371,7 +372,7 @@ class Parser(ChannelRules):
                           f"{font.output!r}")
             outputs[font.output] = index
             if font.face and not font.source.lower().endswith(".ttc"):
-                self.fail(_join(item_key, "face"),
+                self.fail(join(item_key, "face"),
                           f"only a .ttc collection has several faces, got {font.face}")
             fonts.append(font)
         return tuple(fonts)
@@ -382,8 +383,8 @@ class Parser(ChannelRules):
         policy = RetryPolicy(**self.section(RetryPolicy, value, key))
         if policy.backoff_max < policy.backoff_base:
             self.fail(
-                _join(key, "backoff_max"),
-                f"must be >= {_join(key, 'backoff_base')} ({policy.backoff_base:g}), "
+                join(key, "backoff_max"),
+                f"must be >= {join(key, 'backoff_base')} ({policy.backoff_base:g}), "
                 f"got {policy.backoff_max:g}",
             )
         return policy

@@ -6,6 +6,8 @@
 - ``record``       the versioned job record, parsed strictly
 - ``manifest``     the canonical list of a job's files and its hash
 - ``sanitize``     the secret redactor every persisted text passes through
+- ``allowlist``    known non-secrets: inline pragmas and the committed ``.gitpub-allowlist``
+- ``secretdiff``   which findings a change brings: a file against its version in the base
 - ``globs``        repository paths and the one glob engine of the configuration
 - ``paths``        which paths a job may write: git's refused spellings of ``.git``, portable
                    names, steering paths, the write scope, case twins

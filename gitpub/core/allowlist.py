@@ -22,7 +22,10 @@ the site, so every writer and every reviewer sees the same rules:
   guess: allowlist only values that are public anyway.
 
 Each rule is scoped to its paths and each pragma to its line: the same value anywhere else is
-still a secret. Every use is recorded in the job's history (path, line, kind, fingerprint and the
+still a secret. A third thing lets a finding through without anybody saying so: the base version
+of the same file had it, unchanged and in place (``core.secretdiff``) — it is the branch's, not
+the job's, and ``git pub secrets baseline`` turns such findings into rules a person reviews.
+Every use is recorded in the job's history (path, line, kind, fingerprint and the
 rule, never the value). What is allowed may appear in the published content — and so in the
 job's source and artifacts, which are that content — but never in records, events, errors or
 logs: those are sanitized with no allowlist at all.
@@ -38,10 +41,13 @@ from dataclasses import dataclass
 from gitpub.core.errors import UsageError
 from gitpub.core.globs import matcher, path_problem
 from gitpub.core.sanitize import Keep, secret_spans
+from gitpub.core.secretdiff import NOTHING, Inherited
 
 ALLOWLIST_FILE = ".gitpub-allowlist"
 PRAGMA = "pragma: allowlist secret"
 NEXTLINE_PRAGMA = "pragma: allowlist nextline secret"
+#: What lets through a finding the job's base already had, unchanged and in place.
+INHERITED = "unchanged from the base"
 FINGERPRINT_LENGTH = 16
 _HEX = re.compile(rf"[0-9a-f]{{{FINGERPRINT_LENGTH},64}}")
 
@@ -158,11 +164,12 @@ def _line_number(text: str, pos: int) -> int:
 
 
 def _allowed_by(text: str, start: int, end: int, paths: Sequence[str],
-                allowlist: Allowlist) -> str | None:
+                allowlist: Allowlist, inherited: Inherited = NOTHING) -> str | None:
     """What lets the secret ``text[start:end]`` through, or None. A pragma covers only a
     secret that lies wholly on its own line (``nextline``: wholly on the next line): a
     private-key block with no END line runs to the end of the text, and a pragma on its BEGIN
-    line must not let through what follows."""
+    line must not let through what follows. A finding the base version of the file already had
+    where it is now is not the job's (``core.secretdiff``)."""
     line_start, line_end = _line_bounds(text, start)
     on_one_line = end <= line_end
     if on_one_line and PRAGMA in text[line_start:line_end]:
@@ -175,16 +182,20 @@ def _allowed_by(text: str, start: int, end: int, paths: Sequence[str],
         if NEXTLINE_PRAGMA in text[previous_start:previous_end]:
             return "pragma on the line before"
     rule = allowlist.rule_for(paths, text[start:end]) if allowlist.rules else None
-    return None if rule is None else rule.name
+    if rule is not None:
+        return rule.name
+    return INHERITED if inherited.covers(text, start, end) else None
 
 
-def scan(text: str, paths: Sequence[str], allowlist: Allowlist, label: str) -> list[Hit]:
-    """Every secret of ``text`` (a file to publish at one of ``paths``), allowed or not."""
+def scan(text: str, paths: Sequence[str], allowlist: Allowlist, label: str,
+         inherited: Inherited = NOTHING) -> list[Hit]:
+    """Every secret of ``text`` (a file to publish at one of ``paths``, whose version in the
+    job's base ``inherited`` knows), allowed or not."""
     hits = []
     for start, end, kind in secret_spans(text):
         hits.append(Hit(label, _line_number(text, start), kind,
                         fingerprint(text[start:end]),
-                        _allowed_by(text, start, end, paths, allowlist)))
+                        _allowed_by(text, start, end, paths, allowlist, inherited)))
     return hits
 
 
@@ -192,10 +203,10 @@ def scan(text: str, paths: Sequence[str], allowlist: Allowlist, label: str) -> l
 NO_RULES = Allowlist()
 
 
-def keep(paths: Sequence[str], allowlist: Allowlist) -> Keep:
+def keep(paths: Sequence[str], allowlist: Allowlist, inherited: Inherited = NOTHING) -> Keep:
     """The ``sanitize`` predicate that keeps exactly what ``scan`` reports as allowed."""
 
     def keep_span(text: str, start: int, end: int, _kind: str) -> bool:
-        return _allowed_by(text, start, end, paths, allowlist) is not None
+        return _allowed_by(text, start, end, paths, allowlist, inherited) is not None
 
     return keep_span

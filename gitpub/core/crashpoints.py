@@ -43,6 +43,9 @@ CRASH_POINTS: tuple[str, ...] = (
     "delivery.pushed",
     "delivery.published-recorded",
     "delivery.retry-recorded",
+    "review.pushing-recorded",
+    "review.pushed",
+    "review.request-opened",
     "shared.pushing-pushed",
     "shared.content-pushed",
     "fold.written",
@@ -60,6 +63,7 @@ CRASH_POINTS: tuple[str, ...] = (
     "sync.uncommitted-adopted",
     "sync.local-rebuilt",
     "checkout.worktree-updated",
+    "confirm.notes-pushed",
 )
 
 _counts: dict[str, int] = {}

@@ -97,6 +97,38 @@ _GIT_SHORT_NAME = re.compile(
     r"(?:git[^~.]{0,3}|gi[0-9a-f]{4})~[1-9][0-9]*(?:\.[^.]{0,3})?[. ]*(?::.*)?")
 
 
+def quoted(path: str) -> str:
+    """``path`` as one line of text, quoted the way git quotes a path (``core.quotePath``
+    false): a path holding a control character, a double quote, a backslash or bytes that are
+    not UTF-8 is written between double quotes with C escapes (``"posts/a\\nb.md"``); any other
+    path as it is. A path read from a tree or the working tree may be anything git stores."""
+    raw = path.encode("utf-8", "surrogateescape")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        plain = False
+    else:
+        plain = not any(b < 0x20 or b in (0x22, 0x5C, 0x7F) for b in raw)
+    if plain:
+        return path
+    out = []
+    for ch in path:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8 (surrogateescape)
+            out.append(f"\\{code - 0xDC00:03o}")
+        elif ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\{code:03o}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v",
+            "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+
+
 def _ascii_lower(text: str) -> str:
     """Lower-case ASCII letters only: C git's ``tolower``/``strncasecmp`` on its ASCII needles."""
     return text.translate(_ASCII_LOWER)

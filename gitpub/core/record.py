@@ -26,7 +26,11 @@ from typing import Any, Literal, NamedTuple
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.states import FailureCode, Kind, Phase, State
 
+#: The record's format: 1, or 2 exactly when the record has a ``review`` (delivery through a
+#: pull/merge request): a record without one stays readable by a gitpub that predates reviews,
+#: and one with it is refused by such a gitpub as "unknown job record format 2", never misread.
 FORMAT_VERSION = 1
+FORMAT_WITH_REVIEW = 2
 
 Op = Literal["new", "update", "delete"]
 
@@ -59,6 +63,24 @@ class Lease(NamedTuple):
     token: str
     owner: str
     expires_at: float
+
+
+class Review(NamedTuple):
+    """A job delivered through a pull/merge request (``delivery.review``): where its commit
+    waits for review, and the request, once the forge named it. Never a token."""
+
+    forge: str  # github, gitlab, gitea, or branch (no API: a compare URL is printed)
+    branch: str  # the review branch on the remote (``gitpub/<job id>``)
+    base: str  # the branch the request merges into
+    #: The commit this job last put on the review branch (what the next push of it expects
+    #: there: a compare-and-swap); None before the first push.
+    head: str | None = None
+    number: int | None = None  # the request's number (GitLab: its iid), once known
+    url: str | None = None  # its web address (``branch``: the compare URL)
+
+    def public(self) -> dict[str, Any]:
+        return {"forge": self.forge, "branch": self.branch, "base": self.base,
+                "head": self.head, "number": self.number, "url": self.url}
 
 
 class JobRecord(NamedTuple):
@@ -103,6 +125,8 @@ class JobRecord(NamedTuple):
     #: is a value: ``evolve(phases=record.phases | {...})``).
     phases: dict[Phase, str] = {}  # noqa: RUF012 (a NamedTuple field: never changed)
     lease: Lease | None = None
+    #: Delivery through review: the review branch and the request (format 2).
+    review: Review | None = None
     format: int = FORMAT_VERSION
 
     @property
@@ -110,7 +134,8 @@ class JobRecord(NamedTuple):
         return tuple(t.path for t in self.targets)
 
     def evolve(self, **changes: Any) -> JobRecord:
-        return self._replace(**changes)
+        new = self._replace(**changes)
+        return new._replace(format=record_format(new))
 
     def to_json(self) -> bytes:
         data: dict[str, Any] = _plain(self)
@@ -118,6 +143,9 @@ class JobRecord(NamedTuple):
         data["kind"] = str(self.kind)
         data["failure_code"] = None if self.failure_code is None else str(self.failure_code)
         data["phases"] = {str(k): v for k, v in self.phases.items()}
+        data["format"] = record_format(self)
+        if self.review is None:
+            del data["review"]  # format 1 has no such field
         return (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
 
     def public(self) -> dict[str, Any]:
@@ -138,7 +166,13 @@ class JobRecord(NamedTuple):
             "next_retry_at": self.next_retry_at,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
+            "review": None if self.review is None else self.review.public(),
         }
+
+
+def record_format(record: JobRecord) -> int:
+    """The format ``record`` is written in: 2 exactly when it has a review."""
+    return FORMAT_VERSION if record.review is None else FORMAT_WITH_REVIEW
 
 
 def _plain(value: Any) -> Any:
@@ -174,9 +208,16 @@ def parse_record(raw: bytes) -> JobRecord:
     if not isinstance(data, dict):
         raise RecordError("job.json is not an object")
     version = data.get("format")
-    if type(version) is not int or version != FORMAT_VERSION:
+    if type(version) is not int or version not in (FORMAT_VERSION, FORMAT_WITH_REVIEW):
         raise RecordError(f"unknown job record format {_shown(version)}")
-    return typing.cast(JobRecord, _decode(JobRecord, data, ""))
+    if version == FORMAT_VERSION and "review" in data:
+        raise RecordError("a job record of format 1 has no field review")
+    record = typing.cast(JobRecord, _decode(JobRecord, data, ""))
+    if (record.review is not None) != (version == FORMAT_WITH_REVIEW):
+        raise RecordError(f"a job record of format {version} "
+                          + ("has no field review" if version == FORMAT_VERSION
+                             else "must have a review"))
+    return record
 
 
 def _short(e: BaseException) -> str:

@@ -26,6 +26,11 @@ class State(StrEnum):
     RECOVERING = "RECOVERING"  # a commit attempt had an unknown outcome; find or rebuild it
     PUSHING = "PUSHING"  # the exact commit being pushed is recorded; outcome not yet known
     RETRY_WAIT = "RETRY_WAIT"  # a transient delivery failure; retry after next_retry_at
+    #: Delivery through review (``delivery: {mode: pull_request}``, not in the brief's list: an
+    #: addition): the job's commit is on its review branch and its pull/merge request is open,
+    #: or being opened; the job rests here until the request is merged (PUBLISHED, proven by
+    #: content on the branch) or closed (REVIEW).
+    IN_REVIEW = "IN_REVIEW"
     PUBLISHED = "PUBLISHED"  # the remote branch has a commit with our job id and manifest hash
     CONFLICT = "CONFLICT"  # cannot be merged safely: a person must look at git
     FAILED = "FAILED"  # delivery budget exhausted; only cheap probes run from here
@@ -35,8 +40,9 @@ S = State
 
 TERMINAL = frozenset({S.PUBLISHED, S.SKIPPED})
 NEEDS_PERSON = frozenset({S.REVIEW, S.CONFLICT})
-#: States in which a job is done as far as automation goes (FAILED is still probed cheaply).
-SETTLED = TERMINAL | NEEDS_PERSON | {S.FAILED}
+#: States in which a job is done as far as automation goes (FAILED is still probed cheaply, and
+#: IN_REVIEW checked cheaply: it waits for people to merge or close its request).
+SETTLED = TERMINAL | NEEDS_PERSON | {S.FAILED, S.IN_REVIEW}
 #: States in which nobody works on the job until the next run: entering one releases the lease.
 RESTING = SETTLED | {S.LOCAL_COMMITTED, S.RETRY_WAIT}
 #: States the local pipeline (prepare) moves a job out of.
@@ -62,10 +68,15 @@ ALLOWED: dict[State, frozenset[State]] = {
     S.RECHECK_CANDIDATES: frozenset(
         {S.SKIPPED, S.LOCAL_COMMITTED, S.CONFLICT, S.REVIEW, S.PUBLISHED}
     ),
+    # → IN_REVIEW: the commit reached its review branch (``delivery.review``).
     S.PUSHING: frozenset(
         {S.PUBLISHED, S.RETRY_WAIT, S.CONFLICT, S.LOCAL_COMMITTED, S.RECHECK_CANDIDATES,
-         S.FAILED, S.REVIEW, S.SKIPPED}
+         S.FAILED, S.REVIEW, S.SKIPPED, S.IN_REVIEW}
     ),
+    # Merged (the branch holds the job's content) → PUBLISHED; closed, or merged with other
+    # content → REVIEW; the request could not be opened within the budget → FAILED;
+    # ``resolve --abandon`` once the forge says it is not open → SKIPPED.
+    S.IN_REVIEW: frozenset({S.PUBLISHED, S.REVIEW, S.FAILED, S.SKIPPED}),
     S.RETRY_WAIT: frozenset(
         {S.PUSHING, S.FAILED, S.PUBLISHED, S.LOCAL_COMMITTED, S.CONFLICT, S.RECHECK_CANDIDATES,
          S.REVIEW, S.SKIPPED}
@@ -85,7 +96,7 @@ ALLOWED: dict[State, frozenset[State]] = {
 
 #: States in which a job may be on the remote (a push was or may be under way): abandoning one
 #: needs a probe first. In every other state nothing of the job has been pushed.
-MAYBE_REMOTE = frozenset({S.PUSHING, S.RETRY_WAIT, S.FAILED})
+MAYBE_REMOTE = frozenset({S.PUSHING, S.RETRY_WAIT, S.FAILED, S.IN_REVIEW})
 
 
 class IllegalTransition(Exception):
@@ -107,7 +118,7 @@ def exit_code_for(state: State, failure_code: FailureCode | None = None) -> int:
         return EXIT_NEEDS_PERSON
     if state in TERMINAL or state in (S.READY_TO_COMMIT, S.LOCAL_COMMITTED):
         return EXIT_OK
-    return EXIT_UNCONFIRMED  # not confirmed yet: run again later
+    return EXIT_UNCONFIRMED  # not confirmed yet (IN_REVIEW too: not merged yet): run again later
 
 
 class Kind(StrEnum):
@@ -129,6 +140,11 @@ class Phase(StrEnum):
     #: The base's whole history searched once for the job id (``verify.history``):
     #: ``checked <commit>``, or ``at the first delivery`` when the base is not the remote's.
     HISTORY = "history"
+
+
+#: ``phases[draft]`` of a job whose article a person gave (``resolve --from``): a rerun keeps
+#: that content instead of drafting again.
+MERGED = "merged"
 
 
 class Stage(StrEnum):
@@ -156,6 +172,7 @@ class Stage(StrEnum):
     SEND = "send"  # a channel send: SENDING recorded before it, the outcome after
     RECONCILE = "reconcile"  # an unknown channel outcome looked for (probe, same-key resend)
     LIVE = "live"  # the live check of the published page
+    REVIEW = "review"  # the pull/merge request: opened, found, checked (``delivery.review``)
     INTERNAL = "internal"  # an unexpected error while handling the job (a bug, or the disk)
 
 
@@ -188,4 +205,14 @@ class FailureCode(StrEnum):
     KEY_REUSED = "key_reused"  # REVIEW: the remote has this job id published with other content
     ABANDONED = "abandoned"  # SKIPPED: a person gave the job up
     INTERNAL_ERROR = "internal_error"  # REVIEW: handling the job failed unexpectedly
+    #: SKIPPED: the remote already holds every file of the job as the job would leave it (the
+    #: same edit made by another writer): nothing to publish
+    ALREADY_ON_REMOTE = "already_on_remote"
     SUPERSEDED = "superseded"  # SKIPPED: sync: the hand commit left the local branch, unsent
+    REVIEW_CLOSED = "review_closed"  # REVIEW: its pull/merge request was closed unmerged
+    #: REVIEW: its request was merged, but no commit on the branch changes exactly the job's
+    #: files with the job's content (a reviewer's edit, another file in a squash)
+    REVIEW_MERGED_OTHER = "review_merged_other"
+    REVIEW_REFUSED = "review_refused"  # REVIEW: the forge refused to open the request
+    #: CONFLICT: someone else's commit is on the job's review branch: never overwritten
+    REVIEW_BRANCH_TAKEN = "review_branch_taken"

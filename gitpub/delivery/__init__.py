@@ -5,6 +5,8 @@ remote.
                 push, confirm, bounded retries
 - ``lock``      the per-repository lock of the network segment (an ``flock``)
 - ``checkout``  moving a branch together with the worktree that has it checked out, or not
+- ``review``    delivery through a pull/merge request (``delivery.mode: pull_request``): the
+                review branch, the request found or opened, IN_REVIEW checked until merged
 - ``resolve``   a person's way out of REVIEW, CONFLICT and FAILED, or abandoning a job;
                 never destroys anything
 - ``handplan``  what becomes of each unpushed hand commit, decided before anything is done

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gitpub.core.errors import LostRace, TryLaterError, UsageError
+from gitpub.core.errors import GitpubError, LostRace, TryLaterError, UsageError
 from gitpub.core.states import SETTLED, TERMINAL
 from gitpub.delivery.lock import delivery_lock
 from gitpub.delivery.shared import Shared
 from gitpub.git.locks import LockedError
 from gitpub.git.remote import RemoteConfigError, RemoteError
+from gitpub.pipeline.prepare import regate
 from gitpub.runtime.contain import Failures
 from gitpub.runtime.context import Context
 from gitpub.runtime.session import find_job
@@ -118,7 +119,7 @@ def take_over(ctx: Context, deliverer: Deliverer,
     try:
         with delivery_lock(ctx.repo, progress=ctx.progress):  # the network segment's lock
             deliverer.shared.fetch()
-            taken = deliverer.shared.orphans()
+            taken = [job for job in deliverer.shared.orphans() if _passes(ctx, job, failures)]
             for damaged in deliverer.shared.damaged:
                 failures.add(None, damaged)
             return taken, None
@@ -130,3 +131,13 @@ def take_over(ctx: Context, deliverer: Deliverer,
     except RemoteError as e:
         return [], f"no take-over of other nodes' jobs: {e.message}"
     return [], None
+
+
+def _passes(ctx: Context, job: Job, failures: Failures) -> bool:
+    """Whether a job taken over may be delivered here: its artifacts pass this node's scope
+    and gates (``regate``); one that cannot be read is reported, not delivered."""
+    try:
+        return regate(ctx, job) is None
+    except GitpubError as e:
+        failures.add(job.job_id, e)
+        return False

@@ -16,8 +16,10 @@ One round, for one job, under the per-repository delivery lock (the network segm
 4. compare-and-swap of the targets against the remote tip. An UPDATE target whose file another
    writer changed is merged three-way when the changes do not overlap (``pipeline.merging``:
    the merged content passes the gates again, a new manifest describes it, REVIEW when a gate
-   fails); an overlapping change, binary content, or a NEW path that now exists → CONFLICT:
-   their version stays as it is;
+   fails); a remote that already holds every file as the job would leave it (the same edit
+   made elsewhere) → SKIPPED (``already_on_remote``: nothing to publish, no empty commit); an
+   overlapping change, binary content, or a NEW path that now exists with other content →
+   CONFLICT: their version stays as it is;
 5. rebase in memory: the job's files written onto the remote tip's tree (the targets passed their
    CAS, so this *is* the three-way merge), a new commit with the same message and trailers
    (a new manifest hash after a merge or a font regeneration);
@@ -54,7 +56,9 @@ from gitpub.core.record import JobRecord
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import LOCAL, SETTLED, Answer, FailureCode, Kind, Phase, Stage, State
 from gitpub.delivery.checkout import fast_forward_local
+from gitpub.delivery.handplan import unpushed
 from gitpub.delivery.lock import delivery_lock
+from gitpub.delivery.review import Reviewer, by_content
 from gitpub.delivery.shared import Shared
 from gitpub.fonts.step import font_outputs
 from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError, default_branch
@@ -67,7 +71,7 @@ from gitpub.pipeline.commit import (
     target_problems,
 )
 from gitpub.pipeline.history import first_history_check
-from gitpub.pipeline.merging import Merged, Review, merge_edits
+from gitpub.pipeline.merging import Merged, Present, Review, merge_edits
 from gitpub.pipeline.prepare import derive_fonts, drive, reload, run_judge, to_review
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
@@ -81,6 +85,8 @@ MAX_REBASE_ROUNDS = 8
 FAILED_PROBE_INTERVAL = 3600.0
 DELIVERABLE = frozenset({S.LOCAL_COMMITTED, S.RECHECK_CANDIDATES, S.PUSHING, S.RETRY_WAIT,
                          S.FAILED})
+#: What a push looks at besides the deliverable jobs: requests waiting for review (checked).
+PUSHABLE = DELIVERABLE | {S.IN_REVIEW}
 
 
 class BranchMissingError(UsageError):
@@ -124,9 +130,11 @@ class Deliverer:
     create_branch: bool = False  # the user asked for the branch to be created if missing
     notes: dict[str, str] = field(default_factory=dict)  # job id -> what happened locally
     shared: Shared = field(init=False)  # the remote's job store: claims, fencing, pushes
+    review: Reviewer = field(init=False)  # delivery through a pull/merge request
 
     def __post_init__(self) -> None:
         self.shared = Shared(self.ctx, self.remote)
+        self.review = Reviewer(self)
 
     # -- entry point -------------------------------------------------------------------------
 
@@ -136,6 +144,8 @@ class Deliverer:
             return job  # fenced: this node does not write it again in this run
         if job.state in LOCAL:
             job = drive(self.ctx, job)
+        if job.state == S.IN_REVIEW:
+            return self._check_review(job)
         if job.state not in DELIVERABLE and job.state not in LOCAL and self.shared.fetched:
             try:  # the store was fetched (reconcile): a person may have resolved it elsewhere
                 return self.shared.sync(job)
@@ -149,6 +159,18 @@ class Deliverer:
                 if job.state in SETTLED and self.shared.fetched:
                     self.shared.publish_states([job])
                 return job
+        except LostRace:
+            return reload(self.ctx.store, job)
+
+    def _check_review(self, job: Job) -> Job:
+        """An IN_REVIEW job: its request and the branch checked (``delivery.review``)."""
+        try:
+            with delivery_lock(self.ctx.repo, progress=self.ctx.progress):
+                checked = self.review.check(job)
+                if checked.commit != job.commit and checked.state in SETTLED and \
+                        self.shared.fetched:
+                    self.shared.publish_states([checked])
+                return checked
         except LostRace:
             return reload(self.ctx.store, job)
 
@@ -178,7 +200,7 @@ class Deliverer:
             try:
                 tip = self.shared.fetch()
             except RemoteError as e:  # an attempt is used only by a delivery that was due
-                return self._transient(job, e.message) if due else job
+                return self.transient(job, e.message) if due else job
             crash_point("delivery.fetched")
             if tip is None and not self.create_branch:
                 raise branch_missing(self.remote)
@@ -189,13 +211,17 @@ class Deliverer:
                 return job
             if self.shared.held_elsewhere(job):
                 return job  # another live worker delivers it: not our business
-            found = self._probe(job, tip)
+            found = self.probe_job(job, tip)
             job, found = first_history_check(self.ctx, job, tip, found)  # once per job
             if found.published is not None:
                 return self.published(job, found.published)
             if found.reused is not None:
-                return self._key_reused(job, found.reused)
+                return self.key_reused(job, found.reused)
             self._tell_forged(job, found)
+            gone = self._hand_commit_gone(job, tip)
+            if gone is not None:
+                self.notes[job.job_id] = gone
+                return job
             if not self.due(job):
                 return job
             if job.state == S.FAILED:
@@ -209,7 +235,7 @@ class Deliverer:
             try:
                 claimed = self.shared.claim(leased)
             except RemoteError as e:  # the claim's outcome is unknown: as any push's
-                return self._transient(leased, e.message)
+                return self.transient(leased, e.message)
             if claimed is None:
                 return reload(self.ctx.store, leased)  # lost to another node: fenced
             job = self._recheck(claimed, tip)
@@ -219,7 +245,7 @@ class Deliverer:
             job, again = self._push_once(job, tip if tip is not None else job.record.base_commit)
             if not again:
                 return job
-        return self._transient(job, f"the remote branch moved {MAX_REBASE_ROUNDS} times "
+        return self.transient(job, f"the remote branch moved {MAX_REBASE_ROUNDS} times "
                                     "while we rebased")
 
     def fetch_and_probe(self, job: Job) -> tuple[str | None, str | None]:
@@ -230,9 +256,9 @@ class Deliverer:
         job = self.shared.sync(reload(self.ctx.store, job))
         if job.state == S.PUBLISHED and job.record.remote_commit is not None:
             return tip, job.record.remote_commit
-        return tip, self._probe(job, tip).published
+        return tip, self.probe_job(job, tip).published
 
-    def _probe(self, job: Job, tip: str | None) -> ProbeResult:
+    def probe_job(self, job: Job, tip: str | None) -> ProbeResult:
         if tip is None:
             return ProbeResult()
         raw = self.ctx.store.read_file(job, "manifest")
@@ -240,8 +266,31 @@ class Deliverer:
             manifest = None if raw is None else Manifest.parse(raw)
         except ManifestError:
             manifest = None  # then only an exact manifest hash is the same request
-        return probe(self.ctx.repo, [tip], job.record, self.ctx.config.trailer_prefix,
-                     manifest=manifest, derived=font_outputs(self.ctx.config))
+        found = probe(self.ctx.repo, [tip], job.record, self.ctx.config.trailer_prefix,
+                      manifest=manifest, derived=font_outputs(self.ctx.config))
+        if found.published is None and found.reused is None and job.record.review is not None:
+            # merged through review: maybe squashed under the forge's own message
+            by = by_content(self, job, tip)
+            if by is not None:
+                return ProbeResult(published=by, forged=found.forged)
+        return found
+
+    def _hand_commit_gone(self, job: Job, tip: str | None) -> str | None:
+        """Why a hand commit's job is not delivered (None: it is): its commit is no longer
+        among this clone's unpushed commits of the branch (amended, rebased, dropped, pushed
+        by hand, or never on this clone's branch). What it delivers would not be what the
+        branch holds now; ``sync`` supersedes it where the branch is the author's."""
+        record, repo = job.record, self.ctx.repo
+        if record.kind != Kind.SYNC or record.sync_commit is None or tip is None:
+            return None
+        local = repo.read_ref(f"refs/heads/{self.ctx.config.branch}")
+        rows = None if local is None else unpushed(repo, local, tip)
+        if rows is not None and any(sha == record.sync_commit for sha, _ in rows):
+            return None
+        return (f"not delivered: its hand commit {record.sync_commit[:12]} is no longer among "
+                f"local {self.ctx.config.branch}'s unpushed commits here (amended, rebased, "
+                "dropped or pushed by hand?); `git pub sync` in the clone that made it "
+                "delivers what the branch holds now and supersedes this job")
 
     def _tell_forged(self, job: Job, found: ProbeResult) -> None:
         for v in found.forged:
@@ -279,6 +328,14 @@ class Deliverer:
             if isinstance(merged, Review):
                 return to_review(self.ctx, job, Stage.REBASE, merged.code,
                                  merged.problems), False
+            if isinstance(merged, Present):  # the same edit is there: nothing to publish
+                detail = merged.describe()
+                self.ctx.progress(f"{job.job_id[:13]}: {detail}")
+                return store.transition(
+                    job, record.evolve(state=S.SKIPPED,
+                                       failure_code=FailureCode.ALREADY_ON_REMOTE,
+                                       failure_detail=detail, next_retry_at=None),
+                    phase=Stage.REBASE, reason=f"at {tip}: {detail}"), False
             if isinstance(merged, Merged):
                 artifacts, record, problems = merged.artifacts, merged.record, []
                 files, entries = dict(merged.files), dict(merged.entries)
@@ -321,7 +378,9 @@ class Deliverer:
         verdict = verify_commit(repo, commit, self._prefixes())
         problem = self._not_its_publication(job, record, commit, verdict)
         if problem is not None:
-            return self._transient(job, problem), False
+            return self.transient(job, problem), False
+        if self.review.applies(job):
+            return self.review.send(job, record, commit, tip, files, entries, note), False
         job = store.transition(
             job, record.evolve(state=S.PUSHING, local_commit=commit),
             phase=Stage.PUSH, reason=f"pushing {commit} onto {tip or '(new branch)'}{note}",
@@ -349,7 +408,7 @@ class Deliverer:
                                      "rebasing again", keep_lease=True)
             return job, True
         kind = "rejected" if outcome.result == PushResult.REJECTED else "outcome unknown"
-        return self._transient(job, f"push {kind}: {outcome.detail}"), False
+        return self.transient(job, f"push {kind}: {outcome.detail}"), False
 
     def _prefixes(self) -> list[str]:
         """The prefixes a built commit is verified under: the configured one and, as pre-push
@@ -425,16 +484,22 @@ class Deliverer:
                 current.record.remote_commit == remote_commit:
             job = current  # adopted from the remote's job store already (``Shared.sync``)
         else:
+            how = "the job's trailers and content"
+            if job.record.review is not None and self._claimless(remote_commit):
+                how = "the job's content (merged through review, without its trailers)"
             job = self.ctx.store.transition(
                 job, self._published_record(job, remote_commit), phase=Stage.CONFIRM,
-                reason=f"remote branch has {remote_commit}: the job's trailers and content")
+                reason=f"remote branch has {remote_commit}: {how}")
         crash_point("delivery.published-recorded")
         if job.record.kind != Kind.SYNC:  # sync moves the branch itself (see sync.py)
             self.notes[job.job_id] = fast_forward_local(self.ctx.repo, self.ctx.config.branch,
                                                         remote_commit)
         return job
 
-    def _key_reused(self, job: Job, theirs: Verdict) -> Job:
+    def _claimless(self, commit: str) -> bool:
+        return verify_commit(self.ctx.repo, commit, self._prefixes()) is None
+
+    def key_reused(self, job: Job, theirs: Verdict) -> Job:
         """The remote has this job id published with other content: the key was used elsewhere
         for another request. Stop (a person decides); never a second commit with the id."""
         detail = (f"the remote branch has {theirs.commit}, a publication of this job id with "
@@ -445,7 +510,7 @@ class Deliverer:
                                    failure_detail=detail, next_retry_at=None),
             phase=Stage.PROBE, reason=detail)
 
-    def _transient(self, job: Job, detail: str) -> Job:
+    def transient(self, job: Job, detail: str) -> Job:
         """A failure that may pass: RETRY_WAIT with backoff, or FAILED when the budget is
         spent. A lost race while recording it is someone else's progress: fine."""
         job = reload(self.ctx.store, job)

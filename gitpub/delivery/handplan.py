@@ -29,6 +29,7 @@ are counted as landing (their own delivery re-checks them).
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -36,6 +37,7 @@ from gitpub.core.errors import UsageError
 from gitpub.core.manifest import Manifest
 from gitpub.core.states import LOCAL, Kind, State
 from gitpub.delivery.checkout import blocker
+from gitpub.git import paths as git_paths
 from gitpub.git.objects import is_object_id
 from gitpub.git.repo import BLOB_MODES, MODE_TREE, Change, Entry, Repository
 from gitpub.pipeline.request import Request, check_target
@@ -184,6 +186,35 @@ def subject_of(message: bytes, encoding: str | None = None) -> str:
         return line.decode("utf-8", "replace").strip()
 
 
+#: What gitpub adds to a hand commit's message (the manifest paragraph, the proof trailers):
+#: printable ASCII, newlines and tabs. In the commit's encoding these bytes must read as
+#: themselves, or git (which re-encodes the message to read it) finds no proof.
+_ADDED = bytes(range(0x20, 0x7F)) + b"\n\t"
+
+
+def encoding_problem(encoding: str | None) -> str | None:
+    """Why a message in ``encoding`` (the commit's ``encoding`` header) cannot carry the proof:
+    an encoding unknown here (git might read it otherwise than gitpub), or one in which ASCII
+    bytes are other characters (IBM037, UTF-16, UTF-7...). None: UTF-8 or ASCII-compatible."""
+    if encoding is None:
+        return None
+    hint = ("re-commit its changes with a UTF-8 message (for the last commit: `git reset "
+            "--soft HEAD^`, then `git commit` without i18n.commitEncoding), or push it yourself")
+    try:
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        return (f"its message is in the encoding {encoding!r}, unknown to gitpub: the proof it "
+                f"adds could not be read back as git reads it; {hint}")
+    try:
+        same = _ADDED.decode(name) == _ADDED.decode("ascii")
+    except (UnicodeDecodeError, ValueError):
+        same = False
+    if not same:
+        return (f"its message is in the encoding {encoding!r}, in which ASCII text is other "
+                f"characters: the proof gitpub adds (ASCII) would not read as a proof; {hint}")
+    return None
+
+
 def _shown(paths: list[str]) -> str:
     return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
 
@@ -204,6 +235,9 @@ def classify(ctx: Context, sha: str, parents: tuple[str, ...], *,
                        "remote branch (`git rebase`) or push it yourself")
     if not parents:
         return refused("a root commit: it shares no history with the remote branch")
+    problem = encoding_problem(info.encoding)
+    if problem is not None:
+        return refused(problem)
     changes = tuple(repo.diff_entries(repo.commit(parents[0]).tree, info.tree))
     content = [c.path for c in changes if config.is_content(c.path)]
     others = [c.path for c in changes if not config.is_content(c.path)]
@@ -267,6 +301,16 @@ def replay(repo: Repository, tree: str, changes: tuple[Change, ...]) -> tuple[st
                        or (p in actual) != (p in wanted))
         return None, [f"{p}: a file or directory of the remote is in the way" for p in paths]
     return new_tree, []
+
+
+def case_twins(repo: Repository, tree: str, changes: tuple[Change, ...]) -> list[str]:
+    """The paths ``changes`` add to ``tree`` (the tree with them applied) that another path
+    of it differs from only in case: one file on case-insensitive file systems. (A case-only
+    rename is none: the old name is gone from ``tree``.)"""
+    return [f"{c.path} and {', '.join(twins)} differ only in case (one file on "
+            "case-insensitive file systems): rename one (`git mv`), then sync again"
+            for c in changes if c.old is None and c.new is not None
+            and (twins := git_paths.case_twins_in(repo, tree, c.path))]
 
 
 def proof_problem(ctx: Context, commit: Unpushed) -> str | None:
@@ -348,6 +392,12 @@ def plan(ctx: Context, local: str, tip: str, commits: list[Unpushed]) -> Plan:
             stop.append(f"{commit.sha[:12]} conflicts with the remote")
             tree = None
             continue
+        twins = case_twins(repo, new_tree, commit.changes)
+        if twins:
+            outcomes.append(_outcome(commit, Status.REFUSED, "; ".join(twins), job))
+            stop.append(f"{commit.sha[:12]} is refused")
+            tree = None
+            continue
         tree = new_tree
         outcomes.append(_outcome(commit, status, reason or "to be delivered", job))
     result = Plan(local, tip, tuple(commits), tuple(outcomes))
@@ -358,7 +408,7 @@ def plan(ctx: Context, local: str, tip: str, commits: list[Unpushed]) -> Plan:
         if why is not None:
             stop.append(why)
     if stop:
-        return replace(result, outcomes=tuple(_blocked(outcomes, stop)), stop="; ".join(stop))
+        return replace(result, outcomes=tuple(blocked(outcomes, stop)), stop="; ".join(stop))
     return replace(result, outcomes=tuple(outcomes), local_tree=tree)
 
 
@@ -378,7 +428,7 @@ def _held_onto(ctx: Context, commits: list[Unpushed], outcomes: list[Outcome], t
     return tree, stop
 
 
-def _blocked(outcomes: list[Outcome], stop: list[str]) -> list[Outcome]:
+def blocked(outcomes: list[Outcome], stop: list[str]) -> list[Outcome]:
     """When the plan stops, the commits it would have delivered are not."""
     reason = f"not delivered: sync delivers every content commit or none ({'; '.join(stop)})"
     return [replace(o, status=Status.BLOCKED, reason=reason)

@@ -14,12 +14,18 @@ job's history with the reason and the hashes involved.
   conditions become *their* current content (so a third writer's change is still a CONFLICT),
   and the history records both hashes of every replaced file.
 - ``--from FILE`` (CONFLICT) supplies merged content: a new snapshot against the current tip,
-  under the same job; the pipeline (judge, gates, fonts) runs again on it. A secret in FILE is
-  refused before anything is stored.
+  under the same job; the pipeline (judge, gates, fonts) runs again on it. A secret FILE adds
+  to their version is refused before anything is stored.
 - ``--retry`` on **REVIEW** re-runs the pipeline on the job's own snapshot (its compare-and-swap
   conditions kept: the delivery rebases and checks them against the remote) and stops at
-  LOCAL_COMMITTED unless ``--push``. A job that never had a snapshot starts again at RECEIVED.
+  LOCAL_COMMITTED unless ``--push``. A job that never had a snapshot starts again at RECEIVED,
+  and so does a sync job (its hand commit is snapshotted again: it has no sources).
   The sanitized source is kept; so is a secret finding in it, which no retry can clear.
+- ``--retry --from FILE`` on **REVIEW** gives the content of the job's one article (a person's
+  fix: the page without the secret, or past the gate that refused it): the pipeline runs again
+  on it, on the job's own snapshot (or a first one, for a job refused before it had one), and
+  stops at LOCAL_COMMITTED unless ``--push``. A secret FILE adds to the base is refused before
+  anything is stored. A sync job delivers a hand commit whole: its content is the commit's.
 - ``--retry`` on **FAILED** delivers the *same* artifacts with a fresh attempt budget (a failed
   delivery is never a reason to regenerate content).
 - ``--abandon`` ends the job as SKIPPED (``abandoned``) in every state in which nothing of it is
@@ -37,10 +43,11 @@ from enum import StrEnum
 from gitpub.core.errors import GitpubError, TryLaterError, UsageError
 from gitpub.core.manifest import ManifestError, content_sha256
 from gitpub.core.record import JobRecord, Target
-from gitpub.core.sanitize import find_secrets, sanitize
+from gitpub.core.sanitize import sanitize
 from gitpub.core.states import (
     LOCAL,
     MAYBE_REMOTE,
+    MERGED,
     TERMINAL,
     FailureCode,
     Kind,
@@ -54,6 +61,7 @@ from gitpub.fonts.step import font_outputs
 from gitpub.git.remote import RemoteError
 from gitpub.git.repo import MODE_FILE, MODE_TREE, Entry
 from gitpub.pipeline.commit import read_artifacts, target_problems
+from gitpub.pipeline.gates import Base, secret_scan
 from gitpub.pipeline.merging import merge_contents
 from gitpub.pipeline.prepare import drive, reload
 from gitpub.runtime.context import Context
@@ -62,9 +70,6 @@ from gitpub.store.jobs import Job
 from gitpub.store.lease import shown_owner
 
 S = State
-#: ``phases[draft]`` of a job whose article a person merged by hand (``--from``): a rerun keeps
-#: that content instead of drafting again.
-MERGED = "merged"
 
 
 class Action(StrEnum):
@@ -110,6 +115,9 @@ def check(job: Job, resolution: Resolution) -> None:
                          hint=f"`git pub log {jid[:13]}` shows its history")
     if action == Action.ABANDON:
         return
+    if action == Action.FROM and state == S.REVIEW:
+        _check_review_from(job)
+        return
     if action in (Action.OVERWRITE, Action.FROM) and state != S.CONFLICT:
         raise UsageError(f"--{action.value} resolves a CONFLICT; job {jid} is {state.value}",
                          hint=_hint_for_state(job))
@@ -119,6 +127,14 @@ def check(job: Job, resolution: Resolution) -> None:
     if action == Action.OVERWRITE and not _has_commit(job.record):
         raise UsageError(f"job {jid} has no content to overwrite with yet (it conflicted at its "
                          "snapshot)", hint=f"`git pub resolve {jid[:13]} --retry`")
+
+
+def _check_review_from(job: Job) -> None:
+    record, jid = job.record, job.job_id
+    if record.sync_commit is not None:
+        raise UsageError(f"job {jid} delivers hand commit {record.sync_commit[:12]} whole: "
+                         "--from cannot change it", hint="change the commit itself (`git "
+                         "commit --amend`, `git rebase -i`), then `git pub sync`")
 
 
 def _hint_for_state(job: Job) -> str:
@@ -146,6 +162,9 @@ def resolve(ctx: Context, job: Job, resolution: Resolution) -> Resolved:
         return _abandon(ctx, deliverer, job)
     if job.state == S.FAILED:
         return _deliver(deliverer, _retry_failed(ctx, job))
+    if job.state == S.REVIEW and resolution.action == Action.FROM:
+        assert resolution.merged is not None
+        return _review_from(ctx, deliverer, job, resolution)
     if job.state == S.REVIEW:
         return _retry_review(ctx, deliverer, job, resolution.push)
     return _resolve_conflict(ctx, deliverer, job, resolution)
@@ -168,10 +187,16 @@ def _abandon(ctx: Context, deliverer: Deliverer, job: Job) -> Resolved:
         if ctx.store.held_by_other(job) or job.state != was:
             raise TryLaterError(f"job {job.job_id} is being delivered by another process",
                                 hint="run the same command again when that process is done")
+        # A review is asked first, the branch probed after: a merge in between is found.
+        still = deliverer.review.still_open(job) if was == S.IN_REVIEW else None
         tip, found = _probe(deliverer, job, "abandon")
         if found is not None:
             job = deliverer.published(job, found)
             return Resolved(job, f"not abandoned: it is already on the remote as {found}")
+        if still is not None:
+            raise UsageError(f"job {job.job_id} is not abandoned: {still}",
+                             hint="a merge of it would publish the job after all; run the "
+                                  "same command again once nothing can merge it")
         reason = (f"abandoned by a person (was {was.value}); the probe of "
                   f"{ctx.config.remote}/{ctx.config.branch} at {tip or '(no branch)'} "
                   "found it absent")
@@ -212,7 +237,8 @@ def _retry_failed(ctx: Context, job: Job) -> Job:
 def _retry_review(ctx: Context, deliverer: Deliverer, job: Job, push: bool) -> Resolved:
     record = job.record
     was = f"was REVIEW: {record.failure_code}"
-    if record.base_ref is None:  # never snapshotted: nothing to keep
+    if record.base_ref is None or record.kind == Kind.SYNC:
+        # never snapshotted, or a hand commit's (snapshotted again from the commit itself)
         job = ctx.store.transition(job, _fresh(ctx, record), phase=Stage.RESOLVE,
                                    entries={"artifacts": None, "manifest": None},
                                    reason=f"retry requested: the pipeline runs again ({was})")
@@ -222,12 +248,67 @@ def _retry_review(ctx: Context, deliverer: Deliverer, job: Job, push: bool) -> R
             job, fresh, phase=Stage.RESOLVE, entries=entries,
             reason=f"retry requested: the pipeline runs again on base {record.base_commit} "
                    f"({was})")
-    job = drive(ctx, job)
+    return _after_review(ctx, deliverer, drive(ctx, job), push)
+
+
+def _after_review(ctx: Context, deliverer: Deliverer, job: Job, push: bool) -> Resolved:
     if push and job.state == S.LOCAL_COMMITTED:
         return _deliver(deliverer, job)
     if job.state == S.LOCAL_COMMITTED:
         return Resolved(job, f"committed locally; `git pub push {job.job_id[:13]}` delivers it")
     return Resolved(job)
+
+
+def _review_from(ctx: Context, deliverer: Deliverer, job: Job,
+                 resolution: Resolution) -> Resolved:
+    """A person's content for the job's one article; the pipeline runs again on it, on the
+    job's snapshot (its compare-and-swap conditions kept), or on a first one."""
+    record, repo = job.record, ctx.repo
+    merged, label = resolution.merged, resolution.merged_label or "FILE"
+    assert merged is not None
+    targets = _request_targets(ctx, record)
+    if len(targets) != 1:
+        raise UsageError(f"job {job.job_id} writes {len(targets)} files: --from FILE gives the "
+                         "content of exactly one", hint=f"`git pub resolve {job.job_id[:13]} "
+                         "--abandon`, then prepare the files as a new job")
+    path = targets[0].path
+    snapshotted = record.base_ref is not None
+    base_ref = None if snapshotted else ctx.base_ref()
+    base = record.base_commit if snapshotted else (
+        None if base_ref is None else repo.read_ref(base_ref))
+    _refuse_secrets(ctx, path, merged, label, base)
+    blob = repo.write_blob(merged)
+    old = ctx.store.subtree(job, "artifacts")
+    ours = None if old is None else repo.lookup(old, path)
+    entries: dict[str, Entry | None] = {
+        "artifacts": None, "manifest": None,
+        f"artifacts/{path}": Entry(MODE_FILE if ours is None else ours.mode, blob)}
+    if not record.drafted:
+        entries[f"source/{path}"] = Entry(MODE_FILE, blob)
+    phases = {Phase.DRAFT: MERGED}
+    if snapshotted:
+        fresh = _cleared(record).evolve(state=S.PREPARING, targets=targets, phases=phases)
+        where = f"on base {record.base_commit}"
+    else:  # the secret found in the source is the source's, which FILE replaces
+        fresh = _fresh(ctx, record).evolve(phases=phases)
+        where = "from a new snapshot"
+    job = ctx.store.transition(
+        job, fresh, phase=Stage.RESOLVE, entries=entries,
+        reason=f"content from {label} for {path} (sha256 {content_sha256(merged)}): the "
+               f"pipeline runs again {where} (was REVIEW: {record.failure_code})")
+    return _after_review(ctx, deliverer, drive(ctx, job), resolution.push)
+
+
+def _refuse_secrets(ctx: Context, path: str, content: bytes, label: str,
+                    base: str | None) -> None:
+    """A secret ``content`` adds to ``path``'s version in ``base`` (judged as the gates will
+    judge it, with the allowlist committed there): refused, nothing stored."""
+    findings, _allowed = secret_scan({path: content}, Base(ctx.repo, base))
+    if findings:
+        raise UsageError(sanitize(f"{label} holds a possible secret ({'; '.join(findings[:5])}):"
+                                  " nothing was stored"),
+                         hint="remove it from the file and run again; a value that is no "
+                              "secret can be allowed (docs/content-rules.md)")
 
 
 def _request_targets(ctx: Context, record: JobRecord) -> tuple[Target, ...]:
@@ -237,9 +318,12 @@ def _request_targets(ctx: Context, record: JobRecord) -> tuple[Target, ...]:
 
 
 def _fresh(ctx: Context, record: JobRecord) -> JobRecord:
+    """RECEIVED again, to be snapshotted anew. A sync job keeps its base: what it delivers is
+    the hand commit's change against its parent, whatever the remote holds now."""
     kept = {k: v for k, v in record.phases.items() if k == Phase.SOURCE_SCAN}
+    base = record.requested_base if record.kind == Kind.SYNC else None
     return _cleared(record).evolve(
-        state=S.RECEIVED, phases=kept, base_commit=None, base_ref=None, requested_base=None,
+        state=S.RECEIVED, phases=kept, base_commit=None, base_ref=None, requested_base=base,
         targets=tuple(Target(t.path, "new") for t in _request_targets(ctx, record)))
 
 
@@ -254,8 +338,10 @@ def _rerun_on_snapshot(ctx: Context, job: Job) -> tuple[JobRecord, dict[str, Ent
     """PREPARING on the job's own snapshot: same base, same targets (font outputs dropped, the
     gates derive them again); the draft re-runs unless the content is a person's merge."""
     store, record = ctx.store, job.record
-    targets = _request_targets(ctx, record)
     entries: dict[str, Entry | None] = {"artifacts": None, "manifest": None}
+    if record.sync_commit is not None:  # no sources: the hand commit is snapshotted again
+        return _cleared(record).evolve(state=S.RECEIVED, phases={}), entries
+    targets = _request_targets(ctx, record)
     phases: dict[Phase, str] = {}
     merged = record.phases.get(Phase.DRAFT) == MERGED
     if merged or not record.drafted:
@@ -346,8 +432,8 @@ def _deliver_merged(ctx: Context, deliverer: Deliverer, job: Job, tip: str | Non
         job, job.record.evolve(state=S.LOCAL_COMMITTED, attempt=0, failure_code=None,
                                failure_detail=None, next_retry_at=None),
         phase=Stage.RESOLVE,
-        reason=f"retry: re-checked against {tip}: their changes no longer overlap ours; "
-               "the delivery merges them three-way")
+        reason=f"retry: re-checked against {tip}: their changes no longer overlap ours (or "
+               "already hold them); the delivery merges them three-way")
     return _deliver(deliverer, job)
 
 
@@ -419,13 +505,9 @@ def _merge_target(ctx: Context, job: Job, tree: str | None) -> str:
 
 def _merge_from(ctx: Context, deliverer: Deliverer, job: Job, tip: str | None, merged: bytes,
                 label: str) -> Resolved:
-    findings = find_secrets(merged.decode("utf-8", "replace"))
-    if findings:
-        where = ", ".join(f"line {f.line} ({f.kind})" for f in findings[:5])
-        raise UsageError(sanitize(f"{label} holds a possible secret ({where}): nothing was "
-                                  "stored"), hint="remove it from the file and run again")
     record, repo, tree = job.record, ctx.repo, _tip_tree(ctx, tip)
     path = _merge_target(ctx, job, tree)
+    _refuse_secrets(ctx, path, merged, label, tip)  # what it adds to theirs (the new base)
     theirs = _their_entry(ctx, tree, path)
     targets = tuple(t if t.path != path else _as_target(ctx, path, theirs)
                     for t in _article_targets(ctx, record))

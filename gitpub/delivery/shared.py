@@ -38,7 +38,16 @@ from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, GitpubError, LostRace, UsageError
 from gitpub.core.record import Lease
 from gitpub.core.sanitize import sanitize
-from gitpub.core.states import ALLOWED, NEEDS_PERSON, SETTLED, TERMINAL, FailureCode, Stage, State
+from gitpub.core.states import (
+    ALLOWED,
+    NEEDS_PERSON,
+    SETTLED,
+    TERMINAL,
+    FailureCode,
+    Kind,
+    Stage,
+    State,
+)
 from gitpub.delivery.checkout import is_ancestor
 from gitpub.git.push import PushOutcome, PushResult, Update
 from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
@@ -48,6 +57,7 @@ from gitpub.store.jobs import JOBS_PREFIX, Job
 from gitpub.store.lease import held_by_other, shown_owner
 from gitpub.store.shared import Relation, SharedView
 from gitpub.verify.commit import verify_commit
+from gitpub.verify.content import record_content_problems
 from gitpub.verify.probe import job_prefixes
 
 #: A claim is renewed before a push when less than this share of its lease is left.
@@ -190,7 +200,8 @@ class Shared:
     def _proven(self, other: Job) -> bool:
         """Whether the remote's PUBLISHED state of a job is true: its ``remote_commit`` is on
         the fetched branch and is the job's publication (trailers and content,
-        ``verify.commit``). A record alone proves nothing (BRIEF §3: anyone who may push
+        ``verify.commit``; a job that went to review: or by content, ``verify.content``). A
+        record alone proves nothing (BRIEF §3: anyone who may push
         ``refs/pub/*`` can write one); an unproven one is not adopted, and the job goes on."""
         repo, record = self.ctx.repo, other.record
         commit, tip = record.remote_commit, repo.read_ref(self.remote.tracking_ref)
@@ -202,6 +213,10 @@ class Shared:
                 if verdict is not None and verdict.ok and verdict.job_id == other.job_id \
                         and verdict.manifest_sha256 == record.manifest_sha256:
                     return True
+                if verdict is None and record.review is not None and not \
+                        record_content_problems(repo, commit, record,
+                                                self.ctx.store.read_file(other, "manifest")):
+                    return True  # merged through review under the forge's own message
         except GitpubError:
             pass  # not a commit, unreadable: no proof either
         self.ctx.progress(f"{other.job_id[:13]}: the remote's record says PUBLISHED as "
@@ -303,45 +318,52 @@ class Shared:
     # -- delivering --------------------------------------------------------------------------
 
     def deliver(self, pushing: Job, commit: str, published: Job, *,
-                verified_onto: str | None = None) -> PushOutcome:
+                verified_onto: str | None = None, content: Update | None = None
+                ) -> PushOutcome:
         """Push ``commit`` (the branch's new tip) and ``published`` (the staged PUBLISHED
         state, child of ``pushing``) — atomically, or in the documented order without atomic
         push. SENT means the content is on the branch. ``verified_onto``: the remote tip over
-        which the caller verified ``commit`` (its pre-push hook need not check it again)."""
+        which the caller verified ``commit`` (its pre-push hook need not check it again).
+        ``content``: another update of the content than the branch's fast-forward (delivery
+        through review: the job's review branch, by compare-and-swap; ``published`` is then
+        the staged IN_REVIEW state)."""
         ref = remote_ref(pushing.job_id)
         claimed = self.view.remote_value(pushing.job_id)
+        if content is None:
+            content = Update(f"refs/heads/{self.remote.branch}", commit)
         if self.atomic:
-            branch = f"refs/heads/{self.remote.branch}"
+            branch = content.dst
             verified = None if verified_onto is None else \
                 {branch: verified_onto, ref: claimed or NO_OBJECT}  # the state ref is ours
             pushed = self.remote.push_updates(
-                [Update(branch, commit), Update(ref, published.commit, claimed or "")],
+                [content, Update(ref, published.commit, claimed or "")],
                 atomic=True, verified=verified)
             if not pushed.atomic_unsupported:
                 if pushed.result == PushResult.SENT:
                     self._note(pushing.job_id, claimed, published.commit)
                     return PushOutcome(PushResult.SENT, pushed.of(branch).detail)
-                mine, content = pushed.of(ref), pushed.of(branch)
+                mine, theirs = pushed.of(ref), pushed.of(branch)
                 if pushed.result == PushResult.REJECTED and not mine.collateral and \
-                        content.collateral:
+                        theirs.collateral:
                     raise self._refused(mine)  # the job's ref itself, not the content
-                refused = [o for o in (content, mine) if o.result != PushResult.SENT]
+                refused = [o for o in (theirs, mine) if o.result != PushResult.SENT]
                 worst = next((o for o in refused if not o.collateral), refused[0])
                 return PushOutcome(pushed.result, worst.detail)
             self.atomic = False
             self.ctx.progress(f"warning: the remote {self.remote.remote} does not support "
                               "atomic pushes: pushing the job's state and the content one "
                               "after the other (claim, PUSHING, content, PUBLISHED)")
-        return self._deliver_in_order(pushing, commit, published, claimed, verified_onto)
+        return self._deliver_in_order(pushing, content, published, claimed, verified_onto)
 
-    def _deliver_in_order(self, pushing: Job, commit: str, published: Job,
+    def _deliver_in_order(self, pushing: Job, update: Update, published: Job,
                           claimed: str | None, verified_onto: str | None) -> PushOutcome:
         job_id = pushing.job_id
         outcome = self._push_state(job_id, claimed, pushing.commit)
         if outcome.result != PushResult.SENT:
             return outcome  # RACE: the next round's sync finds out who has it
         crash_point("shared.pushing-pushed")
-        content = self.remote.push(commit, verified_onto=verified_onto)
+        verified = None if verified_onto is None else {update.dst: verified_onto}
+        content = self.remote.push_updates([update], verified=verified).of(update.dst)
         if content.result != PushResult.SENT:
             return content
         crash_point("shared.content-pushed")
@@ -391,7 +413,10 @@ class Shared:
     def orphans(self) -> list[Job]:
         """The remote's unfinished jobs that no live worker holds (their lease expired, or
         their holder's process on this host is gone), that this clone does not have yet and
-        that wait for no person (REVIEW and CONFLICT are nobody's dead work):
+        that wait for no person (REVIEW, CONFLICT and IN_REVIEW are nobody's dead work; a
+        job in review is checked by its own node, or anywhere it is named: ``push JOB``) and
+        that are no hand commit's (those follow their author's branch: only its clone goes on
+        with them):
         adopted here and marked taken over (a local record only, ``JobStore.acquire``: the
         take-over reaches the remote with the claim, after the probe). Needs ``fetch``. A
         damaged remote job this clone does not have is not taken over: it goes to
@@ -404,8 +429,19 @@ class Shared:
             if isinstance(item, CorruptStateError):
                 self.damaged.append(item)  # not taken over blindly
                 continue
-            if item.state in TERMINAL or item.state in NEEDS_PERSON:
-                continue  # finished, or resting for a person (who resolves it anywhere)
+            if item.state in TERMINAL or item.state in NEEDS_PERSON or \
+                    item.state == State.IN_REVIEW:
+                continue  # finished, or resting for a person (who resolves or merges it)
+            if item.record.kind == Kind.SYNC:
+                # A hand commit's job follows what its author's branch holds now (the person
+                # may have amended or dropped the commit): only the clone with that branch
+                # can tell, so only its `git pub sync` goes on with it.
+                self.ctx.progress(
+                    f"{item.job_id[:13]}: a hand commit's job (node "
+                    f"{sanitize(item.record.node)}, {item.state.value} on the remote) is not "
+                    "taken over: it follows its author's branch, which only that clone has; "
+                    "`git pub sync` there delivers it or supersedes it")
+                continue
             lease = item.record.lease
             if lease is not None and self._held_by_other(lease):
                 self.held[item.job_id] = lease.owner

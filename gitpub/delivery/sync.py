@@ -5,16 +5,20 @@ commit made by a person — reach the remote as reliably as jobs, without anybod
 ``git pull --rebase``. ``handplan`` decides what becomes of every unpushed commit before anything
 is done; this module carries the plan out:
 
-1. the uncommitted changes under content paths, planned as one more commit, are committed on
-   the branch (the branch moves forward to it; exactly those paths are staged; every other
-   staged change stays staged);
+1. the uncommitted changes under content paths are planned as one more commit, built through a
+   private index (nothing points at it), and must pass the gates (secret scan, text checks, the
+   configured gate commands) before anything holds it: refused, nothing is stored or committed;
 2. each content commit becomes a *sync job* (key ``sync:<commit>``, so a rerun after a crash
    finds it) whose artifacts are the commit's own blobs and modes, whose targets carry the
    compare-and-swap condition of every path it adds, changes or deletes, and whose commit is the
    person's commit rebased: same author, same message with the manifest paragraph and the proof
    trailers added (``proof.message``), ``Blog-Sync-Id: <commit>``. Each waits for the job of the
    commit before it (``sync_after``), so they land in their order; each is delivered like any
-   job (probe, rebase in memory, push, confirm, retries, leases);
+   job (probe, rebase in memory, push, confirm, retries, leases). Only once the jobs of the
+   person's commits are ready is the commit of the uncommitted changes put on the branch (the
+   branch moves forward to it; exactly those paths are staged; every other staged change stays
+   staged) and given its job; one that stops leaves the branch, index and working tree as they
+   were;
 3. once every content commit of the branch is on the remote, the local branch is rebuilt: the
    remote commit with the held commits (the ones touching only other paths) replayed on top,
    moved together with the worktree that has it checked out (``checkout.move_branch``) — a move
@@ -31,9 +35,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
+from gitpub.core.allowlist import AllowlistError
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import GitpubError
+from gitpub.core.paths import quoted
+from gitpub.core.sanitize import sanitize
 from gitpub.core.states import LOCAL, FailureCode, Kind, Stage, State
 from gitpub.delivery.checkout import is_ancestor, move_branch
 from gitpub.delivery.deliver import DELIVERABLE
@@ -43,6 +51,7 @@ from gitpub.delivery.handplan import (
     Role,
     Status,
     Unpushed,
+    blocked,
     classify,
     job_status,
     plan,
@@ -52,7 +61,8 @@ from gitpub.delivery.handplan import (
 )
 from gitpub.git.repo import Repository
 from gitpub.git.worktrees import checked_out, worktrees
-from gitpub.pipeline.prepare import drive
+from gitpub.pipeline.gates import Base, secret_scan
+from gitpub.pipeline.prepare import drive, run_gates
 from gitpub.pipeline.request import Request, ensure_job
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
@@ -73,6 +83,7 @@ class SyncReport:
     jobs: list[Job] = field(default_factory=list)
     local: str | None = None  # what happened to the local branch (None: nothing to say)
     notes: list[str] = field(default_factory=list)
+    refusal: str | None = None  # why the uncommitted changes were not committed (a person acts)
 
 
 # -- uncommitted changes -------------------------------------------------------------------------
@@ -87,12 +98,17 @@ def uncommitted_paths(repo: Repository, is_content: Callable[[str], bool]
     changed: list[str] = []
     unmerged: list[str] = []
     partial: list[str] = []
-    for entry in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
-        if len(entry) > 3 and is_content(entry[3:]):
-            (unmerged if entry[:2] in UNMERGED else changed).append(entry[3:])
-            if entry[:2] not in UNMERGED and entry[0] not in " ?" and entry[1] != " ":
-                partial.append(entry[3:])
-    return changed, unmerged, partial
+    entries = [e for e in proc.stdout.decode("utf-8", "surrogateescape").split("\0")
+               if len(e) > 3 and is_content(e[3:])]
+    # ``git rm --cached``: the deletion is staged, the file kept untracked in the working tree
+    kept = {e[3:] for e in entries if e[:2] == "??"} & {e[3:] for e in entries if e[:2] == "D "}
+    for entry in entries:
+        path = entry[3:]
+        (unmerged if entry[:2] in UNMERGED else changed).append(path)
+        if entry[:2] not in UNMERGED and entry[0] not in " ?" and (entry[1] != " "
+                                                                   or path in kept):
+            partial.append(path)
+    return list(dict.fromkeys(changed)), unmerged, partial
 
 
 def _in_progress(repo: Repository) -> str | None:
@@ -104,13 +120,40 @@ def _in_progress(repo: Repository) -> str | None:
     return None
 
 
+def _in_work_tree(top: Path, path: str) -> bool:
+    """Whether git sees the file ``path`` in the working tree at ``top``: it exists as a file
+    or a link (a directory there now is no such file: its files are paths of their own), and
+    no directory on the way to it is a symbolic link (git does not look beyond one)."""
+    here = top
+    parts = path.split("/")
+    for part in parts[:-1]:
+        here = here / part
+        if here.is_symlink() or not here.is_dir():
+            return False
+    last = here / parts[-1]
+    return last.is_symlink() or (last.exists() and not last.is_dir())
+
+
 def _add(repo: Repository, paths: list[str], env: dict[str, str] | None = None) -> None:
-    """``git add -A`` exactly these paths (literal pathspecs, given on stdin)."""
-    proc = repo.git("--literal-pathspecs", "add", "-A", "--pathspec-from-file=-",
-                    "--pathspec-file-nul", input=b"\0".join(p.encode("utf-8", "surrogateescape")
-                                                            for p in paths), env=env)
-    if proc.returncode != 0:
-        raise GitpubError("git add failed: " + proc.stderr.decode("utf-8", "replace").strip())
+    """Stage exactly these paths as the working tree has them (``git add -A``, literal
+    pathspecs given on stdin); a path gone from the working tree is removed from the index
+    (``git update-index --force-remove``: nothing to do when the index has no such path either,
+    a deletion or ``git mv`` already staged, where ``git add`` would fail on a pathspec that
+    matches nothing)."""
+    top = repo.work_tree
+    present = [p for p in paths if top is not None and _in_work_tree(top, p)]
+    gone = [p for p in paths if p not in set(present)]
+    for name, args, names in (
+            ("add", ("--literal-pathspecs", "add", "-A", "--pathspec-from-file=-",
+                     "--pathspec-file-nul"), present),
+            ("update-index", ("update-index", "--force-remove", "-z", "--stdin"), gone)):
+        if not names:
+            continue
+        proc = repo.git(*args, input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0"
+                                              for p in names), env=env)
+        if proc.returncode != 0:
+            raise GitpubError(f"git {name} failed: "
+                              + proc.stderr.decode("utf-8", "replace").strip())
 
 
 def build_uncommitted(repo: Repository, local: str, paths: list[str]) -> str:
@@ -129,7 +172,8 @@ def build_uncommitted(repo: Repository, local: str, paths: list[str]) -> str:
         tree = repo.git("write-tree", env=env).stdout.decode().strip()
     finally:
         index.unlink(missing_ok=True)
-    message = "Sync content changes\n\n" + "\n".join(f"- {p}" for p in sorted(paths)) + "\n"
+    message = ("Sync content changes\n\n" + "\n".join(f"- {quoted(p)}" for p in sorted(paths))
+               + "\n")
     proc = repo.git("commit-tree", tree, "-p", local, input=message.encode())
     if proc.returncode != 0:
         raise GitpubError("git commit-tree failed: "
@@ -148,6 +192,9 @@ def _uncommitted(ctx: Context, local: str) -> tuple[Unpushed | None, str | None]
     busy = _in_progress(repo) or ("unmerged paths" if unmerged else None)
     if busy is not None:
         return None, f"uncommitted content changes left alone: {busy} is in progress"
+    secret = uncommitted_secrets(ctx, local, changed)
+    if secret is not None:
+        raise _Refused(secret)
     commit = classify(ctx, build_uncommitted(repo, local, changed), (local,), uncommitted=True)
     stranger = unrecorded_work_tree(repo)
     if stranger is not None:
@@ -159,6 +206,32 @@ def _uncommitted(ctx: Context, local: str) -> tuple[Unpushed | None, str | None]
             "publish the working tree's version and drop the staged one; stage all of it "
             "(`git add`) or commit what is staged (`git commit`), then sync again"))
     return commit, None
+
+
+class _Refused(Exception):
+    """The uncommitted changes are not committed (the reason): nothing is done."""
+
+
+def uncommitted_secrets(ctx: Context, local: str, paths: list[str]) -> str | None:
+    """Why the working tree's version of ``paths`` must not be committed: the secrets it
+    brings, judged as a hand commit on ``local`` would be (the allowlist committed there, the
+    findings its version of each file already had). Read from the working tree *before*
+    anything is written: a secret never enters the object database by gitpub's doing."""
+    repo = ctx.repo
+    assert repo.work_tree is not None
+    files = {}
+    for path in paths:
+        file = repo.work_tree / path
+        if file.is_file() and not file.is_symlink():
+            files[path] = file.read_bytes()
+    try:
+        problems, _allowed = secret_scan(files, Base(repo, local))
+    except AllowlistError as e:
+        problems = [e.message]
+    if not problems:
+        return None
+    return sanitize(f"the uncommitted content changes bring a secret ({'; '.join(problems[:5])})"
+                    ": nothing was committed; take it out of the file, then `git pub sync`")
 
 
 def unrecorded_work_tree(repo: Repository) -> str | None:
@@ -193,18 +266,21 @@ def _adopt(ctx: Context, local: str, commit: Unpushed) -> bool:
 
 # -- the run ------------------------------------------------------------------------------------
 
-def pending_plan(ctx: Context, tip: str | None) -> tuple[Plan | None, list[str]]:
-    """The plan for the local branch against ``tip``, or None (with why) when there is none."""
+def pending_plan(ctx: Context, tip: str | None) -> tuple[Plan | None, list[str], str | None]:
+    """The plan for the local branch against ``tip``, or None (with why) when there is none;
+    and why the uncommitted content changes are refused (None: they are not), which stops
+    sync before anything is done."""
     branch = ctx.config.branch
     local = ctx.repo.read_ref(f"refs/heads/{branch}")
     if local is None:
-        return None, []
+        return None, [], None
     if tip is None:
         return None, [f"the remote has no branch {branch}: sync delivers onto it, so push "
-                      f"{branch} yourself first"]
+                      f"{branch} yourself first"], None
     rows = unpushed(ctx.repo, local, tip)
     if rows is None:
-        return None, [f"local {branch} has more unpushed commits than sync handles: left to you"]
+        return None, [f"local {branch} has more unpushed commits than sync handles: left to "
+                      "you"], None
     commits = [classify(ctx, sha, parents) for sha, parents in rows]
     gone = removed_from_remote(ctx.repo, ctx.remote().tracking_ref, tip,
                                [c.sha for c in commits if c.role == Role.CONTENT])
@@ -215,12 +291,16 @@ def pending_plan(ctx: Context, tip: str | None) -> tuple[Plan | None, list[str]]
         if c.sha in gone else c for c in commits]
     interrupted = _interrupted_move(ctx, local, tip, commits)
     if interrupted is not None:
-        return interrupted, [f"finishing the move of local {branch} that an earlier run began"]
-    extra, note = _uncommitted(ctx, local)
+        return interrupted, [f"finishing the move of local {branch} that an earlier run "
+                             "began"], None
+    try:
+        extra, note = _uncommitted(ctx, local)
+    except _Refused as refused:
+        return plan(ctx, local, tip, commits), [], str(refused)
     if extra is not None:
         commits.append(extra)
     planned = plan(ctx, extra.sha if extra is not None else local, tip, commits)
-    return planned, [note] if note else []
+    return planned, [note] if note else [], None
 
 
 def _interrupted_move(ctx: Context, local: str, tip: str,
@@ -250,12 +330,20 @@ def _interrupted_move(ctx: Context, local: str, tip: str,
 
 def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -> SyncReport:
     """Plan, then deliver every content commit of the local branch, then rebuild it."""
-    planned, notes = pending_plan(ctx, tip)
-    report = SyncReport(notes=notes)
+    planned, notes, refusal = pending_plan(ctx, tip)
+    report = SyncReport(notes=notes, refusal=refusal)
+    branch = ctx.config.branch
+    if refusal is not None:
+        report.outcomes = [replace(o, status=Status.BLOCKED, reason="not delivered: the "
+                                   "uncommitted changes stop sync")
+                           if o.status == Status.DELIVER else o
+                           for o in (planned.outcomes if planned is not None else ())]
+        report.local = (f"local {branch}, its index and working tree left as they were: "
+                        "nothing is committed or delivered until the secret is out")
+        return report
     if planned is None or not planned.commits:
         return report
     report.outcomes = list(planned.outcomes)
-    branch = ctx.config.branch
     if planned.stop is not None:
         report.local = (f"local {branch}, its index and working tree left as they were "
                         f"({planned.stop})")
@@ -267,39 +355,83 @@ def sync_changes(ctx: Context, tip: str | None, deliver: Callable[[Job], Job]) -
         if c.role == Role.CONTENT and o.status == Status.DELIVER and ctx.repo.is_signed(c.sha)]
     extra = next((c for c in planned.commits if c.uncommitted), None)
     start = planned.local
+    if extra is not None and ctx.store.load(extra.job_id) is None:
+        refused = _gate_uncommitted(ctx, extra)
+        if refused is not None:  # nothing stored, nothing committed
+            report.outcomes = blocked([refused if o.commit == extra.sha else o
+                                       for o in planned.outcomes],
+                                      [f"{extra.sha[:12]} needs a person"])
+            report.local = (f"local {branch}, its index and working tree left as they were "
+                            "(the uncommitted content changes did not pass the gates)")
+            return report
+    jobs = _jobs(ctx, planned, uncommitted=False)
+    ready = all(j.state in DELIVERABLE or j.state == State.PUBLISHED for j in jobs.values())
     if extra is not None:
+        # Committed onto the branch only once the jobs of the commits before are ready to go:
+        # one that stops leaves the branch, the index and the working tree as they were.
         assert extra.parent is not None
-        if not _adopt(ctx, extra.parent, extra):
-            report.local = f"local {branch} moved meanwhile: nothing done; run sync again"
-            report.outcomes = [replace(o, status=Status.BLOCKED, reason="not delivered: the "
-                                       "branch moved meanwhile") if o.status == Status.DELIVER
-                               else o for o in report.outcomes]
+        if not ready or not _adopt(ctx, extra.parent, extra):
+            report.jobs = list(jobs.values())
+            report.outcomes = [
+                _result(o, jobs.get(o.commit), False) if not o.uncommitted
+                else replace(o, status=Status.BLOCKED, reason=(
+                    "not committed: another commit's job stops sync" if not ready
+                    else f"not committed: local {branch} moved meanwhile"))
+                for o in planned.outcomes]
+            report.local = (f"local {branch}, its index and working tree left as they were "
+                            + ("(a commit's job stops sync)" if not ready
+                               else "(the branch moved meanwhile: run sync again)"))
             return report
         crash_point("sync.uncommitted-adopted")
         report.notes.append(f"committed the uncommitted content changes as {extra.sha[:12]}")
-    jobs = _jobs(ctx, planned)
-    ready = all(j.state in DELIVERABLE or j.state == State.PUBLISHED for j in jobs.values())
+        jobs = _jobs(ctx, planned, uncommitted=True)
+        ready = all(j.state in DELIVERABLE or j.state == State.PUBLISHED for j in jobs.values())
     if ready:
         for sha, job in jobs.items():
             jobs[sha] = deliver(job) if job.state in DELIVERABLE else job
     report.jobs = list(jobs.values())
     report.outcomes = [_result(o, jobs.get(o.commit), ready) for o in planned.outcomes]
+    report.outcomes = [replace(o, status=Status.BLOCKED, reason="not delivered: a commit before "
+                               "it brings a secret") if o.status == Status.DELIVER else o
+                       for o in report.outcomes]
     content = [o for o in report.outcomes if o.status != Status.HELD]
     if planned.rebuild and start is not None and all(
             o.status == Status.PUBLISHED for o in content):
         report.local = rebuild_local(ctx, planned, start, _newest(ctx.repo, jobs, tip))
+    elif planned.rebuild and extra is not None:
+        report.local = (f"local {branch} moved to {extra.sha[:12]}, the commit of the "
+                        "uncommitted content changes; rebuilt on the remote once every content "
+                        "commit is published")
     elif planned.rebuild:
         report.local = f"local {branch} left as it was until every content commit is published"
     return report
 
 
-def _jobs(ctx: Context, planned: Plan) -> dict[str, Job]:
-    """The sync job of every content commit not published yet, created (in order, each after
-    the one before) or found, and driven through its local phases."""
+def _gate_uncommitted(ctx: Context, commit: Unpushed) -> Outcome | None:
+    """The gates on the uncommitted content changes, before anything holds them (a job's ref,
+    the branch): REVIEW, naming what they found (never a secret's value), or None."""
+    repo = ctx.repo
+    files = {c.path: repo.blob(c.new.sha) for c in commit.changes if c.new is not None}
+    verdict = run_gates(ctx, files, job_id=commit.job_id, base_commit=commit.parent,
+                        targets=[c.path for c in commit.changes])
+    if verdict.code is None:
+        return None
+    detail = sanitize("; ".join(verdict.problems))
+    return Outcome(commit.sha, commit.subject, Status.REVIEW,
+                   f"{verdict.code}: {detail}: nothing was committed or stored; change the "
+                   "files, then sync again", uncommitted=True)
+
+
+def _jobs(ctx: Context, planned: Plan, *, uncommitted: bool) -> dict[str, Job]:
+    """The sync job of every content commit not published yet (with ``uncommitted``, that of
+    the uncommitted changes too: once they are committed on the branch), created (in order,
+    each after the one before) or found, and driven through its local phases. A commit that
+    brings a secret stops the list: its job keeps nothing of it, and a later commit's job would
+    keep it alive all the same (it is in the later commit's history)."""
     jobs: dict[str, Job] = {}
     before: str | None = None
     for commit, outcome in zip(planned.commits, planned.outcomes, strict=True):
-        if commit.role != Role.CONTENT:
+        if commit.role != Role.CONTENT or (commit.uncommitted and not uncommitted):
             continue
         if outcome.status != Status.PUBLISHED:
             job = ctx.store.load(commit.job_id)
@@ -308,6 +440,8 @@ def _jobs(ctx: Context, planned: Plan) -> dict[str, Job]:
                     tuple(c.path for c in commit.changes), (), False, key=commit.key,
                     kind=Kind.SYNC, base=commit.parent, commit=commit.sha, after=before))
             jobs[commit.sha] = drive(ctx, job, wait=PREPARE_WAIT) if job.state in LOCAL else job
+            if jobs[commit.sha].record.failure_code == FailureCode.SECRET_IN_SOURCE:
+                break
         before = commit.job_id
     return jobs
 
@@ -389,8 +523,9 @@ def supersede(ctx: Context, tip: str | None) -> list[Job]:
             continue
         if item.record.sync_commit in live or store.held_by_other(item):
             continue
-        if item.state not in (State.LOCAL_COMMITTED, State.CONFLICT, State.REVIEW):
-            continue
+        if item.state not in (State.LOCAL_COMMITTED, State.CONFLICT, State.REVIEW,
+                              State.RETRY_WAIT, State.FAILED, State.PUSHING):
+            continue  # (a push whose outcome is unknown: the probe of the tip fetched decides)
         if find_job_commit(repo, [tip], item.record, ctx.config.trailer_prefix) is not None:
             continue
         done.append(store.transition(
@@ -421,9 +556,12 @@ def discover(ctx: Context, remote_tip: str | None) -> Pending:
     repo, config = ctx.repo, ctx.config
     pending = Pending()
     if repo.work_tree is not None and repo.head_ref() == f"refs/heads/{config.branch}":
-        pending.uncommitted = sorted(set().union(*uncommitted_paths(repo, config.is_content)))
+        changed, unmerged, partial = uncommitted_paths(repo, config.is_content)
+        pending.uncommitted = sorted(set().union(changed, unmerged, partial))
+        local_tip = repo.read_ref(f"refs/heads/{config.branch}")
         if pending.uncommitted:
-            pending.refused = unrecorded_work_tree(repo)
+            pending.refused = unrecorded_work_tree(repo) or (
+                None if local_tip is None else uncommitted_secrets(ctx, local_tip, changed))
     local = repo.read_ref(f"refs/heads/{config.branch}")
     rows = None if local is None or remote_tip is None else unpushed(repo, local, remote_tip)
     for sha, parents in rows or []:

@@ -12,20 +12,50 @@ How C git answers for damage, and what we make of it:
   answer), which tells the two apart: ``Unreadable``;
 - an object whose content git cannot inflate after its header: the header, then git dies
   (``unable to stream``): ``Unreadable``, and the next read starts a new process.
+
+And for the process itself:
+
+- git's stderr goes to an unnamed temporary file, never a pipe: a ``GIT_TRACE_PACK_ACCESS``
+  inherited from the user writes a line per object read, and a pipe nobody drains would fill
+  and stop git (and us, waiting for its answer) for good;
+- a process killed from outside (the OOM killer, a person; a signal, not git's own exit) is
+  no verdict on the object it was reading: the request is asked again of a new process, once;
+- an answer that does not come (a hung file system, a git that hangs) is waited for at most
+  ``TIMEOUT`` seconds without a byte: then the process is killed and ``CatFileTimeout`` says
+  so, for this request and every later one (a command waits for a hung git once, not once per
+  object); nothing is taken for a missing or damaged object.
 """
 
 from __future__ import annotations
 
 import os
+import select
+import tempfile
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
-from gitpub.git.run import Popen, TimeoutExpired, popen_git
+from gitpub.core.errors import GitpubError
+from gitpub.git.run import DEFAULT_TIMEOUT, Popen, TimeoutExpired, popen_git
+
+#: Seconds an answer may take without a byte arriving before the process is given up.
+TIMEOUT = DEFAULT_TIMEOUT
+_CHUNK = 1 << 16
+T = TypeVar("T")
 
 
 class Unreadable(Exception):
     """git has the object but cannot read it (the text says what git said)."""
+
+
+class CatFileTimeout(GitpubError):
+    """``git cat-file`` did not answer in time (a hung git or file system), or kept dying."""
+
+
+class _Killed(Exception):
+    """The process was killed from outside while it answered (a signal, not git's exit)."""
 
 
 class CatFile:
@@ -34,26 +64,31 @@ class CatFile:
     def __init__(self, git_dir: Path, cwd: Path) -> None:
         self._git_dir, self._cwd = git_dir, cwd
         self._proc: Popen[bytes] | None = None
+        self._err: IO[bytes] | None = None  # the process's stderr (a temporary file)
+        self._err_read = 0  # how much of it was looked at
+        self._buf = bytearray()  # read from stdout, not yet consumed
         self._lock = threading.Lock()  # one request and its answer at a time
+        self._hung: CatFileTimeout | None = None  # git did not answer: given up for good
 
     def info(self, name: str) -> tuple[str, str, int] | None:
         """(object id, type, size) of object ``name``, None when the repository lacks it."""
         with self._lock:
-            header = self._ask("info", name)
-            return None if header is None else header
+            return self._again(lambda: self._ask("info", name), name)
 
     def contents(self, oid: str) -> tuple[str, bytes] | None:
         """(type, content) of object ``oid``, None when the repository lacks it."""
-        with self._lock:
+        def ask() -> tuple[str, bytes] | None:
             header = self._ask("contents", oid)
             if header is None:
                 return None
             _, kind, size = header
-            stdout = self._stdout()
-            data = stdout.read(size + 1)
-            if len(data) != size + 1:
+            data = self._read_exactly(size, oid)
+            if self._read_exactly(1, oid) != b"\n":
                 raise self._died(oid)
-            return kind, data[:size]
+            return kind, data
+
+        with self._lock:
+            return self._again(ask, oid)
 
     @property
     def pid(self) -> int | None:
@@ -63,9 +98,13 @@ class CatFile:
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
+        self._buf.clear()
+        if self._err is not None:
+            self._err.close()
+            self._err, self._err_read = None, 0
         if proc is None:
             return
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
+        for stream in (proc.stdin, proc.stdout):
             if stream is not None:
                 stream.close()
         try:
@@ -76,18 +115,28 @@ class CatFile:
 
     # -- the protocol ----------------------------------------------------------------------
 
+    def _again(self, request: Callable[[], T], name: str) -> T:
+        """``request()``, asked once more of a new process if this one was killed meanwhile."""
+        if self._hung is not None:
+            raise CatFileTimeout(self._hung.message, self._hung.hint)
+        try:
+            return request()
+        except _Killed:
+            pass
+        try:
+            return request()
+        except _Killed:
+            raise CatFileTimeout(f"git cat-file was killed twice while reading {name}",
+                                 hint="something on this machine kills git (memory?); run "
+                                      "the command again") from None
+
     def _start(self) -> Popen[bytes]:
         if self._proc is None or self._proc.poll() is not None:
             self.close()
+            self._err = tempfile.TemporaryFile(prefix="gitpub-cat-file-")  # noqa: SIM115 (closed by close())
             self._proc = popen_git(["cat-file", "--batch-command"], git_dir=self._git_dir,
-                                   cwd=self._cwd)
-            assert self._proc.stderr is not None
-            os.set_blocking(self._proc.stderr.fileno(), False)
+                                   cwd=self._cwd, stderr=self._err)
         return self._proc
-
-    def _stdout(self) -> IO[bytes]:
-        assert self._proc is not None and self._proc.stdout is not None
-        return self._proc.stdout
 
     def _ask(self, command: str, name: str) -> tuple[str, str, int] | None:
         if "\n" in name or not name:
@@ -99,9 +148,7 @@ class CatFile:
             proc.stdin.flush()
         except BrokenPipeError:
             raise self._died(name) from None
-        line = self._stdout().readline()
-        if not line.endswith(b"\n"):
-            raise self._died(name)
+        line = self._read_line(name)
         fields = line.decode("utf-8", "surrogateescape").rstrip("\n").rsplit(" ", 2)
         if fields[-1] in ("missing", "ambiguous") and len(fields) >= 2:
             said = self._stderr()
@@ -112,26 +159,83 @@ class CatFile:
             raise self._died(name)
         return fields[0], fields[1], int(fields[2])
 
-    def _stderr(self) -> str:
-        """What git has written on stderr so far (without waiting)."""
-        assert self._proc is not None and self._proc.stderr is not None
-        try:
-            data = self._proc.stderr.read()
-        except BlockingIOError:
-            data = None
-        return (data or b"").decode("utf-8", "replace")
+    def _read_line(self, name: str) -> bytes:
+        start = 0
+        while True:
+            end = self._buf.find(b"\n", start)
+            if end >= 0:
+                line = bytes(self._buf[:end + 1])
+                del self._buf[:end + 1]
+                return line
+            start = len(self._buf)
+            self._fill(name)
 
-    def _died(self, name: str) -> Unreadable:
-        """git stopped answering (it dies on an object it cannot stream): what it said."""
+    def _read_exactly(self, n: int, name: str) -> bytes:
+        if len(self._buf) < n:  # a big object: read straight into its own buffer
+            out = bytearray(n)
+            view = memoryview(out)
+            have = len(self._buf)
+            view[:have] = self._buf
+            self._buf.clear()
+            fd = self._wait(name)
+            while have < n:
+                got = os.readv(fd, [view[have:]])
+                if not got:
+                    raise self._died(name)
+                have += got
+                if have < n:
+                    self._wait(name)
+            return bytes(out)
+        data = bytes(self._buf[:n])
+        del self._buf[:n]
+        return data
+
+    def _fill(self, name: str) -> None:
+        """Add what git has written to the buffer."""
+        chunk = os.read(self._wait(name), _CHUNK)
+        if not chunk:
+            raise self._died(name)
+        self._buf += chunk
+
+    def _wait(self, name: str) -> int:
+        """Wait until git has written something (at most ``TIMEOUT`` seconds); its stdout."""
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        deadline = time.monotonic() + TIMEOUT
+        while not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            if time.monotonic() >= deadline:
+                self._proc.kill()
+                self.close()
+                self._hung = CatFileTimeout(
+                    f"git cat-file did not answer in {TIMEOUT:g} seconds (reading {name})",
+                    hint="git or the file system holding the repository hangs; run the "
+                         "command again when it answers")
+                raise self._hung
+        return fd
+
+    def _stderr(self) -> str:
+        """What git has written on stderr since we last looked."""
+        if self._err is None:
+            return ""
+        self._err.seek(self._err_read)
+        data = self._err.read()
+        self._err_read += len(data)
+        return data.decode("utf-8", "replace")
+
+    def _died(self, name: str) -> Exception:
+        """git stopped answering: it dies on an object it cannot stream (``Unreadable``, with
+        what it said), or it was killed from outside (``_Killed``: ask again)."""
         proc = self._proc
-        said = ""
+        said, code = "", None
         if proc is not None:
             try:
-                proc.wait(timeout=10)
+                code = proc.wait(timeout=10)
             except TimeoutExpired:
                 proc.kill()
             said = self._stderr()
         self.close()
+        if code is not None and code < 0:
+            return _Killed()
         return Unreadable(_last_lines(said) or f"git cat-file stopped at {name}")
 
 

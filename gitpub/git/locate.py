@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitpub.core.errors import NotARepositoryError
+from gitpub.core.paths import quoted
 from gitpub.git.run import run_git
 
 #: What git reads from the environment to find the repository; passed to ``git rev-parse``.
@@ -55,12 +56,40 @@ def locate(start: Path) -> Location:
     lines = proc.stdout.decode("utf-8", "surrogateescape").split("\n")
     if len(lines) < 6:
         raise _not_a_repository(start, proc.stderr.decode("utf-8", "replace"), env)
+    if len(lines) != (7 if proc.returncode == 0 else 6):  # 6 answers (the top: none, bare)
+        from gitpub.core.sanitize import sanitize
+
+        raise NotARepositoryError(
+            sanitize(f"the path of the repository or of {quoted(str(start))} holds a line "
+                     "break: git's "
+                     "answers (one per line) would be read as other directories"),
+            hint="move or rename the directory")
     git_dir, common_dir, bare, prefix = lines[0], lines[1], lines[2] == "true", lines[3]
-    top = lines[5] if proc.returncode == 0 and len(lines) > 6 else ""
+    if "GIT_COMMON_DIR" in env:
+        _check_common_dir(start, Path(git_dir), Path(common_dir))
+    top = lines[5] if proc.returncode == 0 else ""
     return Location(Path(git_dir), Path(common_dir),
                     None if bare or not top else Path(top), "" if bare else prefix,
                     implied_work_tree="GIT_DIR" in env and "GIT_WORK_TREE" not in env,
                     object_format=lines[4] or "sha1")
+
+
+def _check_common_dir(start: Path, git_dir: Path, common_dir: Path) -> None:
+    """Every git gitpub runs gets ``GIT_DIR`` alone (``git.run``): a ``GIT_COMMON_DIR`` from
+    the environment that names another common directory than the git directory's own would
+    have objects written to one repository and refs moved in another. Refused, clearly."""
+    proc = run_git(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=start,
+                   git_dir=git_dir, timeout=60)
+    own = proc.stdout.decode("utf-8", "surrogateescape").strip()
+    if proc.returncode == 0 and os.path.realpath(own) == os.path.realpath(common_dir):
+        return
+    from gitpub.core.sanitize import sanitize
+
+    raise NotARepositoryError(
+        sanitize(f"GIT_COMMON_DIR={os.environ['GIT_COMMON_DIR']} names another common "
+                 f"directory than {git_dir}'s own ({own or 'none'}): gitpub works on one "
+                 "repository, as its git directory describes it"),
+        hint="unset GIT_COMMON_DIR (git sets it for itself), or pass -C PATH")
 
 
 def _not_a_repository(start: Path, stderr: str, env: dict[str, str]) -> NotARepositoryError:

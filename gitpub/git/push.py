@@ -104,8 +104,10 @@ class Pushed(NamedTuple):
 
 
 def push_args(updates: Sequence[Update], *, atomic: bool) -> list[str]:
-    """``git push`` arguments for ``updates`` (without the remote and the refspecs)."""
-    args = ["push", "--porcelain", "--no-recurse-submodules"]
+    """``git push`` arguments for ``updates`` (without the remote and the refspecs): exactly
+    those refs (no submodule, no tag ``push.followTags`` would add: a person's local tags are
+    theirs to publish)."""
+    args = ["push", "--porcelain", "--no-recurse-submodules", "--no-follow-tags"]
     if atomic:
         args.append("--atomic")
     for u in updates:

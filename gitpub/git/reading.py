@@ -56,6 +56,11 @@ class ObjectReading:
         """A tree object's content exactly as stored (``git.treecheck`` reads it)."""
         return self._read(sha, "tree")
 
+    def raw_commit(self, sha: str) -> bytes:
+        """A commit object's content exactly as stored: its headers (author, committer, …)
+        and its message, as a push would carry them."""
+        return self._read(sha, "commit")
+
     def tree_items(self, sha: str) -> list[tuple[str, Entry]]:
         """A tree's entries in git's order (a directory sorts as ``name/``)."""
         entries = parse_tree(self.raw_tree(sha), self.object_format, sha)

@@ -26,21 +26,25 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from gitpub.core.crashpoints import crash_point
-from gitpub.core.errors import CorruptStateError
+from gitpub.core.errors import CorruptStateError, GitpubError
 from gitpub.core.files import fsync_dir
 from gitpub.git.locks import FileLocked
 from gitpub.git.objects import ObjectFormat
-from gitpub.git.run import CompletedProcess, popen_git, run_git
+from gitpub.git.run import DEFAULT_TIMEOUT, CompletedProcess, Popen, popen_git, run_git
 
 T = TypeVar("T")
 
 _FORMAT = "--format=%(objectname) %(refname)"
 _BROKEN = re.compile(r"^warning: ignoring (?:broken ref|dangling symref) (\S+)", re.M)
+#: Seconds a ref transaction may take before git is killed (its locks then stale).
+TRANSACTION_TIMEOUT = DEFAULT_TIMEOUT
 _LOCKED = re.compile(r"Unable to create '(.+)\.lock': File exists")
 
 
@@ -150,23 +154,56 @@ class RefAccess:
             else:
                 lines.append(f"update {u.ref} {u.new} {u.old}")
         lines.append("prepare")
-        proc = popen_git(["-c", "core.fsync=reference", "update-ref", "--no-deref", "--stdin",
-                          "-m", " ".join(message.split())], git_dir=self.git_dir,
-                         cwd=self.git_dir)
+        with tempfile.TemporaryFile(prefix="gitpub-update-ref-") as err_file:
+            proc = popen_git(["-c", "core.fsync=reference", "update-ref", "--no-deref",
+                              "--stdin", "-m", " ".join(message.split())],
+                             git_dir=self.git_dir, cwd=self.git_dir, stderr=err_file)
+            # a transaction that does not end (a hung reference-transaction hook or file
+            # system) is killed: its locks stay, stale, for the lock policy to heal
+            fired = threading.Event()
+
+            def give_up() -> None:
+                fired.set()
+                proc.kill()
+
+            watchdog = threading.Timer(TRANSACTION_TIMEOUT, give_up)
+            watchdog.start()
+            try:
+                out = self._converse(proc, lines)
+            finally:
+                watchdog.cancel()
+            err_file.seek(0)
+            said = err_file.read().decode("utf-8", "surrogateescape")
+        if out == b"start: ok\nprepare: ok\ncommit: ok\n" and proc.returncode == 0:
+            return True
+        if fired.is_set():
+            from gitpub.core.sanitize import sanitize
+
+            raise GitpubError(
+                sanitize(f"git update-ref did not finish in {TRANSACTION_TIMEOUT:g} seconds "
+                         f"({', '.join(u.ref for u in updates)}): killed, its refs as they "
+                         "were or all moved"),
+                hint="a reference-transaction hook or the file system hangs; run the command "
+                     "again when git answers (it reads where the refs stand)")
+        return self._refused(said)
+
+    @staticmethod
+    def _converse(proc: Popen[bytes], lines: list[str]) -> bytes:
+        """Send the transaction up to ``prepare``, wait for git's two answers, then ``commit``
+        (a crash point between); what git wrote on stdout."""
         assert proc.stdin is not None and proc.stdout is not None
+        answers: list[bytes] = []
         try:
             proc.stdin.write(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
             proc.stdin.flush()
-            prepared = [proc.stdout.readline() for _ in range(2)] == [b"start: ok\n",
-                                                                     b"prepare: ok\n"]
+            answers = [proc.stdout.readline() for _ in range(2)]
+            prepared = answers == [b"start: ok\n", b"prepare: ok\n"]
             if prepared:
                 crash_point("git.ref-locked", before=proc.kill)
         except BrokenPipeError:
             prepared = False
-        out, err = proc.communicate(b"commit\n" if prepared else None)
-        if prepared and proc.returncode == 0 and out == b"commit: ok\n":
-            return True
-        return self._refused(err.decode("utf-8", "surrogateescape"))
+        out, _ = proc.communicate(b"commit\n" if prepared else None)
+        return b"".join(answers) + (out or b"")
 
     def _refused(self, said: str) -> bool:
         """Why git refused a transaction: False for a value that moved; ``FileLocked`` for a

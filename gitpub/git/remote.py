@@ -88,6 +88,14 @@ def misconfiguration(remote: str, stderr: str) -> RemoteConfigError | None:
             hint=f"check the credentials for `git remote get-url {sanitize(remote)}` (a "
                  "credential helper, an ssh key, a token with write access); no delivery "
                  "attempt was used")
+    said = [ln.strip() for ln in stderr.splitlines()
+            if "mismatched algorithms" in ln or "unexpected capabilities^{}" in ln]
+    if said:
+        return RemoteConfigError(
+            f"remote {sanitize(remote)!r} stores its objects in another hash (sha1, sha256) "
+            f"than this repository: {sanitize(said[0])[-300:]}",
+            hint="a repository and its remote must share an object format (`git rev-parse "
+                 "--show-object-format` in each); no delivery attempt was used")
     if any(p in text for p in NO_REPOSITORY) or _HTTP_NOT_FOUND_RE.search(text):
         return RemoteConfigError(
             f"remote {sanitize(remote)!r} has no repository at its URL: {_last_line(stderr)}",
@@ -326,7 +334,8 @@ class Remote:
         dst = f"refs/heads/{self.branch}"
         try:
             proc = self._git(["push", "--dry-run", "--porcelain", "--no-verify",
-                              "--no-recurse-submodules", self.remote, f"{source}:{dst}"],
+                              "--no-recurse-submodules", "--no-follow-tags", self.remote,
+                              f"{source}:{dst}"],
                              self.push_timeout)
         except TimeoutExpired:
             return PushOutcome(PushResult.UNKNOWN, "push --dry-run timed out")

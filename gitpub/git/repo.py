@@ -196,8 +196,10 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
 
     def message_as_git_shows(self, sha: str) -> bytes:
         """A commit's message as C git shows it: re-encoded to UTF-8 from the commit's
-        ``encoding`` header (what ``git log`` and ``%(trailers)`` read)."""
-        proc = self.git("show", "-s", "--no-notes", "--encoding=UTF-8", "--format=%B", sha)
+        ``encoding`` header (what ``git log`` and ``%(trailers)`` read); never a signature's
+        verification before it (``log.showSignature`` in the user's configuration)."""
+        proc = self.git("-c", "log.showSignature=false", "show", "-s", "--no-notes",
+                        "--encoding=UTF-8", "--format=%B", sha)
         if proc.returncode != 0:
             raise CorruptStateError(f"git cannot show commit {sha}")
         return proc.stdout.removesuffix(b"\n")

@@ -20,7 +20,10 @@ all of them share one environment:
 - **Objects as stored.** ``GIT_NO_REPLACE_OBJECTS=1``: C git would otherwise read
   ``refs/replace/*`` (``git replace``) in place of the commits they name, and anyone who can
   push a replace ref could show confirm's walk a harmless commit where a tampered one is; what
-  gitpub reads in-process (dulwich, ``git.odb``) never follows them either.
+  gitpub reads through ``git cat-file`` never follows them either. ``GIT_GRAFT_FILE`` names a
+  file that cannot exist: ``info/grafts`` (or a ``GIT_GRAFT_FILE`` of the user's) would give
+  commits other parents in every walk and ``merge-base`` (``GIT_NO_REPLACE_OBJECTS`` leaves
+  grafts alone).
 - **None of gitpub's own secrets** (``PRIVATE_ENV``: CI's confirm key) reach git.
 - **No stale mark.** ``GITPUB_VERIFIED_PUSH`` (``core.pushmark``) is never inherited either: it
   reaches only the one ``git push`` a caller gives it to.
@@ -54,6 +57,11 @@ LOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE",
             "GIT_PREFIX", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM")
 
 
+#: A graft file that cannot exist (``/dev/null`` is no directory): git reads no grafts, and
+#: says nothing (an existing file, even empty, earns every command a deprecation hint).
+NO_GRAFTS = os.path.join(os.devnull, "no-grafts")
+
+
 #: Variables that hold a secret of gitpub's own: never passed to a child process (git, a
 #: pipeline step, a channel command). ``GITPUB_CONFIRM_KEY``: CI's key (``verify.confirm``).
 PRIVATE_ENV = ("GITPUB_CONFIRM_KEY",)
@@ -69,6 +77,7 @@ def git_env(git_dir: Path | None = None, work_tree: Path | None = None,
     env["LC_ALL"] = "C"
     env["GIT_OPTIONAL_LOCKS"] = "0"
     env["GIT_NO_REPLACE_OBJECTS"] = "1"
+    env["GIT_GRAFT_FILE"] = NO_GRAFTS
     if git_dir is not None:
         env["GIT_DIR"] = str(git_dir)
         if work_tree is not None:
@@ -105,9 +114,12 @@ def spawn_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
                             stderr=subprocess.PIPE)
 
 
-def popen_git(args: Sequence[str], *, git_dir: Path, cwd: Path) -> Popen[bytes]:
-    """Start ``git ARGS`` for ``git_dir`` (as ``run_git`` would run it) with its stdin, stdout
-    and stderr piped to us: a conversation (``cat-file --batch-command``, a ref transaction)."""
+def popen_git(args: Sequence[str], *, git_dir: Path, cwd: Path,
+              stderr: IO[bytes] | None = None) -> Popen[bytes]:
+    """Start ``git ARGS`` for ``git_dir`` (as ``run_git`` would run it) with its stdin and
+    stdout piped to us: a conversation (``cat-file --batch-command``, a ref transaction). Its
+    stderr goes to the file given (a pipe nobody reads while waiting for an answer would fill:
+    an inherited ``GIT_TRACE_PACK_ACCESS`` writes a line per object), else it is piped."""
     return subprocess.Popen(["git", *args], cwd=cwd, env=git_env(git_dir),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE if stderr is None else stderr)

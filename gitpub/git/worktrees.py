@@ -107,16 +107,44 @@ def worktrees(repo: Repository) -> list[Worktree]:
     records = proc.stdout.decode("utf-8", "surrogateescape").split("\0\0")
     for i, record in enumerate(r for r in records if r):
         fields = {f.partition(" ")[0]: f.partition(" ")[2] for f in record.split("\0") if f}
-        if "bare" in fields or "worktree" not in fields:
+        if "worktree" not in fields:
             continue
-        path = Path(fields["worktree"])
+        path: Path | None = Path(fields["worktree"])
+        branch = fields.get("branch") or None
+        if i == 0:
+            # git lists the main worktree at the common directory's parent, whatever
+            # core.worktree (a submodule's checkout) or GIT_WORK_TREE say: the working tree
+            # is where git puts it for a command, and a bare one may have one too
+            path = _main_work_tree(repo, None if "bare" in fields else path)
+            if path is None:
+                continue
+            if "bare" in fields:
+                branch = repo.symbolic_head()
+        elif "bare" in fields:
+            continue
+        assert path is not None
         git_dir = repo.common_dir if i == 0 else admins.get(os.path.realpath(path / ".git"))
         if git_dir is None:
             continue  # not ours (or broken): never act on it
         current = _same(git_dir, repo.git_dir)
-        out.append(Worktree(path, git_dir, fields.get("branch") or None, current,
-                            _operation(git_dir)))
+        out.append(Worktree(path, git_dir, branch, current, _operation(git_dir)))
     return out
+
+
+def _main_work_tree(repo: Repository, listed: Path | None) -> Path | None:
+    """The main worktree's working tree: this command's (``git rev-parse --show-toplevel``)
+    when it runs there with a working tree git did not merely guess from the start directory
+    (``GIT_DIR`` alone); else the one ``core.worktree`` names; else the one git lists (None:
+    a bare repository)."""
+    if _same(repo.common_dir, repo.git_dir) and repo.work_tree is not None \
+            and not repo.work_tree_implied:
+        return repo.work_tree
+    proc = run_git(["config", "--file", str(repo.common_dir / "config"), "--get",
+                    "core.worktree"], cwd=repo.common_dir)
+    if proc.returncode == 0 and proc.stdout.strip():
+        named = os.fsdecode(proc.stdout.rstrip(b"\n"))
+        return Path(os.path.normpath(repo.common_dir / named))
+    return listed
 
 
 def holders(repo: Repository, ref: str) -> list[Worktree]:

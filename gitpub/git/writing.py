@@ -79,14 +79,23 @@ class ObjectWriter:
         finally:
             self._batch_dirs = None
 
+    def config_value(self, section: str, key: str) -> str | None:
+        raise NotImplementedError
+
     def _object_store(self) -> DiskObjectStore:
         if self._store is None:
             from dulwich.object_format import get_object_format
             from dulwich.object_store import DiskObjectStore
+            from dulwich.repo import parse_shared_repository
 
+            # a repository shared by a group (core.sharedRepository): the directories and
+            # files gitpub makes are the group's as git makes them (else a member's git cannot
+            # add an object to a directory gitpub made)
+            shared = self.config_value("core", "sharedRepository")
             self._store = DiskObjectStore(
                 str(self.common_dir / "objects"), fsync_object_files=True,
-                object_format=get_object_format(self.object_format.name))
+                object_format=get_object_format(self.object_format.name),
+                shared_perm=None if shared is None else parse_shared_repository(shared))
         return self._store
 
     def write_object(self, kind: bytes, body: bytes) -> str:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import time
 
+from gitpub.core.allowlist import ALLOWLIST_FILE
 from gitpub.core.manifest import content_sha256
-from gitpub.core.states import LOCAL, FailureCode, State
+from gitpub.core.record import JobRecord
+from gitpub.core.states import LOCAL, MERGED, FailureCode, Kind, Phase, State
+from gitpub.fonts.step import font_outputs
 from gitpub.git.values import MODE_TREE
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
@@ -20,7 +23,7 @@ S = State
 F = FailureCode
 
 _REVIEW_FIX = {
-    F.SECRET_IN_CONTENT: "remove the secret from the content",
+    F.SECRET_IN_CONTENT: "make the draft command write no secret (its output was not stored)",
     F.DRAFT_UNCONFIGURED: "configure `draft:` in .gitpub.yaml",
     F.DRAFT_FAILED: "fix the draft command (its output is in `git pub log {id}`)",
     F.DRAFT_INCOMPLETE: "make the draft command write every --to path",
@@ -56,8 +59,17 @@ def next_step(ctx: Context, job: Job, now: float | None = None) -> str | None:
         return (f"delivery gave up after {record.attempt} attempt(s): fix what the error says, "
                 f"then `git pub resolve {jid} --retry` (a new budget, the same content); "
                 f"`git pub push {jid}` probes whether it landed after all")
+    if state == S.IN_REVIEW:
+        review = record.review
+        where = (review.url or f"the branch {review.branch}") if review else "its request"
+        return (f"waiting for a person to merge or close {where}; `git pub push` (or "
+                f"`reconcile`) checks it and records PUBLISHED once merged")
     if state == S.REVIEW:
-        return _review(jid, record.failure_code)
+        return _review(ctx, jid, record)
+    if record.failure_code == F.REVIEW_BRANCH_TAKEN:
+        return (f"the job's review branch holds someone else's commit: look at it, delete it "
+                f"if it may go, then `git pub resolve {jid} --retry`; or `git pub resolve "
+                f"{jid} --abandon`")
     return _conflict(ctx, job)
 
 
@@ -70,13 +82,53 @@ def _retry_wait(jid: str, at: float | None, now: float | None) -> str:
             f"`git pub push {jid}` tries now")
 
 
-def _review(jid: str, code: FailureCode | None) -> str:
-    if code == F.SECRET_IN_SOURCE:
-        return (f"the source holds a secret and no retry can clear it: `git pub resolve {jid} "
-                "--abandon`, then prepare the content without it under a new --key")
+def _review(ctx: Context, jid: str, record: JobRecord) -> str:
+    code = record.failure_code
+    if code in (F.REVIEW_CLOSED, F.REVIEW_MERGED_OTHER, F.REVIEW_REFUSED):
+        return (f"its pull/merge request did not publish it (`git pub log {jid}` says why): "
+                f"`git pub resolve {jid} --retry --push` sends it again for review (a new "
+                f"request), or `--abandon` gives it up")
+    if (record.failure_detail or "").startswith(f"{ALLOWLIST_FILE}:"):
+        return (f"{ALLOWLIST_FILE} of the job's base does not parse: fix it, commit and push it "
+                f"(`git push {ctx.config.remote} {ctx.config.branch}`); the job keeps its base, "
+                f"so `git pub resolve {jid} --abandon`, then prepare it again under a new --key")
+    if code in (F.SECRET_IN_SOURCE, F.SECRET_IN_CONTENT):
+        fonts = font_outputs(ctx.config)
+        articles = [p for p in record.target_paths if p not in fonts]
+        secret = _secret_way_out(jid, record, articles)
+        if secret is not None:
+            return secret
     fix = _REVIEW_FIX.get(code, "fix what the failure says") if code else "fix the content"
     return (f"{fix.format(id=jid)}, then `git pub resolve {jid} --retry` (re-runs the pipeline "
             f"and stops before pushing; add --push to deliver), or `--abandon`")
+
+
+def _secret_way_out(jid: str, record: JobRecord, articles: list[str]) -> str | None:
+    """What clears a secret finding, by where the secret came from (None: the draft command
+    wrote it, and the usual ``--retry`` runs the draft again).
+
+    A retry runs the pipeline again on what the job stored — a source stored redacted, a hand
+    commit that stays what it is — and finds the same; only new content publishes without the
+    secret: a person's commit rewritten (a later commit removing the secret would still
+    publish it in the history), the article given with ``--retry --from FILE`` (one article),
+    or a new ``prepare`` under a new key."""
+    if record.kind == Kind.SYNC and record.sync_commit is not None:
+        commit = record.sync_commit[:12]
+        return (f"commit {commit} brings the secret: take it out of that commit (`git commit "
+                f"--amend` if it is the last one, else `git rebase -i {commit}^` and `edit`; a "
+                f"later commit deleting it would still publish it), then `git pub resolve {jid} "
+                f"--abandon` and `git pub sync`")
+    drafted_here = record.drafted and record.phases.get(Phase.DRAFT) != MERGED
+    if record.failure_code == F.SECRET_IN_CONTENT and drafted_here:
+        return None
+    if len(articles) == 1:
+        return (f"write {articles[0]} as it should be published, without the secret, to a "
+                f"file, then `git pub resolve {jid} --retry --from FILE` (re-runs the pipeline "
+                "on it and stops before pushing; add --push to deliver); a public example "
+                "value can be allowed instead (docs/content-rules.md) and the content given "
+                "as it was")
+    return (f"no retry can take a secret out of this job's content: `git pub resolve {jid} "
+            "--abandon`, then prepare the content without it under a new --key")
 
 
 def _conflict(ctx: Context, job: Job) -> str:

@@ -24,7 +24,7 @@ from gitpub.core.manifest import Manifest, ManifestError, content_sha256
 from gitpub.core.record import JobRecord, Target
 from gitpub.core.states import FailureCode, Kind, Stage, State
 from gitpub.git import paths as git_paths
-from gitpub.git.repo import BLOB_MODES, Entry, Identity, Repository
+from gitpub.git.repo import BLOB_MODES, MODE_TREE, Entry, Identity, Repository
 from gitpub.pipeline.gates import title_of
 from gitpub.proof import trailers
 from gitpub.proof.message import ProofMessageError, with_proof
@@ -74,17 +74,31 @@ def target_problems(repo: Repository, tree: str | None, targets: Sequence[Target
     ``posts/hello.md`` against our ``posts/Hello.md``) is one file on macOS and Windows: a
     conflict too, found at every rebase and not only at the snapshot."""
     problems = []
+    deleted = frozenset(t.path for t in targets if t.op == "delete")
+
+    def goes(path: str) -> bool:
+        """Whether the job itself removes what ``tree`` has at ``path`` (a file it deletes, a
+        directory whose every file it deletes): a folder replaced by a file, a file by a
+        folder, a case-only rename are no conflict with themselves."""
+        if path in deleted:
+            return True
+        entry = None if tree is None else repo.lookup(tree, path)
+        return (entry is not None and entry.mode == MODE_TREE
+                and all(f in deleted for f, _ in repo.walk_files(entry.sha, path + "/")))
+
     for t in targets:
-        twins = [] if tree is None else git_paths.case_twins_in(repo, tree, t.path)
+        twins = [] if tree is None else [twin for twin in git_paths.case_twins_in(
+            repo, tree, t.path) if not goes(twin)]
         if twins:
             problems.append(f"{t.path}: {', '.join(twins)} now exists, which differs only in "
                             "case (one file on case-insensitive file systems)")
             continue
         entry = None if tree is None else repo.lookup(tree, t.path)
         if t.op == "new":
-            if entry is not None:
+            if entry is not None and not (entry.mode == MODE_TREE and goes(t.path)):
                 problems.append(f"{t.path}: created by someone else since the snapshot")
-            elif tree is not None and (blocker := repo.file_in_the_way(tree, t.path)):
+            elif (tree is not None and (blocker := repo.file_in_the_way(tree, t.path))
+                  and not goes(blocker)):
                 problems.append(f"{t.path}: {blocker} is now a file")
         elif entry is None:
             problems.append(f"{t.path}: deleted since the snapshot")

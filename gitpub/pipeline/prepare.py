@@ -26,9 +26,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from gitpub.config.model import Command
-from gitpub.core.allowlist import Allowlist, AllowlistError
+from gitpub.core.allowlist import AllowlistError
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, LostRace
 from gitpub.core.manifest import Manifest, content_sha256
@@ -134,11 +135,11 @@ def _snapshot_sync(ctx: Context, job: Job) -> Job:
 
 def _snapshot(ctx: Context, job: Job) -> Job:
     record = job.record
-    if record.kind == Kind.SYNC and record.sync_commit is not None:
-        return _snapshot_sync(ctx, job)
-    if Phase.SOURCE_SCAN in record.phases:
+    if Phase.SOURCE_SCAN in record.phases:  # (a sync job's commit: never snapshotted then)
         return to_review(ctx, job, Stage.SOURCE_SCAN, FailureCode.SECRET_IN_SOURCE,
                          [record.phases[Phase.SOURCE_SCAN]])
+    if record.kind == Kind.SYNC and record.sync_commit is not None:
+        return _snapshot_sync(ctx, job)
     base_ref: str | None
     base: str | None
     if record.requested_base is not None:
@@ -212,20 +213,25 @@ def case_collisions(ctx: Context, tree: str | None, targets: Sequence[str]) -> l
 
 
 def _phase_env(ctx: Context, job: Job) -> dict[str, str]:
+    return _env(ctx, job.job_id, job.record.base_commit, job.record.target_paths)
+
+
+def _env(ctx: Context, job_id: str, base_commit: str | None,
+         targets: Sequence[str]) -> dict[str, str]:
     return {
-        "GITPUB_JOB_ID": job.job_id,
-        "GITPUB_BASE_COMMIT": job.record.base_commit or "",
-        "GITPUB_TARGETS": "\n".join(job.record.target_paths),
+        "GITPUB_JOB_ID": job_id,
+        "GITPUB_BASE_COMMIT": base_commit or "",
+        "GITPUB_TARGETS": "\n".join(targets),
         "GITPUB_GIT_DIR": str(ctx.repo.common_dir),
     }
 
 
-def _allowlist(ctx: Context, job: Job) -> Callable[[], Allowlist]:
-    """The allowlist committed in the job's base, read when the scan finds something."""
-    return lambda: gates.allowlist_at(ctx.repo, job.record.base_commit)
+def _base(ctx: Context, job: Job) -> gates.Base:
+    """The job's base as the secret scan reads it (its allowlist, its version of each file)."""
+    return gates.Base(ctx.repo, job.record.base_commit)
 
 
-def _uses(allowed: Sequence[str]) -> str:
+def uses(allowed: Sequence[str]) -> str:
     """The known non-secrets let through, for the event's reason (never their values)."""
     return f"; allowed as known non-secrets: {'; '.join(allowed)}" if allowed else ""
 
@@ -261,7 +267,7 @@ def _draft(ctx: Context, job: Job, command: Command) -> Job:
                           [f"draft did not write {', '.join(missing)}"])
     files = {p: d for p, (_m, d) in result.outputs.items()}
     try:
-        secrets, allowed = gates.secret_scan(files, _allowlist(ctx, job))
+        secrets, allowed = gates.secret_scan(files, _base(ctx, job))
     except AllowlistError as e:
         return to_review(ctx, job, Stage.DRAFT, FailureCode.SECRET_IN_CONTENT, [e.message])
     if secrets:  # the drafted text is *not* stored: only where the secrets are
@@ -272,7 +278,7 @@ def _draft(ctx: Context, job: Job, command: Command) -> Job:
     }
     job = ctx.store.transition(
         job, job.record.evolve(phases=job.record.phases | {Phase.DRAFT: "ok"}),
-        phase=Stage.DRAFT, reason=f"drafted {len(entries)} file(s){_uses(allowed)}",
+        phase=Stage.DRAFT, reason=f"drafted {len(entries)} file(s){uses(allowed)}",
         entries=entries)
     crash_point("prepare.draft-recorded")
     return job
@@ -320,40 +326,72 @@ def _judge(ctx: Context, job: Job, command: Command) -> Job:
     return job
 
 
-def gate_problems(ctx: Context, job: Job, files: dict[str, bytes],
-                  allowlist: Callable[[], Allowlist]
-                  ) -> tuple[FailureCode | None, list[str], list[str]]:
-    """Every gate over ``files`` (the job's articles): (the failure code, or None when all
-    passed; the problems; the known non-secrets let through). The secret scan first, then the
-    text checks and the configured gate commands."""
+@dataclass(frozen=True)
+class GateVerdict:
+    """What the gates said of a set of files: ``code`` None when they passed."""
+
+    code: FailureCode | None
+    problems: list[str]
+    allowed: list[str]  # the known non-secrets let through (for the history, never values)
+
+
+def run_gates(ctx: Context, files: dict[str, bytes], *, job_id: str, base_commit: str | None,
+              targets: Sequence[str]) -> GateVerdict:
+    """The secret scan (with the allowlist committed in ``base_commit``), the text checks and
+    the configured gate commands on ``files``: in memory and scratch space only, nothing
+    stored (``sync`` runs them on uncommitted content before it commits anything)."""
     try:
-        problems, allowed = gates.secret_scan(files, allowlist)
+        problems, allowed = gates.secret_scan(files, gates.Base(ctx.repo, base_commit))
     except AllowlistError as e:
-        return FailureCode.GATE_FAILED, [e.message], []
+        return GateVerdict(FailureCode.GATE_FAILED, [e.message], [])
     if problems:
-        return FailureCode.SECRET_IN_CONTENT, problems, allowed
+        return GateVerdict(FailureCode.SECRET_IN_CONTENT, problems, allowed)
     problems = gates.text_problems(files)
     for command in ctx.config.gates:
         ctx.progress(f"gate: running {command.name}")
-        with _scratch(ctx, job, "gate") as scratch:
+        with steps.Scratch(ctx.repo.pub_dir / "scratch", f"{job_id[:8]}-gate") as scratch:
             unplaced = _place_files(scratch, files)
             if unplaced:
                 problems.append(f"gate {command.name}: {unplaced}")
                 continue
-            env = _phase_env(ctx, job) | {
+            env = _env(ctx, job_id, base_commit, targets) | {
                 "GITPUB_FILES": "\n".join(f"files/{p}" for p in sorted(files))}
             result = steps.run(command, scratch, env=env)
         if not result.ok:
             problems.append(f"gate {command.name}: {result.describe()}")
-    crash_point("prepare.gates-ran")
-    return (FailureCode.GATE_FAILED if problems else None), problems, allowed
+    return GateVerdict(FailureCode.GATE_FAILED if problems else None, problems, allowed)
+
+
+def regate(ctx: Context, job: Job) -> Job | None:
+    """Another node's job, adopted here: its artifacts pass this node's write scope and gates
+    again before anything of it is delivered (whoever may push ``refs/pub/*`` can rewrite a
+    dead node's record, artifacts and manifest alike, so they prove nothing). The job in
+    REVIEW when they do not, else None. Font outputs are derived, not gated (as in prepare)."""
+    files = {p: d for p, d in _artifact_files(ctx, job).items()
+             if p not in ctx.config.font_outputs}
+    problems = [f"{p}: {why}" for p in sorted({*files, *job.record.target_paths})
+                if (why := ctx.config.scope_problem(p)) is not None]
+    code = FailureCode.GATE_FAILED if problems else None
+    if not problems:
+        verdict = run_gates(ctx, files, job_id=job.job_id, base_commit=job.record.base_commit,
+                            targets=job.record.target_paths)
+        code, problems = verdict.code, verdict.problems
+    if code is None:
+        return None
+    ctx.progress(f"{job.job_id[:13]}: taken over, but its artifacts do not pass this node's "
+                 "gates: left for a person (REVIEW)")
+    return to_review(ctx, job, Stage.GATES, code, [f"taken over from node "
+                                                   f"{sanitize(job.record.node)}", *problems])
 
 
 def _gates(ctx: Context, job: Job) -> Job:
     files = _artifact_files(ctx, job)
-    code, problems, allowed = gate_problems(ctx, job, files, _allowlist(ctx, job))
-    if code is not None:
-        return to_review(ctx, job, Stage.GATES, code, problems)
+    verdict = run_gates(ctx, files, job_id=job.job_id, base_commit=job.record.base_commit,
+                        targets=job.record.target_paths)
+    crash_point("prepare.gates-ran")
+    if verdict.code is not None:
+        return to_review(ctx, job, Stage.GATES, verdict.code, verdict.problems)
+    allowed = verdict.allowed
     tree = ctx.store.subtree(job, "artifacts")
     modes = {p: e.mode for p, e in ctx.repo.walk_files(tree)} if tree else {}
     record = job.record.evolve(phases=job.record.phases | {Phase.GATES: "passed"})
@@ -375,7 +413,7 @@ def _gates(ctx: Context, job: Job) -> Job:
         job,
         record.evolve(state=State.READY_TO_COMMIT, manifest_sha256=manifest.sha256(),
                       commit_time=int(ctx.clock()), author=author),
-        phase=Stage.GATES, reason=f"gates passed; manifest {manifest.sha256()}{_uses(allowed)}",
+        phase=Stage.GATES, reason=f"gates passed; manifest {manifest.sha256()}{uses(allowed)}",
         files={"manifest": manifest.serialize()} | {f"artifacts/{p}": d
                                                      for p, d in fonts.items()})
     crash_point("prepare.ready-recorded")

@@ -19,9 +19,11 @@ from gitpub.core.globs import shown
 from gitpub.core.manifest import content_sha256
 from gitpub.core.record import JobRecord, Target
 from gitpub.core.sanitize import find_secrets, sanitize, sanitize_bytes
+from gitpub.core.secretdiff import NOTHING, Inherited
 from gitpub.core.states import Kind, Phase, State
 from gitpub.git import paths as git_paths
-from gitpub.pipeline.gates import allowlist_at
+from gitpub.git.repo import BLOB_MODES
+from gitpub.pipeline.gates import Base
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job, job_id_for_key
 from gitpub.store.shared import SharedView
@@ -152,42 +154,71 @@ def check_base(ctx: Context, request: Request) -> None:
                 hint="a submodule's files belong to its own repository: publish there")
 
 
-def source_files(request: Request, allowlist: Allowlist = NO_RULES) -> dict[str, bytes]:
+def source_files(request: Request, base: Base | None = None) -> dict[str, bytes]:
     """The sources as stored in the job: sanitized, at ``source/<target>`` (or ``source/input``);
-    known non-secrets (``core.allowlist``) are kept, since they are content to publish. A sync job
-    has none: the commit it delivers is kept alive by the job instead."""
+    known non-secrets (``core.allowlist``) are kept, since they are content to publish, and so
+    are the findings a target's version in ``base`` already had in place (``core.secretdiff``:
+    the branch's, not the job's). A sync job has none: the commit it delivers is kept alive by
+    the job instead (unless it brings a secret: then the job keeps nothing of it)."""
     if request.kind == Kind.SYNC:
         return {}
+    rules = NO_RULES if base is None else base.allowlist()
     if request.drafted:
         return {"source/input": sanitize_bytes(request.sources[0].data,
-                                               keep(request.targets, allowlist))}
-    return {f"source/{t}": sanitize_bytes(s.data, keep((t,), allowlist))
+                                               keep(request.targets, rules))}
+    return {f"source/{t}": sanitize_bytes(s.data, keep((t,), rules, _inherited(base, t)))
             for t, s in zip(request.targets, request.sources, strict=True)}
 
 
-def source_hits(ctx: Context, request: Request) -> tuple[list[Hit], Allowlist]:
-    """The secrets in the sources, allowed or not, and the allowlist that decided: the one
-    committed in the base the job will snapshot (read only when something was found). A sync
-    job has no sources: its commit's files are scanned by the gates."""
-    if request.kind == Kind.SYNC:
-        return [], Allowlist()
+def _inherited(base: Base | None, target: str) -> Inherited:
+    return NOTHING if base is None else base.inherited(target)
 
-    def hits(allowlist: Allowlist) -> list[Hit]:
-        # (what the text is published as, how messages name it: the target, or a draft input)
-        files = ([(request.targets, request.sources[0].label)] if request.drafted
-                 else [((t,), t) for t in request.targets])
-        return [hit for s, (paths, label) in zip(request.sources, files, strict=True)
-                for hit in scan(s.data.decode("utf-8", "surrogateescape"), paths, allowlist,
-                                label)]
 
-    found = hits(Allowlist())
-    if not found:
-        return [], Allowlist()
+def source_hits(ctx: Context, request: Request) -> tuple[list[Hit], Base | None]:
+    """The secrets in what the job is given, allowed or not, and the base that decided: the one
+    the job will snapshot, its allowlist and its version of each target (read only when
+    something was found). A draft's input is no file of the base: it is judged whole. A sync
+    job is given a commit: what it adds or changes against its parent, and the commit's own
+    message and author (published with it), are judged here, before the job keeps the commit
+    alive, so that a secret in it never enters the job's history."""
+    texts = _given(ctx, request)
+
+    def hits(rules: Allowlist, base: Base | None) -> list[Hit]:
+        return [hit for text, paths, label, target in texts
+                for hit in scan(text, paths, rules, label,
+                                NOTHING if target is None else _inherited(base, target))]
+
+    if not hits(NO_RULES, None):
+        return [], None
     ref = None if request.base is not None else ctx.base_ref()
-    base = request.base if request.base is not None else (
+    commit = request.base if request.base is not None else (
         None if ref is None else ctx.repo.read_ref(ref))
-    allowlist = allowlist_at(ctx.repo, base)  # AllowlistError: exit 2, nothing written
-    return hits(allowlist), allowlist
+    base = Base(ctx.repo, commit)
+    return hits(base.allowlist(), base), base  # AllowlistError: exit 2, nothing written
+
+
+def _given(ctx: Context, request: Request) -> list[tuple[str, tuple[str, ...], str, str | None]]:
+    """Each text the job is given: (text, the paths it is published as, how messages name it,
+    the target whose base version it changes — None for a draft's input)."""
+    def text(data: bytes) -> str:
+        return data.decode("utf-8", "surrogateescape")
+
+    if request.kind == Kind.SYNC:
+        if request.commit is None or request.base is None:
+            return []
+        repo = ctx.repo
+        changes = repo.diff_entries(repo.commit(request.base).tree,
+                                    repo.commit(request.commit).tree)
+        # the commit itself too: its message and author are published with it
+        header = (text(repo.raw_commit(request.commit)), (),
+                  f"commit {request.commit[:12]} (message or author)", None)
+        return [header, *((text(repo.blob(c.new.sha)), (c.path,), c.path, c.path)
+                          for c in changes if c.new is not None and c.new.mode in BLOB_MODES)]
+    if request.drafted:
+        return [(text(request.sources[0].data), request.targets, request.sources[0].label,
+                 None)]
+    return [(text(s.data), (t,), t, t)
+            for t, s in zip(request.targets, request.sources, strict=True)]
 
 
 def ensure_job(ctx: Context, request: Request) -> tuple[Job, bool]:
@@ -221,8 +252,8 @@ def _archived(ctx: Context, job_id: str) -> Job | None:
 
 
 def _create(ctx: Context, request: Request, key: str, job_id: str, request_hash: str) -> Job:
-    hits, allowlist = source_hits(ctx, request)
-    files = source_files(request, allowlist)
+    hits, base = source_hits(ctx, request)
+    files = source_files(request, base)
     findings = [sanitize(h.problem()) for h in hits if h.allowed_by is None]
     allowed = [sanitize(h.use()) for h in hits if h.allowed_by is not None]
     now = ctx.clock()
@@ -249,6 +280,7 @@ def _create(ctx: Context, request: Request, key: str, job_id: str, request_hash:
               else f"accepted commit {request.commit}: {', '.join(request.targets)}") + (
         f"; allowed as known non-secrets: {'; '.join(allowed)}" if allowed else "")
     job = ctx.store.create(record, files, reason=reason,
-                           keep_alive=() if request.commit is None else (request.commit,))
+                           keep_alive=() if request.commit is None or findings
+                           else (request.commit,))
     crash_point("prepare.job-created")
     return job

@@ -10,6 +10,11 @@ under a MAC with CI's key (a file anyone could write would anchor nothing). A ru
 (exit 1) when the remote's notes no longer hold that commit — rolled back or deleted — and
 writes the anchor again after it pushed its own ledger.
 
+The anchor also names the *lineage* of the ledgers (``verify.ledger.LINEAGE``), a random name
+a ``--first-run`` chooses: only ledgers of that lineage are believed, so ledgers another
+repository's CI wrote with the same key — pushed into these notes, or merged with them — stand
+for nothing here.
+
 The anchor cannot be older than the remote's notes in any way that matters: a run that failed
 to push wrote no anchor, and the next run's ledger descends from the anchored one. When the
 anchor is lost (a cache evicted), or on the very first keyed run, a person says so:
@@ -18,16 +23,20 @@ anchor is lost (a cache evicted), or on the very first keyed run, a person says 
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import NamedTuple
 
 from gitpub.core.errors import GitpubError
 from gitpub.core.files import write_atomic
-from gitpub.verify.ledger import Key
+from gitpub.verify.ledger import LINEAGE_NAME, Key
 
-FORMAT = 1
+FORMAT = 2
+#: The format before lineages (read: its runs go on with a new lineage).
+FORMAT_1 = 1
 
 
 class AnchorError(GitpubError):
@@ -38,9 +47,11 @@ class Anchor(NamedTuple):
     notes: str  # the notes commit of the last ledger a run wrote and pushed
     serial: int  # that ledger's serial
     branch: str  # the branch it confirms
+    lineage: str = ""  # whose ledgers are believed ("": an anchor from before lineages)
 
     def mac(self, key: Key) -> str:
-        return key.mac("anchor", self.notes, str(self.serial), self.branch)
+        return key.mac("anchor", self.notes, str(self.serial), self.branch,
+                       *([self.lineage] if self.lineage else []))
 
 
 def load(path: Path, key: Key) -> Anchor | None:
@@ -54,15 +65,18 @@ def load(path: Path, key: Key) -> Anchor | None:
         raise AnchorError(f"the anchor {path} cannot be read ({type(e).__name__})",
                           hint="restore it from CI's cache, or run once with --first-run "
                                "to take the remote's notes as they are") from None
-    fields = ("format", "notes", "serial", "branch", "mac")
-    if not isinstance(data, dict) or set(data) != set(fields) or data["format"] != FORMAT or \
+    fields = {"format", "notes", "serial", "branch", "mac"}
+    if not isinstance(data, dict) or \
+            set(data) != (fields | {"lineage"} if data.get("format") == FORMAT else fields) or \
+            data["format"] not in (FORMAT, FORMAT_1) or \
             not all(isinstance(data[k], str) for k in ("notes", "branch", "mac")) or \
-            not isinstance(data["serial"], int):
+            not isinstance(data["serial"], int) or (data["format"] == FORMAT and not (
+                isinstance(data["lineage"], str) and LINEAGE_NAME.fullmatch(data["lineage"]))):
         raise AnchorError(f"the anchor {path} is not an anchor gitpub writes",
                           hint="run once with --first-run to take the remote's notes as "
                                "they are")
-    anchor = Anchor(data["notes"], data["serial"], data["branch"])
-    if not key.valid(data["mac"], "anchor", anchor.notes, str(anchor.serial), anchor.branch):
+    anchor = Anchor(data["notes"], data["serial"], data["branch"], data.get("lineage", ""))
+    if not hmac.compare_digest(data["mac"], anchor.mac(key)):
         raise AnchorError(f"the anchor {path} was not written with this {_KEY}",
                           hint="someone changed it, or CI's key changed: run once with "
                                "--first-run to take the remote's notes as they are")
@@ -71,8 +85,11 @@ def load(path: Path, key: Key) -> Anchor | None:
 
 def save(path: Path, anchor: Anchor, key: Key) -> None:
     """Write the anchor (atomically: a reader sees the old one or the new one)."""
+    if not LINEAGE_NAME.fullmatch(anchor.lineage):
+        raise ValueError("an anchor is written with a lineage")
     text = json.dumps({"format": FORMAT, "notes": anchor.notes, "serial": anchor.serial,
-                       "branch": anchor.branch, "mac": anchor.mac(key)}, sort_keys=True)
+                       "branch": anchor.branch, "lineage": anchor.lineage,
+                       "mac": anchor.mac(key)}, sort_keys=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, (text + "\n").encode(), mode=0o600)
 
@@ -85,3 +102,9 @@ def from_environment(given: str | None) -> Path | None:
 
 ENV = "GITPUB_CONFIRM_ANCHOR"
 _KEY = "GITPUB_CONFIRM_KEY"
+
+
+def new_lineage() -> str:
+    """A lineage for the ledgers a ``--first-run`` starts (random: no other repository's CI
+    picks the same)."""
+    return secrets.token_hex(16)

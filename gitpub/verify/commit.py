@@ -35,7 +35,8 @@ commits anyone may push.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from gitpub.config.model import Config
@@ -53,6 +54,10 @@ DEFAULT_PREFIX = "Blog"
 #: A gitpub job id: ``uuid5`` of the key, as ``store.jobs.job_id_for_key`` writes it.
 JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _UTF8 = frozenset({"utf-8", "utf8"})
+#: At most this many symbolic links on the way to a published link's target (Linux's limit).
+MAX_LINKS = 40
+#: The longest target a symbolic link may have (bytes, as POSIX systems' ``PATH_MAX - 1``).
+MAX_LINK_TARGET = 4095
 
 
 def steers(path: str) -> bool:
@@ -153,33 +158,59 @@ def scope_problems(repo: Repository, info: CommitInfo, manifest: Manifest,
         if entry.mode == MODE_LINK:
             found = repo.lookup(info.tree, entry.path)
             if found is not None and found.mode == MODE_LINK:
-                escape = link_problem(entry.path, repo.blob(found.sha))
+                escape = link_problem(entry.path, repo.blob(found.sha),
+                                      lambda path: _link_at(repo, info.tree, path))
                 if escape is not None:
                     problems.append(f"{entry.path}: a symbolic link {escape}")
     return problems
 
 
-def link_problem(path: str, target: bytes) -> str | None:
+def link_problem(path: str, target: bytes,
+                 link_at: Callable[[str], bytes | None] = lambda _: None) -> str | None:
     """Why a symbolic link at ``path`` to ``target`` may not be published (it points out of the
-    repository, or into ``.git``), or None."""
-    text = target.decode("utf-8", "surrogateescape")
-    if text.startswith("/"):
-        return "to an absolute path"
-    if "\\" in text or "\0" in text:
-        return "whose target is no portable path"
+    repository, or into ``.git``), or None. ``link_at`` gives the target of a symbolic link at
+    a path of the same tree (None: no link there): the links on the way are followed as a
+    checkout's file system follows them, so a link that stays inside only on paper (through
+    ``a -> ..``, then up) is refused, and so is a chain of more than ``MAX_LINKS``."""
     parts: list[str] = path.split("/")[:-1]
-    for part in text.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not parts:
-                return "out of the repository"
-            parts.pop()
-        else:
+    todo: deque[str] = deque()  # the components left to resolve, the next first
+    text, links = target.decode("utf-8", "surrogateescape"), 0
+    while True:
+        if text.startswith("/"):
+            return "to an absolute path"
+        if "\\" in text or "\0" in text or \
+                len(text.encode("utf-8", "surrogateescape")) > MAX_LINK_TARGET:
+            return "whose target is no portable path"
+        todo.extendleft(reversed(text.split("/")))
+        text = ""
+        while todo and not text:
+            part = todo.popleft()
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if not parts:
+                    return "out of the repository"
+                parts.pop()
+                continue
             parts.append(part)
+            inner = link_at("/".join(parts))
+            if inner is not None:
+                links += 1
+                if links > MAX_LINKS:
+                    return f"through more than {MAX_LINKS} symbolic links (a loop?)"
+                parts.pop()
+                text = inner.decode("utf-8", "surrogateescape") or "."
+        if not text:
+            break
     if any(is_dotgit(p) for p in parts):
         return "into .git"
     return None
+
+
+def _link_at(repo: Repository, tree: str, path: str) -> bytes | None:
+    """The target of the symbolic link at ``path`` in ``tree``, None when there is none."""
+    found = repo.lookup(tree, path)
+    return repo.blob(found.sha) if found is not None and found.mode == MODE_LINK else None
 
 
 def _judge(repo: Repository, info: CommitInfo, message: bytes, encoding_problem: str | None,

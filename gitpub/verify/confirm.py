@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitpub.config.model import Config
+from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CONFIG_FILE, GitpubError, UsageError
 from gitpub.core.sanitize import remember_secret, sanitize
 from gitpub.git.diff import first_parent_changes
@@ -138,6 +139,8 @@ def confirm(repo: Repository, target: Target, *, rev_range: str | None, push_not
             progress: Progress, key: L.Key | None = None,
             anchoring: Anchoring = NO_ANCHOR) -> ConfirmReport:
     """One run (the module's docstring)."""
+    anchor = _anchor(anchoring, key) if key is not None and rev_range is None else None
+    lineage = anchor.lineage if anchor is not None and anchor.lineage else None
     branch = target.branch or _default_branch(repo, target.remote)
     while True:
         remote = Remote(repo, target.remote, branch)
@@ -146,7 +149,8 @@ def confirm(repo: Repository, target: Target, *, rev_range: str | None, push_not
             tip, notes_tip = fetch_with(remote, NOTES_REF, REMOTE_NOTES)
         else:
             tip, notes_tip = fetched.tip, fetched.also
-        memory = L.read_memory(repo, notes_tip, key)
+        memory = L.read_memory(repo, notes_tip, key,
+                               "" if anchor is not None and lineage is None else lineage)
         named = memory.ledger.branch
         if target.branch is not None or named in ("", "?", branch):
             break
@@ -156,7 +160,7 @@ def confirm(repo: Repository, target: Target, *, rev_range: str | None, push_not
                           f"{sanitize(branch)}", hint="give the branch CI confirms: --branch")
     report = ConfirmReport(tip, authenticated=key is not None)
     if key is not None and rev_range is None:
-        report.remarks += _guard(repo, key, memory, notes_tip, anchoring, branch)
+        report.remarks += _guard(repo, memory, notes_tip, anchoring, anchor, branch)
     _remark_memory(report, memory, key)
     points = _points(repo, memory.ledger, rev_range)
     if rev_range is not None:
@@ -193,7 +197,7 @@ def confirm(repo: Repository, target: Target, *, rev_range: str | None, push_not
         _rewritten(repo, memory, gone, notes_tip, key, report)
     ledger = _next_ledger(memory.ledger, report, gone, checked=rev_range is None)
     if key is not None and rev_range is None:
-        ledger = ledger.next_run(branch)
+        ledger = ledger.next_run(branch, _lineage(anchor, anchoring, memory))
     additions = _union(_additions(report, index, key, repo.object_format,
                                  checked=rev_range is None), store.notes)
     subject = f"gitpub confirm: {len(report.verdicts)} job commit(s) up to {tip}"
@@ -201,9 +205,11 @@ def confirm(repo: Repository, target: Target, *, rev_range: str | None, push_not
                    key, memory)
     settled = _settled_ledger(repo, final, key, ledger)
     _settle(repo, final, report, key, memory, settled)
+    if report.notes_pushed:  # and the anchor not written yet: the next run goes on from it
+        crash_point("confirm.notes-pushed")
     if key is not None and anchoring.path is not None and report.notes_pushed and \
             final is not None and rev_range is None:
-        A.save(anchoring.path, A.Anchor(final, settled.serial, branch), key)
+        A.save(anchoring.path, A.Anchor(final, settled.serial, branch, settled.lineage), key)
     return report
 
 
@@ -222,8 +228,28 @@ def _default_branch(repo: Repository, remote: str) -> str:
     return found
 
 
-def _guard(repo: Repository, key: L.Key, memory: L.Memory, notes_tip: str | None,
-           anchoring: Anchoring, branch: str) -> list[str]:
+def _anchor(anchoring: Anchoring, key: L.Key) -> A.Anchor | None:
+    """The anchor CI kept (None: none, or a ``--first-run``, which takes the notes as they
+    are); ``AnchorError`` when it is damaged or not written with this key."""
+    if anchoring.first_run or anchoring.path is None:
+        return None
+    return A.load(anchoring.path, key)
+
+
+def _lineage(anchor: A.Anchor | None, anchoring: Anchoring, memory: L.Memory) -> str:
+    """The lineage of this run's ledger: the anchor's; without an anchor, the ledger's; else a
+    new one — on a ``--first-run`` (the person vouches for the notes as they are: from now on
+    only the ledgers of this run and its successors count) or after an anchor from before
+    lineages."""
+    if anchor is not None and anchor.lineage:
+        return anchor.lineage
+    if anchoring.path is None and memory.ledger.lineage:
+        return memory.ledger.lineage
+    return A.new_lineage()
+
+
+def _guard(repo: Repository, memory: L.Memory, notes_tip: str | None,
+           anchoring: Anchoring, anchor: A.Anchor | None, branch: str) -> list[str]:
     """Refuse a ledger that is not the newest CI wrote (rule 1b); the remarks to show."""
     remarks = []
     if anchoring.path is None:
@@ -236,7 +262,6 @@ def _guard(repo: Repository, key: L.Key, memory: L.Memory, notes_tip: str | None
         return ["--first-run: the remote's notes are taken as they are "
                 + ("(an authentic ledger was found)" if memory.found else
                    "(no authentic ledger: the whole history is checked)"), *remarks]
-    anchor = None if anchoring.path is None else A.load(anchoring.path, key)
     if anchor is not None:
         if notes_tip is None or not _in_notes(repo, anchor.notes, notes_tip) or \
                 memory.ledger.serial < anchor.serial:
@@ -289,7 +314,7 @@ def _settled_ledger(repo: Repository, final: str | None, key: L.Key | None,
     """The ledger as written (merged with a racing run's), else ours."""
     if key is None or final is None:
         return ours
-    written = L.read_memory(repo, final, key)
+    written = L.read_memory(repo, final, key, ours.lineage or None)
     return written.ledger if written.found else ours
 
 
@@ -331,6 +356,10 @@ def _remark_memory(report: ConfirmReport, memory: L.Memory, key: L.Key | None) -
     if key is not None and memory.unauthentic:
         report.remarks.append(f"{memory.unauthentic} ledger(s) in the notes without a valid "
                               "MAC were ignored")
+    if key is not None and memory.foreign:
+        report.remarks.append(f"{memory.foreign} authentic ledger(s) of another lineage (another "
+                              "repository whose CI has the same key, or from before a "
+                              "--first-run) were ignored")
 
 
 # -- the range ------------------------------------------------------------------------------
@@ -553,7 +582,8 @@ def _write(repo: Repository, remote: Remote, additions: dict[str, list[str]],
     the notes commit the ledger was settled against."""
     base = notes_tip
     for _ in range(PUSH_ATTEMPTS):
-        before = L.read_memory(repo, base, key) if base != notes_tip else memory
+        before = L.read_memory(repo, base, key, ledger.lineage or None) \
+            if base != notes_tip else memory
         merged = ledger.merged(before.ledger) if base != notes_tip else ledger
         everything = _union(restore(repo, base, memory), additions)
         new = build_notes_commit(repo, base, everything, _message(merged, subject, key),

@@ -6,7 +6,9 @@ grow with the history:
 
 - **which branch the runs confirm** (v4): a pushed ``.gitpub.yaml`` never redirects a run, and
   a **serial** that grows by one each run, which CI's rollback anchor compares
-  (``verify.anchor``);
+  (``verify.anchor``), and the **lineage** (a random name per ``--first-run``, kept in the
+  anchor): a ledger of another lineage — another repository's CI with the same key — is not
+  believed;
 - **where the last run stopped** (the checked-through points): the next run walks only
   ``tip ^points``;
 - **which BAD verdicts are still open** (not accepted by a person): BAD is sticky;
@@ -71,6 +73,10 @@ VERSION_4 = "Gitpub-Confirm-Ledger: v4"
 FACTS = "Gitpub-Config-Facts: "
 BRANCH = "Gitpub-Confirmed-Branch: "
 SERIAL = "Gitpub-Ledger-Serial: "
+#: The lineage a ledger belongs to (v4, optional): a random name a person's ``--first-run``
+#: gives the ledgers of one repository's CI, kept in its anchor. Another repository whose CI
+#: has the same key writes ledgers of another lineage, which this one's runs do not believe.
+LINEAGE = "Gitpub-Ledger-Lineage: "
 #: How many ``.gitpub.yaml`` files' facts a ledger keeps (the newest first).
 MAX_FACTS = 4
 POINT = "Gitpub-Checked-Through: "
@@ -94,6 +100,7 @@ _TAG = re.compile(r" \[mac ([0-9a-f]{64})\]$")
 _FACTS_LINE = re.compile(r"\{[ -~]*\}")  # one line of ASCII JSON (an older memo)
 _BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
 _DIGITS = re.compile(r"[0-9]{1,18}")
+LINEAGE_NAME = re.compile(r"[0-9a-f]{32}")
 
 
 class Key(NamedTuple):
@@ -117,6 +124,7 @@ class Ledger(NamedTuple):
     facts: tuple[str, ...] = ()  # an older gitpub's .gitpub.yaml memo lines (v3: read only)
     branch: str = ""  # the remote branch the runs confirm ("": an older ledger, v2 or v3)
     serial: int = 0  # how many keyed runs wrote a ledger before this one (v4)
+    lineage: str = ""  # whose ledgers these are (v4; "": written before lineages)
 
     @property
     def version(self) -> int:
@@ -132,11 +140,12 @@ class Ledger(NamedTuple):
                             if c not in accepted), accepted,
                       _unique((*self.prefixes, *other.prefixes)),
                       () if branch else _unique((*self.facts, *other.facts))[:MAX_FACTS],
-                      branch, max(self.serial, other.serial))
+                      branch, max(self.serial, other.serial), self.lineage or other.lineage)
 
-    def next_run(self, branch: str) -> Ledger:
-        """The ledger a run writes on top of this one: v4, confirming ``branch``, counted."""
-        return self._replace(facts=(), branch=branch, serial=self.serial + 1)
+    def next_run(self, branch: str, lineage: str) -> Ledger:
+        """The ledger a run writes on top of this one: v4, confirming ``branch``, counted, of
+        ``lineage``."""
+        return self._replace(facts=(), branch=branch, serial=self.serial + 1, lineage=lineage)
 
     def checked_through(self, tip: str, dropped: Iterable[str] = ()) -> Ledger:
         gone = set(dropped)
@@ -160,7 +169,8 @@ class Ledger(NamedTuple):
 
     def lines(self) -> list[str]:
         """The ledger's lines, as its version writes them (the MAC is over these)."""
-        head = {4: [VERSION_4, BRANCH + self.branch, SERIAL + str(self.serial)],
+        head = {4: [VERSION_4, BRANCH + self.branch, SERIAL + str(self.serial),
+                    *([LINEAGE + self.lineage] if self.lineage else [])],
                 3: [VERSION_3], 2: [VERSION_LINE]}[self.version]
         return [*head, *(POINT + p for p in self.points),
                 *(OPEN + c for c in self.open_bad), *(ACCEPTED + c for c in self.accepted),
@@ -195,8 +205,9 @@ def parse_ledger(message: bytes) -> tuple[Ledger, str | None] | None:
     if VERSION_4 in lines:
         branch = next((v for v in values(BRANCH, _BRANCH)), "")
         serial = next((int(v) for v in values(SERIAL, _DIGITS)), 0)
+        lineage = next((v for v in values(LINEAGE, LINEAGE_NAME)), "")
         return Ledger(values(POINT, _SHA), values(OPEN, _SHA), values(ACCEPTED, _SHA),
-                      values(PREFIX, _PREFIX_TOKEN), (), branch or "?", serial), tag
+                      values(PREFIX, _PREFIX_TOKEN), (), branch or "?", serial, lineage), tag
     facts = values(FACTS, _FACTS_LINE) if VERSION_3 in lines else ()
     return Ledger(values(POINT, _SHA), values(OPEN, _SHA), values(ACCEPTED, _SHA),
                   values(PREFIX, _PREFIX_TOKEN), facts), tag
@@ -218,18 +229,32 @@ class Memory(NamedTuple):
     ledger: Ledger = Ledger()
     trees: tuple[str, ...] = ()  # the notes commits of the authentic ledgers
     unauthentic: int = 0  # ledgers passed on the way whose MAC is missing or wrong
+    foreign: int = 0  # authentic ledgers of another lineage passed on the way
 
     @property
     def found(self) -> bool:
         return bool(self.trees)
 
 
-def read_memory(repo: Repository, notes_tip: str | None, key: Key | None) -> Memory:
-    """The newest authentic ledger on every path back from ``notes_tip``, merged (nothing
-    without a key)."""
+def read_memory(repo: Repository, notes_tip: str | None, key: Key | None,
+                lineage: str | None = None) -> Memory:
+    """The newest authentic ledger of ``lineage`` on every path back from ``notes_tip``, merged
+    (nothing without a key). An authentic ledger of another lineage (another repository whose
+    CI has the same key, or ledgers from before a ``--first-run``) is looked through like a
+    forged one. ``lineage`` None: the lineage of the newest (highest serial) authentic ledger
+    found — what a run without an anchor, or a person's ``--accept``, goes by."""
     if key is None or notes_tip is None:
         return Memory()
-    ledger, found, skipped = Ledger(), list[str](), 0
+    memory, lineages = _read(repo, notes_tip, key, lineage)
+    if lineage is None and len(lineages) > 1:
+        memory, _ = _read(repo, notes_tip, key, memory.ledger.lineage)
+    return memory
+
+
+def _read(repo: Repository, notes_tip: str, key: Key,
+          lineage: str | None) -> tuple[Memory, set[str]]:
+    found: list[tuple[str, Ledger]] = []
+    skipped = foreign = 0
     todo, seen = [notes_tip], set[str]()
     while todo and len(seen) < SEARCH_LIMIT:
         sha = todo.pop(0)
@@ -238,13 +263,21 @@ def read_memory(repo: Repository, notes_tip: str | None, key: Key | None) -> Mem
         seen.add(sha)
         info = repo.commit(sha)
         good = authentic(key, info.message, info.tree)
-        if good is not None:
-            ledger = ledger.merged(good)
-            found.append(sha)
+        if good is not None and lineage in (None, good.lineage):
+            found.append((sha, good))
             continue
-        skipped += parse_ledger(info.message) is not None
+        foreign += good is not None
+        skipped += good is None and parse_ledger(info.message) is not None
         todo.extend(info.parents)
-    return Memory(ledger, tuple(found), skipped)
+    # The newest first (the highest serial), whatever the order of a merge's parents: a notes
+    # merge whose first parents are older authentic ledgers must not push the newest points
+    # (those that show a rewritten branch) out of the ``MAX_POINTS`` kept, nor name the branch.
+    found.sort(key=lambda f: -f[1].serial)
+    ledger = Ledger()
+    for _, good in found:
+        ledger = ledger.merged(good)
+    return (Memory(ledger, tuple(sha for sha, _ in found), skipped, foreign),
+            {good.lineage for _, good in found})
 
 
 # -- note lines that carry their own MAC ------------------------------------------------------

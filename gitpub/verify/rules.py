@@ -76,7 +76,9 @@ def checked_prefixes(repo: Repository, config: Config | Bad, memory: L.Memory,
 def _config_changes(repo: Repository, facts: Resolver, start: str, tip: str) -> list[str]:
     if facts.blob_at(start) == facts.blob_at(tip):
         return []
-    # Ids in ASCII whatever ``i18n.logOutputEncoding`` says; no rename followed into the file.
-    proc = repo.git("-c", "i18n.logOutputEncoding=UTF-8", "-c", "log.follow=false", "log",
+    # Ids in ASCII whatever ``i18n.logOutputEncoding`` says; no rename followed into the file;
+    # no signature's verification among them (``log.showSignature``).
+    proc = repo.git("-c", "i18n.logOutputEncoding=UTF-8", "-c", "log.follow=false",
+                    "-c", "log.showSignature=false", "log",
                     "--format=%H", "--full-history", tip, f"^{start}", "--", CONFIG_FILE)
     return list(reversed(proc.stdout.decode().split()))

@@ -9,14 +9,16 @@ job and the commit when broken:
 1. **every job commit in the range has its record** — the job's remote ref, else its archive
    entry. A record that says PUBLISHED must name this very commit; one that says SKIPPED (or
    any other state a job on the branch cannot be in: REVIEW, CONFLICT) contradicts the branch.
-   A delivery still under way (PUSHING, RETRY_WAIT, FAILED, LOCAL_COMMITTED: the outcome is not
-   recorded yet) is reported as *pending*. A job commit with **no record at all** is
+   A delivery still under way (PUSHING, RETRY_WAIT, FAILED, LOCAL_COMMITTED, IN_REVIEW: the
+   outcome is not recorded yet) is reported as *pending*. A job commit with **no record at all** is
    *unrecorded*: published before the job store was shared, or its record was deleted. It is
    BAD unless the configuration at the range's start (the trusted one, as for the trailer
    prefix) says ``confirm_unrecorded: report`` — for a repository with publications from
    before the shared store — then it is listed in the remarks only;
 2. **every remote job ref that says PUBLISHED names a verified commit on the branch** (a
-   publication of that job, by ``verify.commit``, in the history of the branch's tip). Job refs
+   publication of that job, by ``verify.commit``, in the history of the branch's tip; for a
+   job that went to review, a commit without trailers — a squash under the forge's message —
+   may be it by content, ``verify.content``: exactly the manifest its state holds). Job refs
    are O(unfinished jobs) once finished ones are folded (``delivery.fold``); a commit checked in
    this run, or in the authentic job-id index of the notes, is not verified again;
 3. **every archive entry a fold added since the last run that says PUBLISHED** names a verified
@@ -37,7 +39,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from gitpub.config.model import Config
-from gitpub.core.errors import CorruptStateError
+from gitpub.core.errors import CorruptStateError, GitpubError
 from gitpub.core.record import JobRecord
 from gitpub.core.states import State
 from gitpub.git.objects import is_object_id
@@ -51,12 +53,13 @@ from gitpub.store.jobs import JobStore
 from gitpub.store.shared import SharedView
 from gitpub.verify import ledger as L
 from gitpub.verify.commit import Verdict, verdict, verify_commit
+from gitpub.verify.content import record_content_problems
 from gitpub.verify.facts import Bad, Resolver
 
 ARCHIVE_CHECKED = "gitpub-confirm: archive-checked"
 #: States of a record whose delivery is under way: the outcome is not recorded yet.
 PENDING = frozenset({State.PUSHING, State.RETRY_WAIT, State.FAILED, State.LOCAL_COMMITTED,
-                     State.RECHECK_CANDIDATES, State.RECOVERING})
+                     State.RECHECK_CANDIDATES, State.RECOVERING, State.IN_REVIEW})
 #: How deep the archive's history is fetched at most in a shallow clone (folds, not jobs).
 MAX_ARCHIVE_DEPTH = 4096
 _EVERYTHING = 1 << 30  # --deepen: the whole history
@@ -264,7 +267,7 @@ class _Checker:
 
     def _claim(self, job_id: str, record: JobRecord, where: str, state: str) -> list[Verdict]:
         commit = record.remote_commit or ""
-        problem = self._problem(job_id, commit)
+        problem = self._problem(job_id, commit, record, state)
         if problem is None:
             return []
         shown = commit if _is_sha(commit) else state
@@ -275,16 +278,17 @@ class _Checker:
         return [verdict(shown, job_id, [f"{where} says PUBLISHED by {commit or 'no commit'}, "
                                         f"which {problem}"])]
 
-    def _problem(self, job_id: str, commit: str) -> str | None:
+    def _problem(self, job_id: str, commit: str, record: JobRecord, state: str) -> str | None:
         """Why ``commit`` is not a verified publication of ``job_id`` on the branch (None: it
-        is, or it came after this run's tip and is the next run's)."""
+        is, or it came after this run's tip and is the next run's). ``state``: the record's
+        state commit."""
         if (job_id, commit) in self.published:
             return None
         if (job_id, commit) not in self._problems:
-            self._problems[(job_id, commit)] = self._check(job_id, commit)
+            self._problems[(job_id, commit)] = self._check(job_id, commit, record, state)
         return self._problems[(job_id, commit)]
 
-    def _check(self, job_id: str, commit: str) -> str | None:
+    def _check(self, job_id: str, commit: str, record: JobRecord, state: str) -> str | None:
         if not _is_sha(commit):
             return "is no commit id"
         if self.key is not None:
@@ -307,12 +311,29 @@ class _Checker:
             found = verify_commit(self.repo, commit, self.prefixes)
         except CorruptStateError as e:
             return f"cannot be read here ({e.message})"
+        if found is None and record.review is not None:
+            return self._by_content(job_id, commit, record, state)
         if found is None:
             return "claims no job"
         if found.job_id != job_id:
             return f"is the publication of job {found.job_id}"
         if not found.ok:
             return f"is not a verified publication: {'; '.join(found.problems)}"
+        return None
+
+    def _by_content(self, job_id: str, commit: str, record: JobRecord,
+                    state: str) -> str | None:
+        """A job that went to review may be published by a commit without its trailers (a
+        squash under the forge's message): then its content must be exactly the job's
+        manifest's (``verify.content``), the manifest read from the record's own state."""
+        try:
+            job = self.view.store.load_at(job_id, state)
+            raw = self.view.store.read_file(job, "manifest")
+            problems = record_content_problems(self.repo, commit, record, raw)
+        except GitpubError as e:
+            return f"claims no job, and the job's state cannot be read here ({e.message})"
+        if problems:
+            return f"claims no job and is not its publication by content: {'; '.join(problems)}"
         return None
 
     def _ancestor(self, commit: str, tip: str) -> bool:

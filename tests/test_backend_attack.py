@@ -1,0 +1,335 @@
+"""The git backend under attack: the user's environment, a git that hangs or is killed, the
+shapes a repository and its working tree take (a submodule, a bare repository with
+``GIT_WORK_TREE``), and paths git stores that gitpub would not write.
+
+Each test is a hole found by attacking the backend (issue 21 part 1), kept closed: real git,
+real repositories; a hung git is a real git behind a script that stops answering.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Site, git, make_site
+from test_delivery import article, prepare
+
+from gitpub.core.errors import CorruptStateError, GitpubError
+from gitpub.core.paths import quoted
+from gitpub.git import catfile, refs
+from gitpub.git.catfile import CatFile
+from gitpub.git.repo import Repository
+
+REAL_GIT = shutil.which("git") or "git"
+
+
+def hanging_git(tmp_path: Path, on: str) -> str:
+    """A ``PATH`` whose git runs the real one, except that ``git … ON …`` never answers."""
+    bin_dir = tmp_path / "hanging-bin"
+    bin_dir.mkdir()
+    script = bin_dir / "git"
+    script.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = "{on}" ] && exec sleep 30; done\n'
+                      f'exec {REAL_GIT} "$@"\n')
+    script.chmod(0o755)
+    return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+
+
+# -- the cat-file process -------------------------------------------------------------------------
+
+def test_a_pack_access_trace_from_the_user_does_not_stop_reads(site: Site) -> None:
+    """``GIT_TRACE_PACK_ACCESS=2`` (inherited from the user) makes ``git cat-file`` write a
+    line per object read on stderr: a pipe nobody drains fills, and git and gitpub wait on each
+    other for good. Its stderr goes to a file: a thousand reads finish."""
+    jobs = [prepare(site, f"trace-{i}", f"posts/trace-{i}.md", article(i)) for i in range(2)]
+    site.git("gc", "-q")
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom gitpub.git.repo import Repository\n"
+        "with Repository.discover(Path(sys.argv[1])) as repo:\n"
+        "    tip = repo.read_ref('refs/pub/jobs/' + sys.argv[2])\n"
+        "    for _ in range(1500):\n"
+        "        repo.commit(tip)\n"
+        "print('done')\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(site.path), str(jobs[0]["job_id"])],
+                          env={**site.env, "GIT_TRACE_PACK_ACCESS": "2"}, capture_output=True,
+                          timeout=30)
+    assert proc.returncode == 0 and proc.stdout == b"done\n", proc.stderr
+
+
+def test_a_cat_file_killed_while_it_answers_is_asked_again(site: Site,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """The OOM killer (or a person) ends ``git cat-file`` after gitpub asked for an object:
+    that says nothing about the object, which a new process reads; it was reported as
+    unreadable (corrupt) before."""
+    head = site.git("rev-parse", "HEAD").strip()
+    original = CatFile._read_line
+    killed: list[int] = []
+
+    def read_line(self: CatFile, name: str) -> bytes:
+        if not killed:
+            assert self._proc is not None
+            killed.append(self._proc.pid)
+            os.kill(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
+        return original(self, name)
+
+    monkeypatch.setattr(CatFile, "_read_line", read_line)
+    with Repository.discover(site.path) as repo:
+        assert repo.commit(head).sha == head
+        assert killed and repo.reader_pids() and repo.reader_pids() != killed
+
+
+def test_a_hung_cat_file_is_given_up_once_with_a_clear_error(site: Site, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """A ``git cat-file`` that never answers (a hung file system) made every command hang for
+    good; now it is killed after ``TIMEOUT`` seconds without a byte, the command says so, and
+    later reads in the same command do not wait again."""
+    for i in range(3):
+        prepare(site, f"hung-{i}", f"posts/hung-{i}.md", article(i))
+    monkeypatch.setattr(catfile, "TIMEOUT", 0.5)
+    monkeypatch.setenv("PATH", hanging_git(tmp_path, "cat-file"))
+    started = time.monotonic()
+    shown = site.call("status", "--all", "--json")
+    took = time.monotonic() - started
+    assert shown.code == 1, shown.out
+    assert "git cat-file did not answer in 0.5 seconds" in shown.out
+    assert "Traceback" not in shown.err and took < 10, took
+
+
+def test_a_hung_ref_transaction_is_given_up_with_a_clear_error(site: Site,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """A ``reference-transaction`` hook that never returns held ``git update-ref --stdin``,
+    and gitpub with it, for good; now git is killed and the move reported, not taken for a
+    lost race."""
+    hooks = site.path / ".git/hooks"
+    hook = hooks / "reference-transaction"
+    hook.write_text("#!/bin/sh\n[ \"$1\" = prepared ] && exec sleep 30\nexit 0\n")
+    hook.chmod(0o755)
+    monkeypatch.setattr(refs, "TRANSACTION_TIMEOUT", 0.5)
+    head = site.git("rev-parse", "HEAD").strip()
+    try:
+        with Repository.discover(site.path) as repo:
+            started = time.monotonic()
+            with pytest.raises(GitpubError, match=r"did not finish in 0\.5 seconds") as caught:
+                repo.cas_ref("refs/pub/test/hung", None, head)
+            assert not isinstance(caught.value, CorruptStateError)
+            assert time.monotonic() - started < 10
+    finally:
+        hook.unlink()
+        for lock in (site.path / ".git/refs/pub/test").glob("*.lock"):
+            lock.unlink()
+
+
+# -- the environment ------------------------------------------------------------------------------
+
+def test_a_git_common_dir_from_the_user_is_refused(site: Site, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GIT_COMMON_DIR`` naming another repository: git's rev-parse follows it, every later git
+    gitpub runs did not (``GIT_DIR`` alone), so objects went to one repository and refs were
+    moved in the other ("nonexistent object"). Refused at once, naming the variable."""
+    other = tmp_path / "other.git"
+    git(tmp_path, "init", "-q", "--bare", str(other))
+    before = git(other, "count-objects").strip()
+    monkeypatch.setenv("GIT_COMMON_DIR", str(other))
+    try:
+        r = site.call("prepare", "--key", "common", "--to", "posts/common.md", "-",
+                      input=article("common"))
+        assert r.code == 2 and "GIT_COMMON_DIR" in r.err, r.err
+        monkeypatch.setenv("GIT_COMMON_DIR", str(site.path / ".git"))  # its own: fine
+        assert site.call("status").code == 0
+    finally:
+        monkeypatch.delenv("GIT_COMMON_DIR")
+    assert git(other, "count-objects").strip() == before
+
+
+# -- where the working tree is --------------------------------------------------------------------
+
+def test_a_submodule_checkout_is_updated_in_its_work_tree(site: Site, tmp_path: Path) -> None:
+    """In a submodule (``.git`` is a file, ``core.worktree`` names the checkout) ``git worktree
+    list`` puts the main worktree in the git directory: a push wrote the published file into
+    ``.git/modules/<name>/`` and left the checkout with the file staged as deleted."""
+    sup = tmp_path / "super"
+    git(tmp_path, "init", "-q", "-b", "main", str(sup))
+    git(sup, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(site.remote),
+        "blog")
+    blog = sup / "blog"
+    git(blog, "checkout", "-q", "main")
+    sub = Site(blog, site.remote, site.env, [blog])
+    job = prepare(sub, "in-submodule", "posts/sub.md", article("sub"))
+    assert sub.call("push", str(job["job_id"])).code == 0
+    assert (blog / "posts/sub.md").read_text() == article("sub")
+    assert git(blog, "status", "--porcelain") == ""
+    assert not (sup / ".git/modules/blog/posts").exists()
+
+
+def test_a_bare_repository_with_a_work_tree_is_a_checkout(site: Site, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """``GIT_DIR=bare.git GIT_WORK_TREE=dir`` (the dotfiles way): the branch HEAD names is
+    checked out in ``dir``, though ``git worktree list`` calls the repository bare; moving it
+    without the index left the published file staged as deleted."""
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "clone", "-q", "--bare", str(site.remote), str(bare))
+    git(bare, "config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*")
+    git(bare, "fetch", "-q", "origin")
+    work = tmp_path / "checkout"
+    work.mkdir()
+    monkeypatch.setenv("GIT_DIR", str(bare))
+    monkeypatch.setenv("GIT_WORK_TREE", str(work))
+    git(work, "checkout", "-q", "-f", "main")
+    dotfiles = Site(work, site.remote, site.env, [bare])
+    job = prepare(dotfiles, "bare", "posts/bare.md", article("bare"))
+    assert dotfiles.call("push", str(job["job_id"])).code == 0
+    assert (work / "posts/bare.md").read_text() == article("bare")
+    assert git(work, "status", "--porcelain") == ""
+    monkeypatch.delenv("GIT_DIR")
+    monkeypatch.delenv("GIT_WORK_TREE")
+
+
+# -- paths git stores ------------------------------------------------------------------------------
+
+def test_quoted_paths_are_one_line_as_git_quotes_them() -> None:
+    raw = b"posts/caf\xe9.md".decode("utf-8", "surrogateescape")
+    assert quoted("posts/ünï a.md") == "posts/ünï a.md"
+    assert quoted(raw) == '"posts/caf\\351.md"'
+    assert quoted('posts/a\nBlog-Job-Id: x\t"\\.md') == \
+        '"posts/a\\nBlog-Job-Id: x\\t\\"\\\\.md"'
+
+
+def test_uncommitted_changes_with_a_path_that_is_not_utf8_are_refused(site: Site) -> None:
+    """A hand edit under a content path whose name is not UTF-8: sync failed with an
+    unexpected ``UnicodeEncodeError`` building its commit message; it is refused with the
+    reason, everything left as it was."""
+    name = os.fsdecode(b"caf\xe9.md")
+    (site.path / "posts" / name).write_text("hand\n")
+    before = site.git("status", "--porcelain")
+    r = site.call("sync")
+    assert r.code == 4 and "unexpected" not in r.err, r.out + r.err
+    assert "not valid UTF-8" in r.out
+    assert site.git("status", "--porcelain") == before
+    (site.path / "posts" / name).unlink()
+
+
+
+def test_a_branch_named_head_is_refused(site: Site) -> None:
+    """``branch: HEAD`` (git refuses to make such a branch) was taken: its tracking ref would be
+    ``refs/remotes/origin/HEAD``, the remote's default branch, and jobs were prepared on it."""
+    (site.path / ".gitpub.yaml").write_text(
+        (site.path / ".gitpub.yaml").read_text().replace("branch: main", "branch: HEAD"))
+    r = site.call("prepare", "--key", "head", "--to", "posts/head.md", "-", input=article(1))
+    assert r.code == 2 and "branch: is not a valid git branch name" in r.err, r.err
+    assert site.job_refs() == {}
+
+
+def test_a_message_as_git_shows_it_has_no_signature_check(site: Site, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """``log.showSignature=true`` in the user's configuration: ``git show`` put the signature's
+    verification ("No signature", gpg's lines) before the message of a signed commit stored in
+    another encoding, and confirm read that as the message."""
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    (site.path / "posts/signed.md").write_text("signed\n")
+    site.git("add", "posts/signed.md")
+    site.git("-c", "gpg.format=ssh", "-c", f"user.signingkey={key}", "-c",
+             "i18n.commitEncoding=ISO-8859-1", "commit", "-q", "-S", "-F", "-",
+             input=b"caf\xe9 signed\n")
+    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'log.showsignature'='true'")
+    with Repository.discover(site.path) as repo:
+        shown = repo.message_as_git_shows(repo.read_ref("refs/heads/main") or "")
+    assert shown == "café signed\n".encode()
+
+
+def test_a_push_sends_no_tag_of_the_person(site: Site) -> None:
+    """``push.followTags`` in the user's configuration: gitpub's push also published every
+    local annotated tag on the pushed history (a draft tag, say); it sends its refs only."""
+    site.git("config", "push.followTags", "true")
+    site.git("tag", "-a", "-m", "not for publication", "draft", "HEAD")
+    job = prepare(site, "tags", "posts/tags.md", article("tags"))
+    assert site.call("push", str(job["job_id"])).code == 0
+    assert git(site.remote, "tag", "-l") == ""
+
+
+def test_a_repository_whose_path_holds_a_line_break_is_refused(tmp_path: Path,
+                                                               hermetic: dict[str, str]) -> None:
+    """git answers ``rev-parse`` one path per line: a line break in the repository's path
+    shifted every answer (``/tmp/x`` taken for the git directory, ``false`` for the object
+    format); it could name another repository. Refused, naming the directory."""
+    parent = tmp_path / "a\nb"
+    parent.mkdir()
+    site = make_site(parent, hermetic)
+    r = site.call("prepare", "--key", "nl", "--to", "posts/nl.md", "-", input=article(1))
+    assert r.code == 2 and "holds a line break" in r.err and "\\n" in r.err, r.err
+    assert site.job_refs() == {}
+
+
+def test_grafts_give_no_commit_other_parents(site: Site) -> None:
+    """``info/grafts`` was honoured by every walk and ``merge-base`` gitpub ran
+    (``GIT_NO_REPLACE_OBJECTS`` covers replace refs only): a commit could be shown without its
+    history, or with another."""
+    head = site.git("rev-parse", "HEAD").strip()
+    (site.path / "posts/more.md").write_text("more\n")
+    site.git("add", "posts/more.md")
+    site.git("commit", "-q", "-m", "more")
+    tip = site.git("rev-parse", "HEAD").strip()
+    grafts = site.path / ".git/info/grafts"
+    grafts.parent.mkdir(exist_ok=True)
+    grafts.write_text(f"{tip}\n")  # tip made a root commit
+    try:
+        with Repository.discover(site.path) as repo:
+            proc = repo.git("merge-base", "--is-ancestor", head, tip)
+            assert proc.returncode == 0 and proc.stderr == b""  # not even a deprecation hint
+            assert repo.git("rev-list", "--count", tip).stdout.strip() == b"2"
+    finally:
+        grafts.unlink()
+
+
+def test_a_group_shared_repository_gets_group_writable_object_directories(site: Site) -> None:
+    """``core.sharedRepository=group``: git makes ``objects/xx/`` group-writable (and setgid);
+    the ones gitpub's writes made followed the umask, and another member's git could then add
+    no object there ("insufficient permission")."""
+    site.git("config", "core.sharedRepository", "group")
+    old = os.umask(0o022)
+    try:
+        with Repository.discover(site.path) as repo:
+            blob = repo.write_blob(b"shared by a group, new\n")
+    finally:
+        os.umask(old)
+    mode = (site.path / ".git/objects" / blob[:2]).stat().st_mode
+    assert mode & 0o2070 == 0o2070, oct(mode)
+
+
+def test_a_remote_in_another_object_format_is_a_clear_configuration_error(
+        tmp_path: Path, hermetic: dict[str, str]) -> None:
+    """A SHA-256 repository whose remote is SHA-1: every fetch failed with git's "mismatched
+    algorithms", taken for a passing network failure (retried, attempts used up); it is the
+    configuration, said as such (exit 2, no attempt used)."""
+    remote = tmp_path / "sha1-remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    seed = tmp_path / "seed"
+    git(tmp_path, "init", "-q", "-b", "main", str(seed))
+    (seed / "README").write_text("sha1\n")
+    git(seed, "add", "README")
+    git(seed, "commit", "-q", "-m", "seed")
+    git(seed, "push", "-q", str(remote), "main")
+    path = tmp_path / "site"
+    git(tmp_path, "init", "-q", "--object-format=sha256", "-b", "main", str(path))
+    site = Site(path, remote, hermetic, [path])
+    (path / "posts").mkdir()
+    (path / "posts/welcome.md").write_text("# Welcome\n")
+    site.write_config()
+    site.git("add", ".")
+    site.git("commit", "-q", "-m", "Start the site")
+    site.git("remote", "add", "origin", str(remote))
+    job = prepare(site, "formats", "posts/formats.md", article("formats"))
+    r = site.call("push", "--json", str(job["job_id"]))
+    assert r.code == 2 and "another hash" in r.out, r.out
+    assert site.call("status", "--json", str(job["job_id"])).json()["attempt"] == 0
