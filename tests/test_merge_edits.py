@@ -9,6 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import Site, git
 from test_delivery import other_writer, remote_job_ids
 
@@ -276,3 +277,212 @@ def test_retry_merges_once_their_change_no_longer_overlaps(site: Site, tmp_path:
     assert job["state"] == "PUBLISHED", job
     assert git(site.remote, "rev-parse", f"{job['remote_commit']}^").strip() == their_commit
     assert remote_blob(site, "main", PAGE) == page(middle="Our middle.", last="Their last.")
+
+
+# -- the remote already holds our change (issue 24.2's open question) -------------------------
+
+
+def skipped_as_present(site: Site, their_commit: str, job_id: str) -> dict[str, object]:
+    """Push: the job ends SKIPPED (already_on_remote, exit 0), nothing is pushed."""
+    r = site.call("push", "--json")
+    job = r.json()["jobs"][0]
+    assert r.code == 0 and job["state"] == "SKIPPED", r.out + r.err
+    assert job["failure_code"] == "already_on_remote", job
+    assert job["remote_commit"] is None
+    assert git(site.remote, "rev-parse", "main").strip() == their_commit
+    assert remote_job_ids(site) == []
+    # a second run has nothing to do: still no commit of the job anywhere
+    assert site.call("push").code == 0
+    assert git(site.remote, "rev-parse", "main").strip() == their_commit
+    assert site.call("status", "--json", job_id).json()["state"] == "SKIPPED"
+    return dict(job)
+
+
+def test_the_same_edit_made_by_another_writer_skips_the_job(site: Site, tmp_path: Path) -> None:
+    """Someone applied exactly our edit: no false CONFLICT, no empty or duplicate commit."""
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "same", PAGE, page(first="The same fix."), tmp_path)
+    their_commit = theirs(other, PAGE, page(first="The same fix."))
+    job = skipped_as_present(site, their_commit, job_id)
+    assert "already holds every file of this job" in str(job["failure_detail"])
+    assert "already holds every file of this job" in site.call("log", job_id).out
+
+
+def test_their_edit_containing_ours_skips_the_job(site: Site, tmp_path: Path) -> None:
+    """They made our change and another one: the merge adds nothing of ours."""
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "within", PAGE, page(first="The fix."), tmp_path)
+    their_commit = theirs(other, PAGE, page(first="The fix.", last="And theirs."))
+    skipped_as_present(site, their_commit, job_id)
+    assert remote_blob(site, "main", PAGE) == page(first="The fix.", last="And theirs.")
+
+
+def test_a_new_page_created_elsewhere_with_our_content_skips_the_job(site: Site,
+                                                                     tmp_path: Path) -> None:
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "new", "posts/new.md", page(first="Brand new."), tmp_path)
+    (other / "posts").mkdir(exist_ok=True)
+    their_commit = theirs(other, "posts/new.md", page(first="Brand new."))
+    skipped_as_present(site, their_commit, job_id)
+
+
+def test_a_file_of_the_job_already_there_leaves_the_job(site: Site, tmp_path: Path) -> None:
+    """Two files, one of them already on the remote as ours: the other is published alone,
+    and the proof (manifest, trailers, the commit's change) names only what it writes."""
+    start(site, "posts/a.md", page())
+    start(site, "posts/b.md", page())
+    other = other_writer(tmp_path, site)
+    (tmp_path / "a.src").write_bytes(page(first="A, fixed."))
+    (tmp_path / "b.src").write_bytes(page(first="B, fixed."))
+    r = site.call("prepare", "--json", "--key", "two", "--to", "posts/a.md", "--to",
+                  "posts/b.md", str(tmp_path / "a.src"), str(tmp_path / "b.src"))
+    assert r.code == 0, r.out + r.err
+    job_id = str(r.json()["job_id"])
+    their_commit = theirs(other, "posts/a.md", page(first="A, fixed."))
+    code, job = push(site)
+    assert code == 0 and job["state"] == "PUBLISHED", job
+    published = str(job["remote_commit"])
+    assert git(site.remote, "rev-parse", f"{published}^").strip() == their_commit
+    assert git(site.remote, "diff-tree", "--no-commit-id", "--name-only", "-r",
+               published).split() == ["posts/b.md"]
+    assert remote_blob(site, "main", "posts/a.md") == page(first="A, fixed.")
+    assert remote_blob(site, "main", "posts/b.md") == page(first="B, fixed.")
+    assert job["target_paths"] == ["posts/b.md"]
+    site.git("fetch", "-q", "origin")
+    assert trailer(site, published, "Blog-Manifest-Sha256") == \
+        hashlib.sha256(manifest_of(site, published, ["posts/b.md"])).hexdigest()
+    with Repository.discover(site.path) as repo:
+        verdict = verify_commit(repo, published, ["Blog"])
+    assert verdict is not None and verdict.ok and verdict.job_id == job_id, verdict
+    assert "already on the remote as this job would leave them, so no longer written by it: " \
+        "posts/a.md" in site.call("log", job_id).out
+    assert remote_job_ids(site) == [job_id]
+
+
+def test_retry_skips_a_conflict_once_theirs_became_ours(site: Site, tmp_path: Path) -> None:
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "ours", PAGE, page(middle="Our middle."), tmp_path)
+    theirs(other, PAGE, page(middle="Their middle."))
+    code, job = push(site)
+    assert code == 4 and job["state"] == "CONFLICT", job
+    their_commit = theirs(other, PAGE, page(middle="Our middle."))  # they took ours
+    r = site.call("resolve", "--json", job_id, "--retry")
+    job = r.json()["jobs"][0]
+    assert r.code == 0 and job["state"] == "SKIPPED", r.out + r.err
+    assert job["failure_code"] == "already_on_remote"
+    assert git(site.remote, "rev-parse", "main").strip() == their_commit
+    assert remote_job_ids(site) == []
+
+
+# -- more shapes of content --------------------------------------------------------------------
+
+CJK = ["---", "title: 同一页面的两处修改", "---", "", "# 同一页面的两处修改", "",
+       "开头的一段：旧的说法。", "", "中间的一段，谁都没有改。", "", "还有一段，保持原样。", "",
+       "结尾的一段：旧的结论。", ""]
+
+
+def cjk(top: str | None = None, bottom: str | None = None) -> bytes:
+    lines = list(CJK)
+    if top is not None:
+        lines[6] = top
+    if bottom is not None:
+        lines[12] = bottom
+    return "\n".join(lines).encode()
+
+
+def test_cjk_page_edited_at_top_and_bottom_merges_and_passes_fsck(site: Site,
+                                                                  tmp_path: Path) -> None:
+    start(site, PAGE, cjk())
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "cjk", PAGE, cjk(top="开头的一段：我们的新说法。"), tmp_path)
+    their_commit = theirs(other, PAGE, cjk(bottom="结尾的一段：他们的新结论。"))
+    before = site.call("status", "--json", job_id).json()
+    code, job = push(site)
+    assert code == 0 and job["state"] == "PUBLISHED", job
+    published = str(job["remote_commit"])
+    both = cjk(top="开头的一段：我们的新说法。", bottom="结尾的一段：他们的新结论。")
+    assert remote_blob(site, "main", PAGE) == both
+    assert git(site.remote, "rev-parse", f"{published}^").strip() == their_commit
+    assert git(site.remote, "diff-tree", "--no-commit-id", "--name-only", "-r",
+               published).split() == [PAGE]
+    git(site.remote, "fsck", "--strict", "--no-dangling")
+    site.git("fetch", "-q", "origin")
+    site.git("fsck", "--strict", "--no-dangling")
+    # the trailers, as git parses them, prove the merged content (not the job's first version)
+    message = site.git("log", "-1", "--format=%B", published)
+    parsed = dict(line.split(": ", 1) for line in
+                  site.git("interpret-trailers", "--parse", input=message.encode())
+                  .splitlines())
+    manifest = hashlib.sha256(manifest_of(site, published, [PAGE])).hexdigest()
+    assert parsed["Blog-Job-Id"] == job_id
+    assert parsed["Blog-Manifest-Sha256"] == manifest
+    assert manifest != before["manifest_sha256"]
+    assert job["manifest_sha256"] == manifest
+
+
+def test_a_page_without_a_final_newline_merges_without_one(site: Site, tmp_path: Path) -> None:
+    base = page()[:-1]  # "... Last paragraph." and no line break after it
+    assert not base.endswith(b"\n")
+    start(site, PAGE, base)
+    other = other_writer(tmp_path, site)
+    prepare(site, "nonl", PAGE, page(first="Ours.")[:-1], tmp_path)
+    theirs(other, PAGE, page(last="Their last words.")[:-1])
+    code, job = push(site)
+    assert code == 0 and job["state"] == "PUBLISHED", job
+    assert remote_blob(site, "main", PAGE) == page(first="Ours.", last="Their last words.")[:-1]
+
+
+def test_a_secret_our_side_brings_into_the_merge_goes_to_review(site: Site,
+                                                                tmp_path: Path) -> None:
+    """Our version passed its gates under the allowlist of its base; the other writer revoked
+    that rule while editing the page elsewhere. The merged content is judged as what lands on
+    the remote tip: our secret is new there and no longer allowed → REVIEW, theirs kept."""
+    secret = "ghp_" + "Z9y8" * 9
+    (site.path / ".gitpub-allowlist").write_text("posts/** re:ghp_[A-Za-z0-9]{36}\n")
+    site.git("add", ".gitpub-allowlist")
+    site.git("commit", "-q", "-m", "an example token is allowed")
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    prepare(site, "ours", PAGE, page(first=f"token: {secret}"), tmp_path)
+    git(other, "pull", "-q", "origin", "main")
+    git(other, "rm", "-q", ".gitpub-allowlist")
+    their_commit = theirs(other, PAGE, page(last="Theirs, and no more example tokens."))
+    r = site.call("push", "--json")
+    job = r.json()["jobs"][0]
+    assert r.code == 4 and job["state"] == "REVIEW", r.out + r.err
+    assert job["failure_code"] == "secret_in_content"
+    assert "the content merged with the remote's changes to posts/page.md" in \
+        str(job["failure_detail"])
+    assert secret not in r.out + r.err
+    assert git(site.remote, "rev-parse", "main").strip() == their_commit
+    assert secret.encode() not in remote_blob(site, "main", PAGE)
+    assert remote_job_ids(site) == []
+
+
+@pytest.mark.parametrize("point", ["merge.gated", "delivery.pushing-recorded",
+                                   "delivery.pushed", "delivery.published-recorded"])
+def test_killed_between_merge_and_push_publishes_exactly_once(site: Site, tmp_path: Path,
+                                                              point: str) -> None:
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "crash", PAGE, page(first="Ours."), tmp_path)
+    their_commit = theirs(other, PAGE, page(last="Theirs."))
+    r = site.run("push", env={"GITPUB_CRASH_AT": point})
+    assert r.code == -9, f"expected SIGKILL at {point}: {r.out}{r.err}"
+    r = site.run("push", "--json")
+    assert r.code == 0, r.out + r.err
+    job = site.call("status", "--json", job_id).json()
+    assert job["state"] == "PUBLISHED", job
+    published = str(job["remote_commit"])
+    assert git(site.remote, "rev-parse", "main").strip() == published
+    assert git(site.remote, "rev-parse", f"{published}^").strip() == their_commit
+    assert remote_blob(site, "main", PAGE) == page(first="Ours.", last="Theirs.")
+    assert remote_job_ids(site) == [job_id]
+    site.git("fetch", "-q", "origin")
+    assert trailer(site, published, "Blog-Manifest-Sha256") == \
+        hashlib.sha256(manifest_of(site, published, [PAGE])).hexdigest()
+    assert site.run("push").code == 0
+    assert remote_job_ids(site) == [job_id]

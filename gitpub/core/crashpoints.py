@@ -39,6 +39,7 @@ CRASH_POINTS: tuple[str, ...] = (
     "delivery.fetched",
     "delivery.claimed",
     "delivery.recheck-ran",
+    "merge.gated",  # two edits of a page merged and the result gated; nothing recorded yet
     "delivery.pushing-recorded",
     "delivery.pushed",
     "delivery.published-recorded",

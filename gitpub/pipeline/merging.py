@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gitpub.core.crashpoints import crash_point
 from gitpub.core.manifest import Manifest, ManifestEntry, content_sha256
 from gitpub.core.record import JobRecord, Target
 from gitpub.core.states import FailureCode
@@ -185,6 +186,7 @@ def merge_edits(ctx: Context, job: Job, record: JobRecord, artifacts: Artifacts,
     # brings, or one the merge itself makes, is new.
     verdict = run_gates(ctx, contents, job_id=job.job_id, base_commit=tip,
                         targets=[t.path for t in targets])
+    crash_point("merge.gated")
     if verdict.code is not None:
         return Review(verdict.code, [f"the content merged with the remote's changes to "
                                      f"{', '.join(sorted(by_path))}: "
