@@ -486,3 +486,36 @@ def test_killed_between_merge_and_push_publishes_exactly_once(site: Site, tmp_pa
         hashlib.sha256(manifest_of(site, published, [PAGE])).hexdigest()
     assert site.run("push").code == 0
     assert remote_job_ids(site) == [job_id]
+
+
+def test_a_merge_delivered_through_review_publishes_the_merged_page(site: Site,
+                                                                    tmp_path: Path) -> None:
+    """``delivery.mode: pull_request``: the merged page goes to the review branch with its new
+    manifest recorded, and the hand merge of that branch is the job's publication."""
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    site.write_config("delivery:\n  mode: pull_request\n  forge: branch\n  compare_url: "
+                      "'https://forge.example/example/blog/compare/{base}...{head}'\n")
+    site.git("commit", "-q", "-am", "through review")
+    site.git("push", "-q", "origin", "main")
+    job_id = prepare(site, "reviewed", PAGE, page(first="Ours."), tmp_path)
+    theirs(other, PAGE, page(last="Theirs."))
+    r = site.call("push", "--json")
+    assert r.code == 5, r.out + r.err
+    data = site.call("status", "--json", job_id).json()
+    assert data["state"] == "IN_REVIEW", data
+    branch = f"origin/gitpub/{job_id}"
+    git(other, "fetch", "-q", "origin")
+    assert git(other, "show", f"{branch}:{PAGE}").encode() == page(first="Ours.",
+                                                                     last="Theirs.")
+    git(other, "merge", "-q", "--ff-only", branch)
+    git(other, "push", "-q", "origin", "HEAD:main")
+    r = site.call("push", "--json")
+    assert r.code == 0, r.out + r.err
+    data = site.call("status", "--json", job_id).json()
+    assert data["state"] == "PUBLISHED", data
+    published = str(data["remote_commit"])
+    site.git("fetch", "-q", "origin")
+    assert trailer(site, published, "Blog-Manifest-Sha256") == \
+        hashlib.sha256(manifest_of(site, published, [PAGE])).hexdigest()
+    assert remote_job_ids(site) == [job_id]
