@@ -188,9 +188,9 @@ def merge_edits(ctx: Context, job: Job, record: JobRecord, artifacts: Artifacts,
                         targets=[t.path for t in targets])
     crash_point("merge.gated")
     if verdict.code is not None:
-        return Review(verdict.code, [f"the content merged with the remote's changes to "
-                                     f"{', '.join(sorted(by_path))}: "
-                                     + "; ".join(verdict.problems)])
+        what = (f"the content merged with the remote's changes to {', '.join(sorted(by_path))}"
+                if by_path else "the job's content, judged against the remote tip")
+        return Review(verdict.code, [f"{what}: " + "; ".join(verdict.problems)])
     entries = {p: e for p, e in artifacts.entries.items() if p not in present}
     manifest_entries = [e for e in artifacts.manifest.entries
                         if e.path not in by_path and e.path not in present]
