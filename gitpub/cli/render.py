@@ -265,8 +265,9 @@ def plan_text(plan: Plan) -> str:
                      "addition):")
         for o, changes in foreseen.commits:
             name = o.commit[:12] if o.commit else "uncommitted "
+            reason = o.reason if o.reason != "to be delivered" else ""  # said by the status
             lines.append(f"  {name}  {o.status.value:<9} {o.subject}"
-                         + (f"\n      {o.reason}" if o.reason else ""))
+                         + (f"\n      {reason}" if reason else ""))
             lines += [f"      {CHANGE_WORDS[c.status]:<12} {c.path}" for c in changes]
     lines += [f"hand edits: {n}" for n in (foreseen.notes if foreseen is not None else ())]
     if not plan.steps and (pending is None or pending.empty):
