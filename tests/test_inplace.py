@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 from conftest import Site, git, spawn, wait_stopped
-from test_delivery import article
+from test_delivery import article, commit_file, other_writer
 
 from gitpub.delivery.checkout import move_branch
 from gitpub.git.repo import Repository
@@ -167,3 +168,16 @@ def test_branch_moving_meanwhile_keeps_the_edit(site: Site) -> None:
     assert b"moved meanwhile" in out, out
     assert (site.path / "posts/welcome.md").read_text() == EDITED
     assert site.git("status", "--porcelain") == " M posts/welcome.md\n"
+
+
+def test_remote_moved_meanwhile_still_fast_forwards(site: Site, tmp_path: Path) -> None:
+    """Another writer published in between: the job lands on top of their commit, and the
+    local branch fast-forwards over both, their file written, the edited one kept."""
+    other = other_writer(tmp_path, site)
+    commit_file(other, "posts/theirs.md", article("theirs"))
+    (site.path / "posts/welcome.md").write_text(EDITED)
+    publish_file(site, "posts/welcome.md")
+    assert site.git("rev-parse", "HEAD").strip() == remote_tip(site)
+    assert site.git("status", "--porcelain") == ""
+    assert (site.path / "posts/theirs.md").read_text() == article("theirs")
+    assert (site.path / "posts/welcome.md").read_text() == EDITED
