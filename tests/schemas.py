@@ -24,9 +24,9 @@ _BY_COMMAND = {"prepare": "job.json", "log": "history.json", "push": "jobs.json"
 
 @cache
 def registry() -> Registry:  # type: ignore[type-arg]
-    resources = [(p.name, Resource.from_contents(json.loads(p.read_text())))
-                 for p in sorted(SCHEMAS.glob("*.json"))]
-    return Registry().with_resources(resources)
+    # each resource under its own ``$id`` (the file's name), as any user would build it
+    return [Resource.from_contents(json.loads(p.read_text()))
+            for p in sorted(SCHEMAS.glob("*.json"))] @ Registry()
 
 
 def load(name: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.states import LOCAL, State
 from gitpub.delivery.deliver import PUSHABLE, Deliverer
-from gitpub.delivery.sync import Pending, discover
+from gitpub.delivery.sync import Foreseen, Pending, discover, foresee
 from gitpub.fonts.step import font_outputs
 from gitpub.git.remote import RemoteError
 from gitpub.pipeline.commit import target_problems
@@ -42,6 +42,9 @@ class Plan:
     steps: tuple[Step, ...]
     hand_edits: Pending | None = None  # sync: what would be committed and delivered
     errors: tuple[str, ...] = ()
+    #: sync: each pending commit (the uncommitted changes last) with what sync would do with
+    #: it and every path it changes
+    foreseen: Foreseen | None = None
 
 
 def plan(where: Path, progress: Callable[[str], None], job_refs: Sequence[str],
@@ -72,7 +75,8 @@ def plan(where: Path, progress: Callable[[str], None], job_refs: Sequence[str],
                       Step(job, "nothing", f"{job.state.value}: a push leaves it as it is")
                       for job in jobs)
         pending = discover(ctx, known) if hand_edits else None
-        return Plan(tip, fetched, steps, pending, tuple(errors))
+        foreseen = foresee(ctx, known) if hand_edits else None
+        return Plan(tip, fetched, steps, pending, tuple(errors), foreseen)
 
 
 def _step(ctx: Context, deliverer: Deliverer, job: Job, tip: str | None, known: str | None,

@@ -219,11 +219,22 @@ def init_text(result: Initialized) -> str:
     return "\n".join(lines)
 
 
+#: A path's change, by git's letter (``Change.status``): a rename is a deletion and an addition.
+CHANGE_WORDS = {"A": "added", "M": "modified", "D": "deleted", "T": "type_changed"}
+
+
 def plan_json(plan: Plan) -> dict[str, Any]:
-    pending = plan.hand_edits
+    pending, foreseen = plan.hand_edits, plan.foreseen
     edits = None if pending is None else {
         "uncommitted": list(pending.uncommitted), "unpushed": list(pending.unpushed),
-        "left_alone": sorted(pending.foreign), "refused": pending.refused}
+        "left_alone": sorted(pending.foreign), "refused": pending.refused,
+        "commits": [{"commit": o.commit or None, "subject": o.subject,
+                     "uncommitted": o.uncommitted, "status": str(o.status), "reason": o.reason,
+                     "job_id": o.job_id,
+                     "changes": [{"path": c.path, "change": CHANGE_WORDS[c.status]}
+                                 for c in changes]}
+                    for o, changes in (foreseen.commits if foreseen is not None else ())],
+        "notes": list(foreseen.notes) if foreseen is not None else []}
     return {"dry_run": True, "remote_tip": plan.remote_tip, "fetched_tip": plan.fetched_tip,
             "jobs": [{"job_id": s.job.job_id, "state": s.job.state.value,
                       "target_paths": list(s.job.record.target_paths), "action": s.action,
@@ -238,7 +249,7 @@ def plan_text(plan: Plan) -> str:
     for s in plan.steps:
         lines.append(f"{s.job.job_id[:13]}  {s.job.state.value:<18} "
                      f"{', '.join(s.job.record.target_paths)}\n    {s.detail}")
-    pending = plan.hand_edits
+    pending, foreseen = plan.hand_edits, plan.foreseen
     if pending is not None:
         if pending.refused is not None:
             lines.append(f"hand edits: would refuse {len(pending.uncommitted)} content "
@@ -246,13 +257,19 @@ def plan_text(plan: Plan) -> str:
         elif pending.uncommitted:
             lines.append(f"hand edits: would commit {len(pending.uncommitted)} content path(s): "
                          + ", ".join(pending.uncommitted[:5]))
-        deliverable = [c for c in pending.unpushed if c not in pending.foreign]
-        if deliverable and not pending.foreign:
-            lines.append(f"hand edits: would deliver {len(deliverable)} unpushed commit(s) as "
-                         "one sync job")
         for commit, paths in pending.foreign.items():
             lines.append(f"hand edits: would leave {commit[:12]} alone (changes non-content "
                          f"paths: {', '.join(paths[:3])})")
+    if foreseen is not None and foreseen.commits:
+        lines.append("hand edits, as sync would take them (a rename is a deletion and an "
+                     "addition):")
+        for o, changes in foreseen.commits:
+            name = o.commit[:12] if o.commit else "uncommitted "
+            reason = o.reason if o.reason != "to be delivered" else ""  # said by the status
+            lines.append(f"  {name}  {o.status.value:<9} {o.subject}"
+                         + (f"\n      {reason}" if reason else ""))
+            lines += [f"      {CHANGE_WORDS[c.status]:<12} {c.path}" for c in changes]
+    lines += [f"hand edits: {n}" for n in (foreseen.notes if foreseen is not None else ())]
     if not plan.steps and (pending is None or pending.empty):
         lines.append("nothing would be pushed")
     lines += [f"error: {e}" for e in plan.errors]

@@ -10,6 +10,14 @@ only when it refuses is the index refreshed and the merge tried once more (a fil
 unchanged is not a local change). The ref then moves by compare-and-swap; if it moved
 meanwhile, the worktree is put back. When the worktree cannot be updated, the branch stays where
 it is and the note says which worktree to update, and how.
+
+A page edited in place and published as it is (``git pub prepare --to P P``) leaves the file
+changed in the working tree, as the published commit has it. Git's two-tree merge calls that a
+local change and refuses; yet nothing would be lost. So when the merge refuses, every path the
+move changes whose file already is exactly the new version (content through git's filters, and
+mode), while the index still has the old one, is staged first: the merge then keeps it (the
+index already matches the new commit). Anything else — a different edit, a staged change, a
+symbolic link — still stops the move, and the staged entries are put back as they were.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gitpub.core.crashpoints import crash_point
-from gitpub.git.repo import Repository
+from gitpub.git.repo import MODE_EXEC, MODE_FILE, Change, Entry, Repository
 from gitpub.git.worktrees import Worktree, holders
 
 
@@ -55,6 +63,111 @@ def two_tree_merge(worktree: Worktree, old: str, new: str, *, dry_run: bool = Fa
         return True
     worktree.git("update-index", "-q", "--refresh")  # stat-only differences are no changes
     return worktree.git(*args).returncode == 0
+
+
+def _index_entries(worktree: Worktree, paths: list[str]) -> dict[str, Entry | None] | None:
+    """The index entry of each path (None: not in the index); None when one is unmerged."""
+    proc = worktree.git("--literal-pathspecs", "ls-files", "-s", "-z", "--", *paths)
+    if proc.returncode != 0:
+        return None
+    found: dict[str, Entry | None] = dict.fromkeys(paths)
+    for record in proc.stdout.split(b"\0"):
+        if not record:
+            continue
+        meta, _, name = record.partition(b"\t")
+        mode, sha, stage = meta.decode("ascii").split(" ")
+        if stage != "0":
+            return None
+        found[name.decode("utf-8", "surrogateescape")] = Entry(int(mode, 8), sha)
+    return found
+
+
+def _as_published(worktree: Worktree, changes: list[Change]) -> list[Change]:
+    """The changes whose working-tree side already is the new one: a file with the new
+    content (as ``git add`` would hash it) and mode, or no file where the new side has none."""
+    top = worktree.path
+    same: list[Change] = []
+    files: list[Change] = []
+    for change in changes:
+        file = top / change.path
+        if any((top / part).is_symlink() for part in _parents(change.path)):
+            continue
+        if change.new is None:
+            if not file.is_symlink() and not file.exists():
+                same.append(change)
+        elif change.new.mode in (MODE_FILE, MODE_EXEC) and "\n" not in change.path \
+                and file.is_file() and not file.is_symlink():
+            executable = bool(file.stat().st_mode & 0o100)
+            if (MODE_EXEC if executable else MODE_FILE) == change.new.mode:
+                files.append(change)
+    if files:
+        proc = worktree.git("hash-object", "--stdin-paths",
+                            input="".join(f"{c.path}\n" for c in files).encode(
+                                "utf-8", "surrogateescape"))
+        hashes = proc.stdout.decode("ascii").split() if proc.returncode == 0 else []
+        if len(hashes) == len(files):
+            same += [c for c, h in zip(files, hashes, strict=True)
+                     if c.new is not None and h == c.new.sha]
+    return same
+
+
+def _parents(path: str) -> list[str]:
+    parts = path.split("/")[:-1]
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _index_info(zero: str, entries: dict[str, Entry | None]) -> bytes:
+    """``git update-index -z --index-info`` records that give each path this entry."""
+    return b"".join((f"{e.mode:o} {e.sha} 0" if e is not None else f"0 {zero} 0").encode()
+                    + b"\t" + path.encode("utf-8", "surrogateescape") + b"\0"
+                    for path, e in entries.items())
+
+
+def _stage_published(repo: Repository, worktree: Worktree, old: str, new: str
+                     ) -> bytes | None:
+    """Stage in ``worktree``'s index each path that ``old`` → ``new`` changes whose file is
+    already the new version while the index still has the old one (the page edited in place
+    and published as it is). Returns the records that put those index entries back, or None
+    when there is none to stage (or they could not be staged)."""
+    changes = [c for c in repo.diff_entries(old, new) if not c.is_tree]
+    index = _index_entries(worktree, [c.path for c in changes]) if changes else None
+    if not index:
+        return None
+    candidates = [c for c in changes if index[c.path] == c.old]
+    same = _as_published(worktree, candidates)
+    if not same:
+        return None
+    zero = repo.object_format.zero
+    proc = worktree.git("update-index", "-z", "--index-info",
+                        input=_index_info(zero, {c.path: c.new for c in same}))
+    if proc.returncode != 0:
+        return None
+    return _index_info(zero, {c.path: index[c.path] for c in same})
+
+
+def _update(repo: Repository, worktree: Worktree, old: str, new: str
+            ) -> tuple[bool, bytes | None]:
+    """The two-tree merge of ``worktree`` from ``old`` to ``new``; when local changes are in
+    the way, once more after staging the files that already are as ``new`` has them (put
+    back when the merge still refuses). Returns whether it was done, and the records that put
+    back what was staged for it (to undo the move: see ``_put_back``)."""
+    if two_tree_merge(worktree, old, new):
+        return True, None
+    undo = _stage_published(repo, worktree, old, new)
+    if undo is None:
+        return False, None
+    if two_tree_merge(worktree, old, new):
+        return True, undo
+    worktree.git("update-index", "-z", "--index-info", input=undo)
+    return False, None
+
+
+def _put_back(worktree: Worktree, old: str, new: str, undo: bytes | None) -> None:
+    """Undo ``_update``: the index entries staged for it go back first, so the reverse merge
+    keeps those files as they are (the person's edit) instead of writing the old version."""
+    if undo is not None:
+        worktree.git("update-index", "-z", "--index-info", input=undo)
+    two_tree_merge(worktree, new, old)
 
 
 def _index_locked(worktree: Worktree) -> str:
@@ -114,7 +227,8 @@ def move_branch(repo: Repository, branch: str, old: str, new: str, *, then: str,
         if repo.cas_ref(ref, old, new, message):
             return Moved(True, f"local {branch} {verb} (not checked out in any worktree)")
         return Moved(False, f"local {branch} moved meanwhile: left alone")
-    if not two_tree_merge(holder, old, new):
+    done, undo = _update(repo, holder, old, new)
+    if not done:
         return Moved(False, f"local {branch} left alone: it is checked out{_where(holder)} "
                             "and local changes there touch the changed paths"
                             + _index_locked(holder) + "; commit or stash them there, then run "
@@ -123,7 +237,7 @@ def move_branch(repo: Repository, branch: str, old: str, new: str, *, then: str,
     if repo.cas_ref(ref, old, new, message):
         return Moved(True, f"local {branch} and its working tree{_where(holder)} {verb} to "
                            "the published commit")
-    two_tree_merge(holder, new, old)  # the branch moved between the two steps: put files back
+    _put_back(holder, old, new, undo)  # the branch moved between the two steps: put files back
     return Moved(False, f"local {branch} moved meanwhile: left alone")
 
 
@@ -136,6 +250,25 @@ def fast_forward_local(repo: Repository, branch: str, published: str) -> str:
     if local == published:
         return f"local {branch} is already at the published commit"
     if not is_ancestor(repo, local, published):
-        return f"local {branch} has commits the remote does not: left alone"
+        return f"local {branch} has commits the remote does not: left alone" + _contained(
+            repo, branch, local, published)
     return move_branch(repo, branch, local, published,
                        then=f"git merge --ff-only {published}", verb="fast-forwarded").note
+
+
+def _contained(repo: Repository, branch: str, local: str, published: str) -> str:
+    """When every change the local branch's own commits make is already in ``published`` (a
+    page edited and committed, then published as it is): what a person runs to put the branch
+    on the published commit, losing nothing. Not done here: that is no fast-forward, and the
+    commits' messages would leave the branch."""
+    proc = repo.git("merge-base", local, published)
+    base = proc.stdout.decode().strip() if proc.returncode == 0 else ""
+    if not base:
+        return ""
+    mine = {c.path for c in repo.diff_entries(base, local) if not c.is_tree}
+    if not mine or mine & {c.path for c in repo.diff_entries(local, published)}:
+        return ""
+    count = repo.git("rev-list", "--count", local, f"^{published}").stdout.decode().strip()
+    return (f" ({count} commit(s), whose changes the published commit already holds: "
+            f"`git reset --keep {published}` puts {branch} on it, keeping any "
+            "uncommitted change)")

@@ -30,6 +30,7 @@ are counted as landing (their own delivery re-checks them).
 from __future__ import annotations
 
 import codecs
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -222,7 +223,7 @@ def _shown(paths: list[str]) -> str:
 def classify(ctx: Context, sha: str, parents: tuple[str, ...], *,
              uncommitted: bool = False) -> Unpushed:
     """Content, held or refused (with the reason), from the commit alone."""
-    repo, config = ctx.repo, ctx.config
+    repo = ctx.repo
     info = repo.commit(sha)
     subject = subject_of(info.message, info.encoding)
 
@@ -239,13 +240,27 @@ def classify(ctx: Context, sha: str, parents: tuple[str, ...], *,
     if problem is not None:
         return refused(problem)
     changes = tuple(repo.diff_entries(repo.commit(parents[0]).tree, info.tree))
+    return judge(ctx, sha, parents[0], subject, changes, uncommitted=uncommitted)
+
+
+def judge(ctx: Context, sha: str, parent: str, subject: str, changes: tuple[Change, ...], *,
+          uncommitted: bool = False) -> Unpushed:
+    """Content, held or refused, by the paths a commit of ``parent`` changes and their
+    entries (``classify``; ``sync --dry-run`` judges the uncommitted changes so, unbuilt)."""
+    config = ctx.config
+
+    def refused(reason: str, changes: tuple[Change, ...] = ()) -> Unpushed:
+        return Unpushed(sha, parent, subject, changes, Role.REFUSED, reason,
+                        uncommitted=uncommitted)
+
     content = [c.path for c in changes if config.is_content(c.path)]
     others = [c.path for c in changes if not config.is_content(c.path)]
     if not content:
         reason = (f"touches only non-content paths ({_shown(others)})" if others
                   else "changes no file")
-        return Unpushed(sha, parents[0], subject, changes, Role.HELD,
-                        reason + ": not pushed, kept on the local branch (push it yourself)")
+        return Unpushed(sha, parent, subject, changes, Role.HELD,
+                        reason + ": not pushed, kept on the local branch (push it yourself)",
+                        uncommitted=uncommitted)
     if others:
         return refused(f"mixes content paths ({_shown(content)}) with other paths "
                        f"({_shown(others)}): sync delivers a commit whole or not at all; "
@@ -260,7 +275,7 @@ def classify(ctx: Context, sha: str, parents: tuple[str, ...], *,
             check_target(probe, config, c.path)
         except UsageError as e:
             return refused(f"{e.message}" + (f" ({e.hint})" if e.hint else ""), changes)
-    return Unpushed(sha, parents[0], subject, changes, Role.CONTENT, uncommitted=uncommitted)
+    return Unpushed(sha, parent, subject, changes, Role.CONTENT, uncommitted=uncommitted)
 
 
 # -- 3. whether it lands ------------------------------------------------------------------------
@@ -274,20 +289,7 @@ def replay(repo: Repository, tree: str, changes: tuple[Change, ...]) -> tuple[st
                                                                             list[str]]:
     """``changes`` applied to ``tree``: (the new tree, []) when every path is still as the
     change expects and nothing else changes, else (None, what stands in the way)."""
-    problems = []
-    for c in changes:
-        now = _file_entry(repo, tree, c.path)
-        if now == c.old:
-            continue
-        if c.old is None:
-            problems.append(f"{c.path}: created on the remote meanwhile")
-        elif now is None:
-            problems.append(f"{c.path}: deleted (or made a directory) on the remote meanwhile")
-        elif now.sha == c.old.sha:
-            problems.append(f"{c.path}: its mode changed on the remote ({c.old.mode:o} -> "
-                            f"{now.mode:o})")
-        else:
-            problems.append(f"{c.path}: changed on the remote meanwhile")
+    problems = cas_problems(changes, lambda path: _file_entry(repo, tree, path))
     if problems:
         return None, problems
     wanted = {c.path: c.new for c in changes}
@@ -301,6 +303,26 @@ def replay(repo: Repository, tree: str, changes: tuple[Change, ...]) -> tuple[st
                        or (p in actual) != (p in wanted))
         return None, [f"{p}: a file or directory of the remote is in the way" for p in paths]
     return new_tree, []
+
+
+def cas_problems(changes: tuple[Change, ...], now: Callable[[str], Entry | None]) -> list[str]:
+    """The compare-and-swap of ``changes`` against the files as ``now`` has them: what stands
+    in the way (every path must still be as the change's parent had it, content and mode)."""
+    problems = []
+    for c in changes:
+        entry = now(c.path)
+        if entry == c.old:
+            continue
+        if c.old is None:
+            problems.append(f"{c.path}: created on the remote meanwhile")
+        elif entry is None:
+            problems.append(f"{c.path}: deleted (or made a directory) on the remote meanwhile")
+        elif entry.sha == c.old.sha:
+            problems.append(f"{c.path}: its mode changed on the remote ({c.old.mode:o} -> "
+                            f"{entry.mode:o})")
+        else:
+            problems.append(f"{c.path}: changed on the remote meanwhile")
+    return problems
 
 
 def case_twins(repo: Repository, tree: str, changes: tuple[Change, ...]) -> list[str]:

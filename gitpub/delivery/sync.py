@@ -52,14 +52,17 @@ from gitpub.delivery.handplan import (
     Status,
     Unpushed,
     blocked,
+    cas_problems,
     classify,
     job_status,
+    judge,
     plan,
+    proof_problem,
     removed_from_remote,
     replay,
     unpushed,
 )
-from gitpub.git.repo import Repository
+from gitpub.git.repo import MODE_EXEC, MODE_FILE, MODE_LINK, MODE_TREE, Change, Entry, Repository
 from gitpub.git.worktrees import checked_out, worktrees
 from gitpub.pipeline.gates import Base, secret_scan
 from gitpub.pipeline.prepare import drive, run_gates
@@ -266,6 +269,27 @@ def _adopt(ctx: Context, local: str, commit: Unpushed) -> bool:
 
 # -- the run ------------------------------------------------------------------------------------
 
+_TOO_MANY = "local {branch} has more unpushed commits than sync handles: left to you"
+_NO_BRANCH = ("the remote has no branch {branch}: sync delivers onto it, so push {branch} "
+              "yourself first")
+
+
+def _commits(ctx: Context, local: str, tip: str) -> list[Unpushed] | None:
+    """Each commit of ``local`` that ``tip`` lacks, oldest first, classified; None when there
+    are too many."""
+    rows = unpushed(ctx.repo, local, tip)
+    if rows is None:
+        return None
+    commits = [classify(ctx, sha, parents) for sha, parents in rows]
+    gone = removed_from_remote(ctx.repo, ctx.remote().tracking_ref, tip,
+                               [c.sha for c in commits if c.role == Role.CONTENT])
+    return [replace(c, role=Role.REFUSED, reason=(
+        f"it was on the remote branch ({ctx.remote().tracking_ref} had it) and was removed "
+        "from it since (a force push?): sync does not publish it again; drop it from the "
+        "local branch (`git rebase -i`), or push it yourself if its removal was a mistake"))
+        if c.sha in gone else c for c in commits]
+
+
 def pending_plan(ctx: Context, tip: str | None) -> tuple[Plan | None, list[str], str | None]:
     """The plan for the local branch against ``tip``, or None (with why) when there is none;
     and why the uncommitted content changes are refused (None: they are not), which stops
@@ -275,20 +299,10 @@ def pending_plan(ctx: Context, tip: str | None) -> tuple[Plan | None, list[str],
     if local is None:
         return None, [], None
     if tip is None:
-        return None, [f"the remote has no branch {branch}: sync delivers onto it, so push "
-                      f"{branch} yourself first"], None
-    rows = unpushed(ctx.repo, local, tip)
-    if rows is None:
-        return None, [f"local {branch} has more unpushed commits than sync handles: left to "
-                      "you"], None
-    commits = [classify(ctx, sha, parents) for sha, parents in rows]
-    gone = removed_from_remote(ctx.repo, ctx.remote().tracking_ref, tip,
-                               [c.sha for c in commits if c.role == Role.CONTENT])
-    commits = [replace(c, role=Role.REFUSED, reason=(
-        f"it was on the remote branch ({ctx.remote().tracking_ref} had it) and was removed "
-        "from it since (a force push?): sync does not publish it again; drop it from the "
-        "local branch (`git rebase -i`), or push it yourself if its removal was a mistake"))
-        if c.sha in gone else c for c in commits]
+        return None, [_NO_BRANCH.format(branch=branch)], None
+    commits = _commits(ctx, local, tip)
+    if commits is None:
+        return None, [_TOO_MANY.format(branch=branch)], None
     interrupted = _interrupted_move(ctx, local, tip, commits)
     if interrupted is not None:
         return interrupted, [f"finishing the move of local {branch} that an earlier run "
@@ -588,3 +602,161 @@ def settle_outbox(ctx: Context, remote_tip: str | None) -> Pending:
     return pending
 
 
+
+
+# -- what sync would deliver (``sync --dry-run``) ------------------------------------------------
+
+@dataclass(frozen=True)
+class Foreseen:
+    """What ``sync --dry-run`` says of the hand edits: a line per pending commit (the
+    uncommitted changes last, as the commit sync would make of them: ``commit`` empty), each
+    with every path it changes; and notes (why there is nothing to plan)."""
+
+    commits: tuple[tuple[Outcome, tuple[Change, ...]], ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def foresee(ctx: Context, tip: str | None) -> Foreseen:
+    """What ``sync`` would do with the local branch's commits and the uncommitted content
+    changes against the remote ``tip``, and every path each would add, change or delete —
+    decided as sync decides (``handplan``) but on git objects only and writing nothing: the
+    uncommitted changes are read from ``git status`` and the working tree (no commit is built),
+    and the compare-and-swap is checked against the remote's files as the commits before would
+    leave them (no tree is written). The checks that need a tree built — a file or directory
+    in the way, names that differ only in case, the checkout following — run in ``sync``."""
+    repo, branch = ctx.repo, ctx.config.branch
+    local = repo.read_ref(f"refs/heads/{branch}")
+    if local is None:
+        return Foreseen()
+    if tip is None:
+        return Foreseen(notes=(_NO_BRANCH.format(branch=branch),))
+    commits = _commits(ctx, local, tip)
+    if commits is None:
+        return Foreseen(notes=(_TOO_MANY.format(branch=branch),))
+    extra, note = _uncommitted_unbuilt(ctx, local)
+    if extra is not None:
+        commits.append(extra)
+    outcomes = _foreseen(ctx, tip, commits)
+    notes = () if note is None else (note,)
+    return Foreseen(tuple((o, c.changes) for o, c in zip(outcomes, commits, strict=True)),
+                    notes)
+
+
+def _uncommitted_unbuilt(ctx: Context, local: str) -> tuple[Unpushed | None, str | None]:
+    """The uncommitted content changes judged as ``_uncommitted`` judges them, without building
+    their commit: each path's entry in ``local`` against the working tree's (``sha`` is
+    empty: there is no commit yet)."""
+    repo, branch = ctx.repo, ctx.config.branch
+    if repo.work_tree is None or repo.head_ref() != f"refs/heads/{branch}":
+        return None, None
+    changed, unmerged, partial = uncommitted_paths(repo, ctx.config.is_content)
+    if not changed and not unmerged:
+        return None, None
+    busy = _in_progress(repo) or ("unmerged paths" if unmerged else None)
+    if busy is not None:
+        return None, (f"uncommitted content changes left alone: {busy} is in progress ("
+                      + _listed(sorted(set(changed) | set(unmerged))) + ")")
+    tree = repo.commit(local).tree
+    now = _work_tree_entries(repo, sorted(changed))
+    changes = []
+    for path, new in now.items():
+        old = repo.lookup(tree, path)
+        old = None if old is None or old.mode == MODE_TREE else old
+        if old != new:
+            changes.append(Change(path, old, new))
+    commit = judge(ctx, "", local, "Sync content changes", tuple(changes), uncommitted=True)
+    secret = uncommitted_secrets(ctx, local, changed)
+    stranger = unrecorded_work_tree(repo)
+    if secret is not None or stranger is not None:
+        return replace(commit, role=Role.REFUSED, reason=secret or stranger or ""), None
+    if partial and commit.role != Role.REFUSED:
+        commit = replace(commit, role=Role.REFUSED, reason=(
+            f"{_listed(partial)} staged, then changed again in the working tree: sync would "
+            "publish the working tree's version and drop the staged one; stage all of it "
+            "(`git add`) or commit what is staged (`git commit`), then sync again"))
+    return commit, None
+
+
+def _work_tree_entries(repo: Repository, paths: list[str]) -> dict[str, Entry | None]:
+    """Each path as ``git add`` would enter it from the working tree — mode, and the blob id
+    of its content through git's filters (``git hash-object`` without ``-w``: nothing is
+    written) — or None when it is not there."""
+    assert repo.work_tree is not None
+    top = repo.work_tree
+    found: dict[str, Entry | None] = {}
+    files: list[str] = []
+    for path in paths:
+        file = top / path
+        if not _in_work_tree(top, path):
+            found[path] = None
+        elif file.is_symlink():
+            target = os.readlink(file).encode("utf-8", "surrogateescape")
+            sha = repo.git("hash-object", "--stdin", input=target).stdout.decode().strip()
+            found[path] = Entry(MODE_LINK, sha)
+        else:
+            found[path] = Entry(MODE_EXEC if file.stat().st_mode & 0o100 else MODE_FILE, "")
+            files.append(path)
+    named = [p for p in files if "\n" not in p]
+    proc = repo.git("hash-object", "--stdin-paths", input="".join(
+        f"{p}\n" for p in named).encode("utf-8", "surrogateescape")) if named else None
+    hashes = proc.stdout.decode().split() if proc is not None and proc.returncode == 0 else []
+    for path, sha in zip(named, hashes, strict=False):
+        entry = found[path]
+        assert entry is not None
+        found[path] = Entry(entry.mode, sha)
+    return found
+
+
+def _foreseen(ctx: Context, tip: str, commits: list[Unpushed]) -> list[Outcome]:
+    """``handplan.plan``'s verdicts, without writing a tree: the compare-and-swap of each
+    content commit against the remote's files as the commits before it leave them."""
+    repo, store = ctx.repo, ctx.store
+    tree = repo.commit(tip).tree
+    after: dict[str, Entry | None] = {}
+
+    def now(path: str) -> Entry | None:
+        if path in after:
+            return after[path]
+        entry = repo.lookup(tree, path)
+        return None if entry is None or entry.mode == MODE_TREE else entry
+
+    outcomes: list[Outcome] = []
+    stop: list[str] = []
+    for commit in commits:
+        line = commit.sha[:12] or "the uncommitted changes"
+        if commit.role == Role.HELD:
+            outcomes.append(_line(commit, Status.HELD, commit.reason))
+            continue
+        if commit.role == Role.REFUSED:
+            outcomes.append(_line(commit, Status.REFUSED, commit.reason))
+            stop.append(f"{line}: refused")
+            continue
+        job = store.load(commit.job_id) if commit.sha else None
+        status, reason = (Status.DELIVER, "") if job is None else job_status(job)
+        if status == Status.PUBLISHED or status.stops:
+            outcomes.append(_line(commit, status, reason, job))
+            stop += [f"{line}: needs a person"] if status.stops else []
+            continue
+        problem = proof_problem(ctx, commit) if job is None and commit.sha else None
+        if problem is not None:
+            outcomes.append(_line(commit, Status.REFUSED, problem))
+            stop.append(f"{line}: refused")
+            continue
+        if stop:  # behind a stop: not delivered
+            outcomes.append(_line(commit, status, reason, job))
+            continue
+        problems = cas_problems(commit.changes, now)
+        if problems:
+            outcomes.append(_line(commit, Status.CONFLICT, "; ".join(problems) + (
+                ": bring the remote's changes in (`git pull --rebase`), then sync again"), job))
+            stop.append(f"{line}: conflicts with the remote")
+            continue
+        after.update({c.path: c.new for c in commit.changes})
+        outcomes.append(_line(commit, status, reason or "to be delivered", job))
+    return blocked(outcomes, stop) if stop else outcomes
+
+
+def _line(commit: Unpushed, status: Status, reason: str, job: Job | None = None) -> Outcome:
+    return Outcome(commit.sha, commit.subject, status, reason,
+                   None if job is None else job.job_id,
+                   None if job is None else job.record.remote_commit, commit.uncommitted)
