@@ -519,3 +519,28 @@ def test_a_merge_delivered_through_review_publishes_the_merged_page(site: Site,
     assert trailer(site, published, "Blog-Manifest-Sha256") == \
         hashlib.sha256(manifest_of(site, published, [PAGE])).hexdigest()
     assert remote_job_ids(site) == [job_id]
+
+
+def test_a_merged_executable_page_keeps_its_mode_across_rounds(site: Site,
+                                                                tmp_path: Path) -> None:
+    """The merged file is stored in the job's state with the job's mode: after a crash between
+    recording the merge and pushing it, the next round reads its artifacts back (verified
+    against the new manifest, mode included) and publishes the file executable."""
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    site.write_config("draft: 'mkdir -p \"$GITPUB_OUTPUT/posts\" && cp \"$GITPUB_SOURCE\" "
+                      "\"$GITPUB_OUTPUT/posts/page.md\" && chmod +x "
+                      "\"$GITPUB_OUTPUT/posts/page.md\"'\n")
+    site.git("commit", "-q", "-am", "a draft that makes the page executable")
+    site.git("push", "-q", "origin", "main")
+    job_id = prepare(site, "exec", PAGE, page(first="Ours."), tmp_path)
+    theirs(other, PAGE, page(last="Theirs."))
+    r = site.run("push", env={"GITPUB_CRASH_AT": "delivery.pushing-recorded"})
+    assert r.code == -9, r.out + r.err
+    r = site.run("push", "--json")
+    assert r.code == 0, r.out + r.err
+    job = site.call("status", "--json", job_id).json()
+    assert job["state"] == "PUBLISHED", job
+    assert git(site.remote, "ls-tree", "main", "--", PAGE).split()[0] == "100755"
+    assert remote_blob(site, "main", PAGE) == page(first="Ours.", last="Theirs.")
+    assert remote_job_ids(site) == [job_id]
