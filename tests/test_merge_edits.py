@@ -460,6 +460,18 @@ def test_a_secret_our_side_brings_into_the_merge_goes_to_review(site: Site,
     assert git(site.remote, "rev-parse", "main").strip() == their_commit
     assert secret.encode() not in remote_blob(site, "main", PAGE)
     assert remote_job_ids(site) == []
+    # the way out: the page as a person fixed it; it merges with theirs again, and publishes
+    job_id = str(job["job_id"])
+    hint = site.call("status", "--json", job_id).json()["hint"]
+    assert f"`git pub resolve {job_id[:13]} --retry --from FILE`" in str(hint), hint
+    fixed = tmp_path / "fixed.md"
+    fixed.write_bytes(page(first="The example token was revoked."))
+    r = site.call("resolve", "--json", job_id, "--retry", "--from", str(fixed), "--push")
+    job = r.json()["jobs"][0]
+    assert r.code == 0 and job["state"] == "PUBLISHED", r.out + r.err
+    assert remote_blob(site, "main", PAGE) == page(first="The example token was revoked.",
+                                                   last="Theirs, and no more example tokens.")
+    assert remote_job_ids(site) == [job_id]
 
 
 @pytest.mark.parametrize("point", ["merge.gated", "delivery.pushing-recorded",
