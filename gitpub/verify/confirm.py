@@ -56,7 +56,7 @@ from gitpub.git.objects import ObjectFormat, is_object_id
 from gitpub.git.reading import parse_raw_diff
 from gitpub.git.remote import PushResult, Remote, default_branch
 from gitpub.git.repo import Repository
-from gitpub.git.walk import LogScan, log_scan, shallow_commits
+from gitpub.git.walk import LogScan, log_scan, shallow_commits, split_point
 from gitpub.proof import trailers
 from gitpub.store.fetchdir import fetch_ref, fetch_with
 from gitpub.verify import anchor as A
@@ -401,8 +401,10 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
     any ``-Job-Id`` (the prefixes are known only once the start is here).
 
     The walk is C git's, listed (``git.walk.log_scan``): ``git log`` prints every commit of
-    the range with its message, and the messages are searched here at once. Its cost is C
-    git's walk and about 7 % more for the printing; the filtered way (``--grep``) prints less
+    the range with its message, and the messages are searched here at once; a whole long
+    history (a first run, a run without the key) is walked as two halves at once, on two
+    cores (``git.walk.split_scan``). One git's cost is C git's walk and about 7 % more for the
+    printing; the filtered way (``--grep``) prints less
     but needs a second walk to count the commits (``checked``) (measured:
     ``bench/confirm_ci.py``). A shallow clone must see besides whether the walk
     reached its boundary, which only a listed walk can say. The candidates' order is not the
@@ -413,7 +415,9 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
         present = [p for p in points if repo.has_object(p)]
         if not shallow or len(present) == len(points):
             ancestors = _ancestors(repo, present, tip)
-            scan = log_scan(repo, [tip], ancestors, listed=True, meanwhile=meanwhile)
+            split = split_point(repo, tip) if not shallow and not ancestors else None
+            scan = log_scan(repo, [tip], ancestors, listed=True, meanwhile=meanwhile,
+                            split=split)
             if not shallow or not any(scan.has(c) for c in shallow):
                 return scan, [p for p in points if p not in ancestors]
         progress(f"shallow clone: fetching {depth} more commits of history")
