@@ -414,10 +414,21 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
         shallow = shallow_commits(repo)
         present = [p for p in points if repo.has_object(p)]
         if not shallow or len(present) == len(points):
-            ancestors = _ancestors(repo, present, tip)
-            split = split_point(repo, tip) if not shallow and not ancestors else None
-            scan = log_scan(repo, [tip], ancestors, listed=True, meanwhile=meanwhile,
-                            split=split)
+            # which points are in the tip's history is asked while git walks from all of
+            # them (the usual answer: all); otherwise the walk is made again from those that are
+            found: list[list[str]] = []
+
+            def check() -> None:
+                found.append(_ancestors(repo, present, tip))
+                if meanwhile is not None:
+                    meanwhile()
+
+            split = split_point(repo, tip) if not shallow and not present else None
+            scan = log_scan(repo, [tip], present, listed=True, meanwhile=check, split=split)
+            ancestors = found[0]
+            if ancestors != present:
+                split = split_point(repo, tip) if not shallow and not ancestors else None
+                scan = log_scan(repo, [tip], ancestors, listed=True, split=split)
             if not shallow or not any(scan.has(c) for c in shallow):
                 return scan, [p for p in points if p not in ancestors]
         progress(f"shallow clone: fetching {depth} more commits of history")
