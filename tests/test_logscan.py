@@ -317,6 +317,9 @@ def test_the_split_point_is_a_commit_of_the_packs(tmp_path: Path,
         git(repo, "repack", "-adq")
         assert W.split_point(r, tip) is None  # packed, but short
         monkeypatch.setattr(W, "SPLIT_OBJECTS", 1)
+        monkeypatch.setattr(W, "_load", lambda: 9999.0)
+        assert W.split_point(r, tip) is None  # no idle core
+        monkeypatch.setattr(W, "_load", lambda: 0.0)
         point = W.split_point(r, tip)
         assert point in commits and point != tip
         count, expected = oracle(repo, [tip])

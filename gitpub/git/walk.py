@@ -286,13 +286,15 @@ _IDX_MAGIC = b"\377tOc"
 
 def split_point(repo: Repository, tip: str) -> str | None:
     """A commit about halfway down ``tip``'s history, to split a long walk at; None when a
-    split would not pay (a short history, one core). Chosen without a walk: of the commits
+    split would not pay (a short history, one core, or no idle core: the machine's load is
+    at least its cores). Chosen without a walk: of the commits
     among object ids read evenly from the packs' indexes (sorted by id, so spread at random
     over the objects), the one with the median commit time. A guess: ``split_scan`` is right
     whatever commit it is given — one that is not in ``tip``'s history, or near either end,
     costs time, never a wrong answer."""
     affinity = getattr(os, "sched_getaffinity", None)
-    if (len(affinity(0)) if affinity is not None else os.cpu_count() or 1) < 2:
+    cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+    if cores < 2 or _load() >= cores:  # no core to spare: two gits would take turns
         return None
     ids = _sampled_ids(repo.common_dir / "objects" / "pack", repo.object_format.raw_length)
     dated = []
@@ -301,6 +303,15 @@ def split_point(repo: Repository, tip: str) -> str | None:
             dated.append((repo.commit(sha).commit_time, sha))
     dated.sort()
     return dated[len(dated) // 2][1] if dated else None
+
+
+def _load() -> float:
+    """The machine's load (runnable processes, averaged over the last minute); 0 when the
+    system does not say."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
 
 
 def _sampled_ids(packs: Path, raw_length: int) -> list[str]:

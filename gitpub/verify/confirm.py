@@ -414,21 +414,7 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
         shallow = shallow_commits(repo)
         present = [p for p in points if repo.has_object(p)]
         if not shallow or len(present) == len(points):
-            # which points are in the tip's history is asked while git walks from all of
-            # them (the usual answer: all); otherwise the walk is made again from those that are
-            found: list[list[str]] = []
-
-            def check() -> None:
-                found.append(_ancestors(repo, present, tip))
-                if meanwhile is not None:
-                    meanwhile()
-
-            split = split_point(repo, tip) if not shallow and not present else None
-            scan = log_scan(repo, [tip], present, listed=True, meanwhile=check, split=split)
-            ancestors = found[0]
-            if ancestors != present:
-                split = split_point(repo, tip) if not shallow and not ancestors else None
-                scan = log_scan(repo, [tip], ancestors, listed=True, split=split)
+            scan, ancestors = _scan(repo, tip, present, bool(shallow), meanwhile)
             if not shallow or not any(scan.has(c) for c in shallow):
                 return scan, [p for p in points if p not in ancestors]
         progress(f"shallow clone: fetching {depth} more commits of history")
@@ -436,6 +422,26 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
         fetch_ref(remote, f"refs/heads/{remote.branch}", remote.tracking_ref, deepen=depth)
         report.deepened += _commit_count(repo, tip) - before  # fewer than asked near the root
         depth *= 4
+
+
+def _scan(repo: Repository, tip: str, points: list[str], shallow: bool,
+          meanwhile: Callable[[], object] | None) -> tuple[LogScan, list[str]]:
+    """The listed walk of ``tip ^points``, and those of ``points`` in ``tip``'s history —
+    asked while git walks from all of them (the usual answer: all); otherwise the walk is
+    made again from those that are. A whole history is split (``git.walk.split_point``)."""
+    found: list[list[str]] = []
+
+    def check() -> None:
+        found.append(_ancestors(repo, points, tip))
+        if meanwhile is not None:
+            meanwhile()
+
+    split = split_point(repo, tip) if not shallow and not points else None
+    scan = log_scan(repo, [tip], points, listed=True, meanwhile=check, split=split)
+    if found[0] != points:
+        split = split_point(repo, tip) if not shallow and not found[0] else None
+        scan = log_scan(repo, [tip], found[0], listed=True, split=split)
+    return scan, found[0]
 
 
 def _ancestors(repo: Repository, commits: Sequence[str], tip: str) -> list[str]:
