@@ -10,8 +10,10 @@ runs in the same clone, alternating with gitpub, after a warm-up. Rows:
 - *without the key*: nothing in the notes can be believed, so every run is a first run (the
   slow, safe path; no target);
 - *the walk alone*: the first run's walk in-process (no interpreter start, no fetch), listed
-  in one git as confirm runs it, and filtered by C git with a parallel count, against ``git
-  log --grep`` (no target: they say what the walk costs against C git's own);
+  and split in two halves walked at once as confirm runs it (the split point sampled from the
+  packs: ``git.walk.split_point``), listed in one git, and filtered by C git with a parallel
+  count, against ``git log --grep`` (no target: they say what the walk costs against C git's
+  own);
 - *second run*: the remote's notes say where the last run stopped; one new commit was pushed;
   a fresh clone runs ``confirm`` (which pushes its notes, so the next sample is again one new
   commit), against ``git log --grep`` in the same clone (target ≤ 0.3);
@@ -130,23 +132,29 @@ def _walks(h: Harness, s: Sizes, clones: _Clones, history: int) -> list[Row]:
 
     repo = clones.clone()
 
-    def walk(listed: bool) -> float:
+    def walk(listed: bool, split: bool = False) -> float:
         with Repository.discover(repo) as r:
             tip = r.read_ref("refs/remotes/origin/main")
             assert tip is not None
             t0 = time.perf_counter()
-            scan = W.log_scan(r, [tip], [], listed=listed)
+            point = W.split_point(r, tip) if split else None
+            scan = W.log_scan(r, [tip], [], listed=listed, split=point)
             dt = time.perf_counter() - t0
         if scan.count != history or len(scan.candidates) != 1:
             raise BenchError(f"the walk counted {scan.count} of {history}")
         return dt
 
     grep = lambda: _grep(h, repo)  # noqa: E731
+    sx, sy = alternate(s.runs, lambda: walk(True, split=True), grep)
     lx, ly = alternate(s.runs, lambda: walk(True), grep)
     fx, fy = alternate(s.runs, lambda: walk(False), grep)
     what = "`git.walk.log_scan` in-process over the whole history"
     return [
-        Row("first-run walk alone, listed in one git (what confirm runs)", median(lx),
+        Row("first-run walk alone, listed and split (what confirm runs)", median(sx),
+            median(sy), None, str(s.runs),
+            f"{what}: two `git log -z` at once, `tip ^point` (with parents) and `point`, the "
+            "point sampled from the packs' indexes", GREP_WHAT, "", sx, sy),
+        Row("first-run walk alone, listed in one git", median(lx),
             median(ly), None, str(s.runs),
             f"{what}: one `git log -z --format=%H%x00%B`, searched at once", GREP_WHAT, "", lx, ly),
         Row("first-run walk alone, filtered + counted (two gits at once)", median(fx),

@@ -253,3 +253,103 @@ def test_a_walk_killed_while_git_walks_leaves_no_file(tmp_path: Path, how: str) 
     while time.monotonic() < deadline and list(pub.glob("log-*")):
         time.sleep(0.05)  # (the orphaned git may still be writing)
     assert not os.listdir(pub)
+
+
+# -- a long history walked as two halves at once (confirm's first run) --------------------------
+
+def skewed(repo: Path) -> tuple[str, list[str]]:
+    """A history with merges whose clocks go backwards here and there (git's walk of
+    ``tip ^point`` may then show a commit the point reaches), and claims along the way; and a
+    commit on another line of history (not the tip's)."""
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "hash-object", "-w", "-t", "tree", "--stdin"], cwd=repo, input=b"",
+                   check=True, capture_output=True)
+    commits = [raw_commit(repo, [], b"Root\n\nBlog-Job-Id: r\n")]
+    for i in range(1, 40):
+        when = -100 * i if i % 7 == 3 else i  # skew: older than its parents
+        parents = [commits[-1]] + ([commits[-5]] if i % 6 == 0 else [])
+        message = b"C%d\n" % i + (b"\nBlog-Job-Id: j%d\n" % i if i % 3 == 0 else b"")
+        commits.append(raw_commit(repo, parents, message, when=when))
+    other = raw_commit(repo, [commits[10]], b"Elsewhere\n\nBlog-Job-Id: e\n", when=99)
+    return commits[-1], [*commits, other]
+
+
+def test_a_split_walk_is_the_one_walk_whatever_the_point(tmp_path: Path) -> None:
+    """Split at every commit of the history (and at one that is not in it, and at the tip):
+    the count and the candidates are the one walk's, each commit counted once."""
+    from gitpub.git.walk import split_scan
+
+    repo = tmp_path / "r"
+    tip, commits = skewed(repo)
+    count, expected = oracle(repo, [tip])
+    with Repository.discover(repo) as r:
+        one = log_scan(r, [tip], [], listed=True)
+        assert one.count == count
+        for point in commits:
+            scan = split_scan(r, tip, point)
+            assert scan.count == count, point
+            assert sorted(scan.candidates) == sorted(one.candidates), point
+            assert {sha for sha, _ in scan.candidates} == expected, point
+
+
+def test_a_split_walk_in_the_history_fixture(history: History) -> None:
+    from gitpub.git.walk import split_scan
+
+    repo, c = history
+    count, expected = oracle(repo, [c["tip"]])
+    with Repository.discover(repo) as r:
+        for point in c.values():
+            scan = split_scan(r, c["tip"], point)
+            assert scan.count == count and {s for s, _ in scan.candidates} == expected, point
+
+
+def test_the_split_point_is_a_commit_of_the_packs(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sampled from the packs' indexes: none in a short history (or with nothing packed); a
+    commit otherwise; and a walk given it is the one walk."""
+    from gitpub.git import walk as W
+
+    repo = tmp_path / "r"
+    tip, commits = skewed(repo)
+    git(repo, "update-ref", "refs/heads/main", tip)
+    with Repository.discover(repo) as r:
+        assert W.split_point(r, tip) is None  # nothing packed
+        git(repo, "repack", "-adq")
+        assert W.split_point(r, tip) is None  # packed, but short
+        monkeypatch.setattr(W, "SPLIT_OBJECTS", 1)
+        monkeypatch.setattr(W, "_load", lambda: 9999.0)
+        assert W.split_point(r, tip) is None  # no idle core
+        monkeypatch.setattr(W, "_load", lambda: 0.0)
+        point = W.split_point(r, tip)
+        assert point in commits and point != tip
+        count, expected = oracle(repo, [tip])
+        scan = log_scan(r, [tip], [], listed=True, split=point)
+        assert scan.count == count and {s for s, _ in scan.candidates} == expected
+
+
+def test_a_commit_both_halves_show_is_counted_once(tmp_path: Path) -> None:
+    """Clock skew that makes git's walk of ``tip ^point`` stop early and show a commit the
+    point reaches (X: dated far ahead, below a long run of old commits under the point, whose
+    other parent reaches the root at once): both halves show it; it is counted, and found,
+    once."""
+    from gitpub.git.walk import split_scan
+
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "hash-object", "-w", "-t", "tree", "--stdin"], cwd=repo, input=b"",
+                   check=True, capture_output=True)
+    root = raw_commit(repo, [], b"root\n")
+    x = raw_commit(repo, [root], b"X\n\nBlog-Job-Id: x\n", when=10000)
+    run = [x]
+    for i in range(20):
+        run.append(raw_commit(repo, [run[-1]], b"q%d\n" % i, when=1 + i))
+    other = raw_commit(repo, [root], b"R\n", when=40)
+    point = raw_commit(repo, [run[-1], other], b"P\n", when=45)
+    tip = raw_commit(repo, [raw_commit(repo, [point], b"A\n", when=50), x], b"M\n", when=60)
+    shown = git(repo, "log", "--format=%H", tip, f"^{point}").split()
+    assert x in shown  # git's walk shows it: the case this test is about
+    count, expected = oracle(repo, [tip])
+    with Repository.discover(repo) as r:
+        scan = split_scan(r, tip, point)
+    assert scan.count == count
+    assert sorted(sha for sha, _ in scan.candidates) == sorted(expected) == [x]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import traceback
 from collections.abc import Callable, Collection, Sequence
 
 from gitpub.cli.output import report_error
@@ -95,6 +94,8 @@ def _guarded(body: Callable[[], int], args: Sequence[str], commands: Collection[
         raise  # not the command's failure: ``guarded`` ends the run quietly
     except Exception as e:
         if debug:
+            import traceback
+
             traceback.print_exc()
         report_error(f"unexpected error: {type(e).__name__}: {e}",
                      "rerun with --debug for details", as_json, EXIT_ERROR)

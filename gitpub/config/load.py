@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Hashable
-from importlib import resources
 from typing import Any
 
 import yaml
@@ -165,5 +164,7 @@ def decode_config(data: bytes, source: str) -> str:
 
 def default_config_text() -> str:
     """The commented template ``git pub init`` writes; it parses to ``Config()``."""
+    from importlib import resources  # only here: importing it costs every command
+
     template = resources.files("gitpub.config").joinpath("default_config.yaml")
     return template.read_text(encoding="utf-8")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,6 +213,8 @@ def default_node() -> str:
     try:
         host = os.uname().nodename
     except AttributeError:  # pragma: no cover - Windows
+        import socket
+
         host = socket.gethostname()
     return sanitize_node(host)
 

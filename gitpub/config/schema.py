@@ -15,7 +15,6 @@ silently ignored.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from dataclasses import MISSING, Field, fields
@@ -394,6 +393,8 @@ def _suggest(key: str, parent: str, known: tuple[str, ...]) -> str:
     """A hint for an unknown key: the closest known key, else the list of known keys."""
     if not parent and key in yaml_keys(RetryPolicy):
         return f"did you mean 'retry.{key}'? ({key} belongs under retry:)"
+    import difflib  # only for a mistake
+
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     if not close:
         normal = key.lower().replace("-", "_")

@@ -25,6 +25,27 @@ NOTES_REF = "refs/notes/pub"
 _HEX = frozenset("0123456789abcdef")
 
 
+class OversizedNotes(GitpubError):
+    """A note, or a notes commit, larger than the reader's bound: not read. Whoever can push
+    can push ``refs/notes/pub``; a reader that must stay cheap (``confirm`` in CI) reads
+    nothing larger than it bounds."""
+
+
+def check_size(repo: Repository, sha: str, limit: int | None, what: str) -> None:
+    """Raise ``OversizedNotes`` when object ``sha`` (``what``, for the message) is larger than
+    ``limit`` bytes (None: no bound)."""
+    if limit is None:
+        return
+    size = repo.object_size(sha)
+    if size is not None and size > limit:
+        raise OversizedNotes(
+            f"{what} in {NOTES_REF} is {size} bytes, larger than the {limit} bytes gitpub "
+            "reads of one note or notes commit: not read",
+            hint=f"someone pushed it to {NOTES_REF}; look at it (`git log -p --notes=pub`), "
+                 f"then push {NOTES_REF} without it (`git notes --ref=pub remove COMMIT`, or "
+                 "the notes commit before it) and run again")
+
+
 def _fanout(repo: Repository, tree: str | None) -> int:
     """The fanout level an existing notes tree uses (2-hex-digit directories per level)."""
     level = 0
@@ -52,38 +73,49 @@ def _find(repo: Repository, tree: str, commit: str, level: int) -> tuple[str, En
     return None
 
 
-def read_note(repo: Repository, commit: str, notes_commit: str | None) -> list[str]:
-    """The lines of ``commit``'s note in the notes history at ``notes_commit``."""
+def read_note(repo: Repository, commit: str, notes_commit: str | None,
+              max_bytes: int | None = None) -> list[str]:
+    """The lines of ``commit``'s note in the notes history at ``notes_commit``; with
+    ``max_bytes``, ``OversizedNotes`` rather than reading a note or notes commit larger."""
     if notes_commit is None:
         return []
+    check_size(repo, notes_commit, max_bytes, f"notes commit {notes_commit}")
     tree = repo.commit(notes_commit).tree
     found = _find(repo, tree, commit, _fanout(repo, tree))
     if found is None:
         return []
+    check_size(repo, found[1].sha, max_bytes, f"the note of {commit} (notes commit "
+                                              f"{notes_commit})")
     return repo.blob(found[1].sha).decode("utf-8", "replace").splitlines()
 
 
 def build_notes_commit(repo: Repository, parent: str | None,
                        additions: Mapping[str, Sequence[str]],
                        message: str | Callable[[str], str], *,
-                       allow_empty: bool = False) -> str | None:
+                       allow_empty: bool = False, max_bytes: int | None = None) -> str | None:
     """A notes commit on top of ``parent`` with ``additions`` merged in (line union); None if
     every line is already there (unless ``allow_empty``: the message itself is news).
     ``message`` may be a function of the new notes tree (a message that authenticates it).
     Its objects are made durable together (one round of directory syncs, not one per
-    object): nothing points at them before it returns."""
+    object): nothing points at them before it returns. ``max_bytes``: as ``read_note``."""
     with repo.batch():
-        return _build_notes_commit(repo, parent, additions, message, allow_empty)
+        return _build_notes_commit(repo, parent, additions, message, allow_empty, max_bytes)
 
 
 def _build_notes_commit(repo: Repository, parent: str | None,
                         additions: Mapping[str, Sequence[str]],
-                        message: str | Callable[[str], str], allow_empty: bool) -> str | None:
+                        message: str | Callable[[str], str], allow_empty: bool,
+                        max_bytes: int | None) -> str | None:
+    if parent is not None:
+        check_size(repo, parent, max_bytes, f"notes commit {parent}")
     tree = None if parent is None else repo.commit(parent).tree
     level = max(1, _fanout(repo, tree))
     changes: dict[str, Entry | None] = {}
     for commit, lines in additions.items():
         found = None if tree is None else _find(repo, tree, commit, level)
+        if found is not None:
+            check_size(repo, found[1].sha, max_bytes, f"the note of {commit} (notes commit "
+                                                      f"{parent})")
         old = [] if found is None else \
             repo.blob(found[1].sha).decode("utf-8", "replace").splitlines()
         new = old + [ln for ln in dict.fromkeys(lines) if ln not in old]

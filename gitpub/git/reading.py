@@ -35,6 +35,23 @@ class ObjectReading:
         except Unreadable:
             return True  # there, but damaged: reading it says so
 
+    def object_kind(self, sha: str) -> str | None:
+        """The type of object ``sha`` (``commit``, ``tree``, …; None: not here or unreadable),
+        without reading it."""
+        try:
+            found = self._cat.info(sha)
+        except Unreadable:
+            return None
+        return None if found is None else found[1]
+
+    def object_size(self, sha: str) -> int | None:
+        """The size of object ``sha``'s content in bytes (None: not here), without reading it."""
+        try:
+            found = self._cat.info(sha)
+        except Unreadable:
+            return None
+        return None if found is None else found[2]
+
     def _read(self, sha: str, kind: str) -> bytes:
         """The content of object ``sha``, which must be a ``kind``."""
         try:

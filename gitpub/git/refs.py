@@ -73,20 +73,41 @@ class RefAccess:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _for_each_ref(self, pattern: str) -> tuple[dict[str, str], list[str]]:
-        return for_each_ref(self.git_dir, pattern)
+    def _for_each_ref(self, *patterns: str) -> tuple[dict[str, str], list[str]]:
+        return for_each_ref(self.git_dir, *patterns)
 
     def read_ref(self, name: str) -> str | None:
         """The object id a ref points at, ``None`` if absent; a broken ref raises, and so does
         a symbolic ref that leads nowhere (gitpub writes none: ``for-each-ref`` skips it
         silently, ``symbolic-ref`` names it)."""
-        found, broken = self._for_each_ref(name)
-        if name in broken:
-            raise broken_ref(self.common_dir, name)
-        if name not in found and \
-                self.git("symbolic-ref", "-q", "--no-recurse", name).returncode == 0:
-            raise broken_ref(self.common_dir, name, "a symbolic ref that leads nowhere")
-        return found.get(name)
+        return self.read_refs([name])[name]
+
+    def read_refs(self, names: Sequence[str], prefixes: Sequence[str] = ()
+                  ) -> dict[str, str | None]:
+        """``read_ref`` of each of ``names`` (full names), and every readable ref under each
+        of ``prefixes`` (ending with ``/``; broken ones left out, as ``list_refs`` leaves
+        them), in one ``git for-each-ref``: name → object id (None: absent). A broken ref
+        among ``names`` raises, as ``read_ref`` does."""
+        found, broken = self._for_each_ref(*names, *prefixes)
+        out: dict[str, str | None] = {name: sha for name, sha in found.items()
+                                      if any(name.startswith(p) for p in prefixes)}
+        for name in names:
+            if name in broken:
+                raise broken_ref(self.common_dir, name)
+            if name not in found and self._may_be_symbolic(name) and \
+                    self.git("symbolic-ref", "-q", "--no-recurse", name).returncode == 0:
+                raise broken_ref(self.common_dir, name, "a symbolic ref that leads nowhere")
+            out[name] = found.get(name)
+        return out
+
+    def _may_be_symbolic(self, name: str) -> bool:
+        """Could ``name``, which ``for-each-ref`` did not list, be a symbolic ref that leads
+        nowhere? With the files backend only a loose file can be one (``packed-refs`` holds
+        no symbolic refs), so git is asked only when there is a file (or something) at its
+        path; with another ref storage (reftable), always."""
+        if (self.common_dir / "reftable").is_dir():
+            return True
+        return any(os.path.lexists(d / name) for d in {self.common_dir, self.git_dir})
 
     def list_refs(self, prefix: str) -> dict[str, str]:
         """Refs under ``prefix`` (which ends with ``/``), keyed by the rest of their name;
@@ -107,6 +128,26 @@ class RefAccess:
             rel = Path(dirpath).relative_to(top)
             names.update((rel / f).as_posix() for f in files if not f.endswith(".lock"))
         return sorted(names)
+
+    def symbolic_target(self, name: str) -> str | None:
+        """The ref the symbolic ref ``name`` points at (``git symbolic-ref``), None when
+        ``name`` is no symbolic ref. With the files backend a symbolic ref is a loose file
+        holding ``ref: <target>`` and nothing else (git writes it so, and never packs one):
+        read there, without starting a git; anything else in the file is git's to read."""
+        if not (self.common_dir / "reftable").is_dir():
+            try:
+                text = (self.common_dir / name).read_bytes().decode("utf-8")
+            except FileNotFoundError:
+                return None
+            except (OSError, UnicodeDecodeError):
+                text = ""
+            target = text.removeprefix("ref: ").removesuffix("\n")
+            if text.startswith("ref: refs/") and text.endswith("\n") and \
+                    not any(c.isspace() for c in target):
+                return target
+        proc = self.git("symbolic-ref", "--quiet", name)
+        found = proc.stdout.decode("utf-8", "replace").strip()
+        return found if proc.returncode == 0 and found else None
 
     def symbolic_head(self) -> str | None:
         """The ref HEAD points at (``refs/heads/…``), with or without a working tree; None when
@@ -223,15 +264,15 @@ class RefAccess:
         raise CorruptStateError(sanitize(f"git refused to move a ref: {detail}"), hint=hint)
 
 
-def for_each_ref(git_dir: Path, pattern: str) -> tuple[dict[str, str], list[str]]:
-    """(name -> id of every readable ref of the repository at ``git_dir`` matching
-    ``pattern`` (a full name, or a prefix ending in ``/``), names git calls broken)."""
-    proc = run_git(["for-each-ref", _FORMAT, pattern], cwd=git_dir, git_dir=git_dir)
+def for_each_ref(git_dir: Path, *patterns: str) -> tuple[dict[str, str], list[str]]:
+    """(name -> id of every readable ref of the repository at ``git_dir`` matching one of
+    ``patterns`` (each a full name, or a prefix ending in ``/``), names git calls broken)."""
+    proc = run_git(["for-each-ref", _FORMAT, *patterns], cwd=git_dir, git_dir=git_dir)
     said = proc.stderr.decode("utf-8", "surrogateescape")
     if proc.returncode != 0:
         from gitpub.core.sanitize import sanitize
 
-        raise CorruptStateError(sanitize(f"git cannot list the refs {pattern}: "
+        raise CorruptStateError(sanitize(f"git cannot list the refs {' '.join(patterns)}: "
                                          f"{' '.join(said.split())[:200]}"),
                                 hint="`git for-each-ref` shows what is wrong")
     found = {}

@@ -78,6 +78,7 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         self._cat = CatFile(self.git_dir, self.work_tree or self.git_dir)
         self._store = None
         self._batch_dirs: set[str] | None = None
+        self._layout: dict[str, str] | None = None
 
     @classmethod
     def discover(cls, start: Path) -> Repository:
@@ -170,6 +171,22 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         if proc.returncode != 0:
             return None
         return proc.stdout.decode("utf-8", "replace").removesuffix("\n")
+
+    def layout_config(self) -> Mapping[str, str]:
+        """The configuration that says how the repository is laid out and shared
+        (``extensions.*``, ``core.sharedRepository``; lower-case names, the last value of
+        each), read once, in one ``git config``: gitpub never changes it, and a command
+        reads it several times (``store.fetchdir.can_isolate``, the object writer)."""
+        if self._layout is None:
+            proc = self.git("config", "-z", "--get-regexp",
+                            r"^(extensions\..*|core\.sharedrepository)$", timeout=30)
+            found: dict[str, str] = {}
+            for item in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
+                name, _, value = item.partition("\n")
+                if name:
+                    found[name.lower()] = value
+            self._layout = found
+        return self._layout
 
     def user_identity(self) -> Identity:
         """The identity for content commits: git's own rules, minus the interactive prompts."""

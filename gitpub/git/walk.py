@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import functools
 import heapq
+import os
 import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import IO
 
 from gitpub.core.errors import CorruptStateError
@@ -109,7 +111,8 @@ class LogScan:
 
 def log_scan(repo: Repository, tips: Sequence[str], excludes: Sequence[str],
              needle: bytes = JOB_ID_NEEDLE, *, listed: bool = False,
-             counted: bool = True, meanwhile: Callable[[], object] | None = None) -> LogScan:
+             counted: bool = True, meanwhile: Callable[[], object] | None = None,
+             split: str | None = None) -> LogScan:
     """Every commit reachable from ``tips`` and not from ``excludes`` (``git log tips
     ^excludes``), walked by C git, so the cost is C git's walk (its object cache, the
     commit-graph when there is one), not a Python walk's. Two ways, one answer (the tests hold
@@ -124,9 +127,13 @@ def log_scan(repo: Repository, tips: Sequence[str], excludes: Sequence[str],
       filtered here; slower on a long walk, but it lists what was walked (``has``): a shallow
       clone needs that to see whether the walk reached its boundary.
 
-    ``meanwhile``: the caller's work that needs no walk, run while C git walks.
+    ``meanwhile``: the caller's work that needs no walk, run while C git walks. ``split``: a
+    commit to split a listed walk of one tip's whole history at (``split_point``), walked as
+    two halves at once (``split_scan``); its listing then answers no ``has``.
     """
     revs = [*tips, *[f"^{x}" for x in excludes]]
+    if listed and split is not None and len(tips) == 1 and not excludes:
+        return split_scan(repo, tips[0], split, needle, meanwhile)
     if listed:
         return _listed_scan(repo, revs, needle, meanwhile)
     return _filtered_scan(repo, revs, needle, counted, meanwhile)
@@ -136,12 +143,12 @@ def log_scan(repo: Repository, tips: Sequence[str], excludes: Sequence[str],
 _RECORD = "%H%x00%B"
 
 
-def _log_args(revs: Sequence[str], *extra: str) -> list[str]:
+def _log_args(revs: Sequence[str], *extra: str, fmt: str = _RECORD) -> list[str]:
     """``git log`` of ``revs``, its records in UTF-8 whatever the configuration says: git
     re-encodes its whole output (ids and NULs too) to ``i18n.logOutputEncoding`` (by default
     ``i18n.commitEncoding``), and in UTF-16 no record would be read (nor a claim found)."""
     return ["-c", "log.showSignature=false", "-c", "i18n.logOutputEncoding=UTF-8", "log",
-            "-z", "--no-notes", "--no-decorate", f"--format={_RECORD}", *extra, *revs, "--"]
+            "-z", "--no-notes", "--no-decorate", f"--format={fmt}", *extra, *revs, "--"]
 
 
 def _scratch(repo: Repository) -> IO[bytes]:
@@ -159,10 +166,13 @@ def _output(f: IO[bytes]) -> bytes:
     return f.read()
 
 
-def _records(out: bytes, needle: bytes) -> tuple[int, list[tuple[str, bytes]]]:
+def _records(out: bytes, needle: bytes, head: int | None = None
+             ) -> tuple[int, list[tuple[str, bytes]]]:
     """How many ``%H%x00%B`` records ``out`` holds (``-z``: NUL-separated), and the (sha,
     message) of those whose message contains ``needle`` (ASCII case-insensitively). The
-    bytes are searched at once, not record by record: a long walk lists 100,000 of them."""
+    bytes are searched at once, not record by record: a long walk lists 100,000 of them.
+    ``head``: the first field holds more than the id (``%H %P``), whose first ``head``
+    characters are the id."""
     if out and not out.endswith(b"\0"):
         out += b"\0"
     fields = out.count(b"\0")
@@ -174,6 +184,8 @@ def _records(out: bytes, needle: bytes) -> tuple[int, list[tuple[str, bytes]]]:
     records = []
     for start in found:
         sha = out[out.rfind(b"\0", 0, start - 1) + 1:start - 1] if start else b""
+        if head is not None:
+            sha = sha[:head] if sha[head:head + 1] == b" " else b""
         if out[start - 1:start] != b"\0" or not _is_sha(sha):
             continue  # the needle in no message (it cannot be in a commit id)
         end = out.find(b"\0", start)
@@ -259,3 +271,125 @@ def shallow_commits(repo: Repository) -> frozenset[str]:
     except FileNotFoundError:
         return frozenset()
     return frozenset(text.split())
+
+
+# -- a long history walked as two halves at once ----------------------------------------------
+
+#: A whole history is split in two and walked by two gits at once (``split_scan``) when the
+#: packs hold at least this many objects and this process may run on two cores: C git's walk
+#: of a long history is the cost of a first ``confirm`` run, and one git uses one core.
+SPLIT_OBJECTS = 50_000
+#: How many object ids of the packs the split point is chosen from.
+SAMPLE = 96
+_IDX_MAGIC = b"\377tOc"
+
+
+def split_point(repo: Repository, tip: str) -> str | None:
+    """A commit about halfway down ``tip``'s history, to split a long walk at; None when a
+    split would not pay (a short history, one core, or no idle core: the machine's load is
+    at least its cores). Chosen without a walk: of the commits
+    among object ids read evenly from the packs' indexes (sorted by id, so spread at random
+    over the objects), the one with the median commit time. A guess: ``split_scan`` is right
+    whatever commit it is given — one that is not in ``tip``'s history, or near either end,
+    costs time, never a wrong answer."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+    if cores < 2 or _load() >= cores:  # no core to spare: two gits would take turns
+        return None
+    ids = _sampled_ids(repo.common_dir / "objects" / "pack", repo.object_format.raw_length)
+    dated = []
+    for sha in ids:
+        if sha != tip and repo.object_kind(sha) == "commit":
+            dated.append((repo.commit(sha).commit_time, sha))
+    dated.sort()
+    return dated[len(dated) // 2][1] if dated else None
+
+
+def _load() -> float:
+    """The machine's load (runnable processes, averaged over the last minute); 0 when the
+    system does not say."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
+
+
+def _sampled_ids(packs: Path, raw_length: int) -> list[str]:
+    """``SAMPLE`` object ids read evenly from the version 2 pack indexes in ``packs`` (none
+    when they hold fewer than ``SPLIT_OBJECTS`` objects). Only a sample: an index that
+    cannot be read is passed over."""
+    indexes: list[tuple[Path, int]] = []
+    for path in sorted(packs.glob("pack-*.idx")):
+        try:
+            with open(path, "rb") as f:
+                head = f.read(8 + 256 * 4)
+        except OSError:
+            continue
+        if len(head) == 8 + 256 * 4 and head[:4] == _IDX_MAGIC and \
+                int.from_bytes(head[4:8], "big") == 2:
+            indexes.append((path, int.from_bytes(head[-4:], "big")))
+    total = sum(n for _, n in indexes)
+    if total < SPLIT_OBJECTS:
+        return []
+    ids: list[str] = []
+    step = total / SAMPLE
+    at = step / 2
+    start = 0
+    for path, n in indexes:
+        try:
+            with open(path, "rb") as f:
+                while at < start + n:
+                    f.seek(8 + 256 * 4 + int(at - start) * raw_length)
+                    raw = f.read(raw_length)
+                    if len(raw) == raw_length:
+                        ids.append(raw.hex())
+                    at += step
+        except OSError:
+            pass
+        start += n
+        at = max(at, start + step / 2)
+    return ids
+
+
+#: The first half's records: the commit id and its parents (``%H %P``), NUL, the message.
+_WITH_PARENTS = "%H %P%x00%B"
+
+
+def split_scan(repo: Repository, tip: str, point: str, needle: bytes = JOB_ID_NEEDLE,
+               meanwhile: Callable[[], object] | None = None) -> LogScan:
+    """``tip``'s whole history (``git log tip``) as two walks at once, on two cores:
+    ``tip ^point`` (its records with their parents) and ``point``. Their union is the
+    history when ``point`` is in it, which the first walk proves: ``point`` is then a parent
+    of a commit it shows. When it is not (a commit of another branch, the notes, the job
+    store), or the first walk shows nothing (``point`` reaches the tip), the one walk of
+    ``tip`` is made instead: the split costs time then, never a wrong answer. A commit both
+    walks show — with clock skew, git's walk of ``tip ^point`` may stop late and show a commit
+    ``point`` reaches — is counted once. If either git fails, the one walk decides."""
+    with _scratch(repo) as newer_file, _scratch(repo) as older_file:
+        newer = _spawned(repo, _log_args([tip, f"^{point}"], fmt=_WITH_PARENTS), newer_file,
+                         meanwhile)
+        try:
+            older = _spawned(repo, _log_args([point]), older_file, None)
+        except BaseException:
+            newer.kill()
+            newer.communicate()
+            raise
+        newer.communicate()
+        older.communicate()
+        if newer.returncode != 0 or older.returncode != 0:
+            return _listed_scan(repo, [tip], needle, None)
+        new_out, old_out = _output(newer_file), _output(older_file)
+    width = repo.object_format.hex_length
+    heads = [h for h in new_out.split(b"\0")[0::2] if h]
+    marker = point.encode("ascii")
+    if not heads or not any(h.find(marker, width) > 0 for h in heads):
+        return _listed_scan(repo, [tip], needle, None)
+    older_count, older_found = _records(old_out, needle)
+    newer_count, newer_found = _records(new_out, needle, head=width)
+    ids = {h[:width] for h in heads}
+    older_ids = [h for h in old_out.split(b"\0")[0::2] if h]
+    both = ids.intersection(older_ids)
+    if both:  # clock skew: counted once, found once
+        newer_count -= len(both)
+        newer_found = [(sha, m) for sha, m in newer_found if sha.encode() not in both]
+    return LogScan(newer_count + older_count, tuple(newer_found + older_found))

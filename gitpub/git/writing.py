@@ -82,6 +82,9 @@ class ObjectWriter:
     def config_value(self, section: str, key: str) -> str | None:
         raise NotImplementedError
 
+    def layout_config(self) -> Mapping[str, str]:
+        raise NotImplementedError
+
     def _object_store(self) -> DiskObjectStore:
         if self._store is None:
             from dulwich.object_format import get_object_format
@@ -91,7 +94,7 @@ class ObjectWriter:
             # a repository shared by a group (core.sharedRepository): the directories and
             # files gitpub makes are the group's as git makes them (else a member's git cannot
             # add an object to a directory gitpub made)
-            shared = self.config_value("core", "sharedRepository")
+            shared = self.layout_config().get("core.sharedrepository")
             self._store = DiskObjectStore(
                 str(self.common_dir / "objects"), fsync_object_files=True,
                 object_format=get_object_format(self.object_format.name),

@@ -22,9 +22,9 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from gitpub.core.errors import GitpubError
+from gitpub.core.errors import CorruptStateError, GitpubError
 from gitpub.core.sanitize import sanitize
-from gitpub.git.refs import for_each_ref
+from gitpub.git.refs import RefUpdate, for_each_ref
 from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
 from gitpub.store.archive import ARCHIVE, archive_problem
 from gitpub.store.fetchdir import (
@@ -70,9 +70,10 @@ def fetch_with_store(remote: Remote, also: tuple[str, str] | None = None) -> Fet
             return fetched
         return Fetched(fetched.tip, fetched.store, fetch_ref(remote, *also))
     net = isolated_fetch_dir(repo)
-    mirror_ref(repo, net, remote.tracking_ref)
-    mirror_ref(repo, net, f"refs/heads/{remote.branch}")
-    _mirror_store(remote, net)
+    here = _here(remote, None if also is None else also[1])
+    mirror_ref(repo, net, remote.tracking_ref, here.get(remote.tracking_ref))
+    mirror_ref(repo, net, f"refs/heads/{remote.branch}", here.get(f"refs/heads/{remote.branch}"))
+    _mirror_store(remote, net, _store_part(remote, here))
     env = {"GIT_OBJECT_DIRECTORY": str(repo.common_dir / "objects")}
     extra = [*ISOLATED_CONFIG, "--prune"]
     specs = [store_spec]
@@ -89,10 +90,47 @@ def fetch_with_store(remote: Remote, also: tuple[str, str] | None = None) -> Fet
         if tip is None or not repo.has_object(tip):
             raise RemoteError(f"fetch from {sanitize(remote.remote)} left no "
                               f"{remote.tracking_ref}")
-        _move(remote, remote.tracking_ref, tip)
-    value = None if also is None else bring(remote, net, also[1], also[0])
-    store, damaged = _bring_back(remote, net)
+    also_ref = None if also is None else also[1]
+    value = None if also_ref is None else read_loose(net, also_ref)
+    if value is not None and not repo.has_object(value):
+        raise RemoteError(f"fetch from {sanitize(remote.remote)} left no {also_ref}")
+    # Everything the fetch moved, here in one ref transaction from the values read before
+    # it; when one of them moved meanwhile (a concurrent fetch), each ref on its own.
+    store, damaged, moves = _store_moves(remote, net, _store_part(remote, here))
+    for ref, new in ((remote.tracking_ref, tip), (also_ref, value)):
+        if ref is not None and new is not None and here.get(ref) != new:
+            moves.append(RefUpdate(ref, new, here.get(ref)))
+    try:
+        moved = repo.update_refs(moves, "gitpub: fetch")
+    except CorruptStateError:  # git refused the whole transaction: each ref then says why
+        moved = False
+    if not moved:
+        if tip is not None:
+            _move(remote, remote.tracking_ref, tip)
+        if also is not None:
+            value = bring(remote, net, also[1], also[0])
+        store, damaged = _bring_back(remote, net)
     return Fetched(tip, store, value, damaged)
+
+
+def _here(remote: Remote, also: str | None) -> dict[str, str | None]:
+    """This repository's values of the refs a fetch with the job store moves (the tracking
+    ref, the branch, ``also``, the tracking store), in one ``for-each-ref``; a damaged ref is
+    None (``current_value``: the fetch replaces it)."""
+    names = [remote.tracking_ref, f"refs/heads/{remote.branch}", *([also] if also else [])]
+    try:
+        return remote.repo.read_refs(names, [remote.store_prefix])
+    except GitpubError:
+        found: dict[str, str | None] = dict(remote.repo.list_refs(remote.store_prefix))
+        found = {remote.store_prefix + k: v for k, v in found.items()}
+        return {**found, **{n: current_value(remote.repo, n) for n in names}}
+
+
+def _store_part(remote: Remote, here: dict[str, str | None]) -> dict[str, str]:
+    """The tracking store among ``here``'s refs, keyed by the rest of their name."""
+    prefix = remote.store_prefix
+    return {name[len(prefix):]: sha for name, sha in here.items()
+            if name.startswith(prefix) and sha is not None}
 
 
 def _fetch_here(remote: Remote, branch_spec: str, store_spec: str) -> Fetched:
@@ -129,17 +167,17 @@ def keep_good_archive(remote: Remote, kept: str | None, fetched: str | None) -> 
     return fetched or ""
 
 
-def _mirror_store(remote: Remote, net: Path) -> None:
-    """Make the private repository's copy of the tracking store this repository's: the
-    negotiation then starts from what this repository keeps alive (a ref whose object is
-    missing here would make the fetch die). Stale locks of a killed fetch are healed."""
+def _mirror_store(remote: Remote, net: Path, here: dict[str, str]) -> None:
+    """Make the private repository's copy of the tracking store this repository's (``here``:
+    its refs, keyed below the prefix): the negotiation then starts from what this repository
+    keeps alive (a ref whose object is missing here would make the fetch die). Stale locks of
+    a killed fetch are healed."""
     prefix = remote.store_prefix
     for dirpath, _dirs, files in os.walk(net / prefix):
         for f in files:
             if f.endswith(".lock"):
                 remote.repo.heal_lock(Path(dirpath) / f)
-    ours = {k: v for k, v in remote.repo.list_refs(prefix).items()
-            if remote.repo.has_object(v)}
+    ours = {k: v for k, v in here.items() if remote.repo.has_object(v)}
     theirs = _listed(net, prefix)
     for key in theirs.keys() - ours.keys():
         with contextlib.suppress(FileNotFoundError):
@@ -154,12 +192,29 @@ def _mirror_store(remote: Remote, net: Path) -> None:
 
 
 def _bring_back(remote: Remote, net: Path) -> tuple[dict[str, str], str | None]:
-    """Move this repository's tracking store to what the fetch left in the private one;
-    returns it (name below ``refs/pub/`` → object id), and the remote's archive when it is no
-    archive (``keep_good_archive``: the good one stays here)."""
+    """Move this repository's tracking store to what the fetch left in the private one, each
+    ref on its own; returns it (name below ``refs/pub/`` → object id), and the remote's
+    archive when it is no archive (``keep_good_archive``: the good one stays here)."""
+    prefix = remote.store_prefix
+    here = remote.repo.list_refs(prefix)
+    fetched, damaged, moves = _store_moves(remote, net, here)
+    for move in moves:
+        if move.new is None:
+            assert move.old is not None
+            remote.repo.delete_ref(move.ref, move.old)
+        else:
+            _move(remote, move.ref, move.new)
+    return fetched, damaged
+
+
+def _store_moves(remote: Remote, net: Path, here: dict[str, str]
+                 ) -> tuple[dict[str, str], str | None, list[RefUpdate]]:
+    """What the tracking store becomes after a fetch (name below ``refs/pub/`` → object id),
+    the remote's archive when it is no archive (``keep_good_archive``: the good one stays
+    here), and the moves from ``here`` (this repository's tracking store) that make it so."""
     prefix = remote.store_prefix
     fetched = _listed(net, prefix)
-    here = remote.repo.list_refs(prefix)
+    moves: list[RefUpdate] = []
     damaged = None
     theirs, ours = fetched.get(ARCHIVE), here.get(ARCHIVE)
     if theirs is not None and theirs != ours and archive_problem(remote.repo, theirs):
@@ -170,15 +225,15 @@ def _bring_back(remote: Remote, net: Path) -> tuple[dict[str, str], str | None]:
             fetched[ARCHIVE] = ours  # the last good archive stays
     elif theirs is None and ours is not None:
         damaged, fetched[ARCHIVE] = "", ours  # gone from the remote: the records stay here
-    for key in here.keys() - fetched.keys():
-        remote.repo.delete_ref(prefix + key, here[key])
+    for key in sorted(here.keys() - fetched.keys()):
+        moves.append(RefUpdate(prefix + key, None, here[key]))
     for key, sha in fetched.items():
         if here.get(key) != sha:
             if not remote.repo.has_object(sha):
                 raise RemoteError(f"fetch from {sanitize(remote.remote)} left "
                                   f"{prefix + key} without its object")
-            _move(remote, prefix + key, sha)
-    return fetched, damaged
+            moves.append(RefUpdate(prefix + key, sha, here.get(key)))
+    return fetched, damaged, moves
 
 
 def _listed(net: Path, prefix: str) -> dict[str, str]:

@@ -87,10 +87,14 @@ def current_value(repo: Repository, ref: str) -> str | None:
         return None
 
 
-def mirror_ref(repo: Repository, net: Path, ref: str) -> None:
+_READ = "read it"
+
+
+def mirror_ref(repo: Repository, net: Path, ref: str, value: str | None = _READ) -> None:
     """Give the private fetch repository this repository's value of ``ref`` (the fetch
-    negotiates with it), or none if it has no usable one."""
-    sha = current_value(repo, ref)
+    negotiates with it), or none if it has no usable one. ``value``: that value, when the
+    caller read it already (``current_value``'s: None when absent or damaged)."""
+    sha = current_value(repo, ref) if value is _READ else value
     path = net / ref
     if sha is None or not repo.has_object(sha):
         with contextlib.suppress(FileNotFoundError):
@@ -178,9 +182,9 @@ def can_isolate(remote: Remote) -> bool:
     common = remote.repo.common_dir
     if (common / "shallow").exists():
         return False
-    proc = remote.repo.git("config", "--get-regexp",
-                           r"^extensions\.(partialclone|objectformat|refstorage)$")
-    return proc.returncode == 1  # none of them set
+    layout = remote.repo.layout_config()
+    return not any(f"extensions.{k}" in layout
+                   for k in ("partialclone", "objectformat", "refstorage"))
 
 
 def _fetch_isolated(remote: Remote, src: str, dst: str) -> str | None:

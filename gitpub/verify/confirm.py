@@ -5,9 +5,9 @@ One run, with CI's key (``GITPUB_CONFIRM_KEY``; ``verify.ledger`` says what it a
 1. fetch the remote branch and the remote's ``refs/notes/pub`` (one ``git fetch``); read the
    newest *authentic* ledger there (``ledger.read_memory``): the branch it confirms, the points
    the last run checked through, the open BAD verdicts, the prefixes ever checked. A ledger
-   without a valid MAC is looked through. The branch is CI's ``--branch``, else the ledger's,
-   else the remote's default branch — never the pushed ``.gitpub.yaml``'s (``verify.facts``);
-   the remote is CI's ``--remote`` (default ``origin``);
+   without a valid MAC is looked through. The branch is CI's ``--branch``, else the anchor's,
+   else the ledger's, else the remote's default branch — never the pushed ``.gitpub.yaml``'s
+   (``verify.facts``); the remote is CI's ``--remote`` (default ``origin``);
 1b. make sure the ledger is the newest one CI wrote: the rollback anchor CI keeps
    (``verify.anchor``) must still be in the remote's notes, and a keyed run finds an authentic
    ledger at all — unless a person says ``--first-run``. Otherwise the run fails (exit 1): the
@@ -53,9 +53,10 @@ from gitpub.core.sanitize import remember_secret, sanitize
 from gitpub.git.diff import first_parent_changes
 from gitpub.git.notes import NOTES_REF, add_notes, build_notes_commit, read_note
 from gitpub.git.objects import ObjectFormat, is_object_id
+from gitpub.git.reading import parse_raw_diff
 from gitpub.git.remote import PushResult, Remote, default_branch
 from gitpub.git.repo import Repository
-from gitpub.git.walk import LogScan, log_scan, shallow_commits
+from gitpub.git.walk import LogScan, log_scan, shallow_commits, split_point
 from gitpub.proof import trailers
 from gitpub.store.fetchdir import fetch_ref, fetch_with
 from gitpub.verify import anchor as A
@@ -141,7 +142,9 @@ def confirm(repo: Repository, target: Target, *, rev_range: str | None, push_not
     """One run (the module's docstring)."""
     anchor = _anchor(anchoring, key) if key is not None and rev_range is None else None
     lineage = anchor.lineage if anchor is not None and anchor.lineage else None
-    branch = target.branch or _default_branch(repo, target.remote)
+    # the branch: CI's argument, else the anchor's (CI's own record), else the ledger's
+    branch = target.branch or (anchor.branch if anchor is not None else None) or \
+        _default_branch(repo, target.remote)
     while True:
         remote = Remote(repo, target.remote, branch)
         fetched = fetch_store(remote, (NOTES_REF, REMOTE_NOTES))  # one network round
@@ -152,7 +155,7 @@ def confirm(repo: Repository, target: Target, *, rev_range: str | None, push_not
         memory = L.read_memory(repo, notes_tip, key,
                                "" if anchor is not None and lineage is None else lineage)
         named = memory.ledger.branch
-        if target.branch is not None or named in ("", "?", branch):
+        if target.branch is not None or anchor is not None or named in ("", "?", branch):
             break
         branch = named  # the ledger's branch, not the guess: again
     if tip is None:
@@ -162,6 +165,8 @@ def confirm(repo: Repository, target: Target, *, rev_range: str | None, push_not
     if key is not None and rev_range is None:
         report.remarks += _guard(repo, memory, notes_tip, anchoring, anchor, branch)
     _remark_memory(report, memory, key)
+    lineages = _acceptance_lineages(memory, _lineage(anchor, anchoring, memory)
+                                    if key is not None and rev_range is None else None)
     points = _points(repo, memory.ledger, rev_range)
     if rev_range is not None:
         tip = _rev_parse(repo, rev_range.partition("..")[2] or tip)
@@ -191,20 +196,20 @@ def confirm(repo: Repository, target: Target, *, rev_range: str | None, push_not
     index = {v.job_id: v.commit for v in report.verdicts if v.ok}  # published here first
     store = check_store(repo, remote, tip=tip, verdicts=report.verdicts, prefixes=prefixes,
                         unrecorded=unrecorded_rule(at_tip, report.start, configs), key=key,
-                        memory=memory, fetched_with=None if fetched is None else fetched.tip)
+                        memory=memory, fetched=fetched, lineages=lineages)
     report.verdicts, report.remarks = store.verdicts, report.remarks + store.remarks
     if key is not None and rev_range is None:
-        _rewritten(repo, memory, gone, notes_tip, key, report)
+        _rewritten(repo, memory, gone, notes_tip, key, report, lineages)
     ledger = _next_ledger(memory.ledger, report, gone, checked=rev_range is None)
     if key is not None and rev_range is None:
-        ledger = ledger.next_run(branch, _lineage(anchor, anchoring, memory))
+        ledger = ledger.next_run(branch, lineages[0])
     additions = _union(_additions(report, index, key, repo.object_format,
                                  checked=rev_range is None), store.notes)
     subject = f"gitpub confirm: {len(report.verdicts)} job commit(s) up to {tip}"
     final = _write(repo, remote, additions, ledger, subject, notes_tip, push_notes, report,
                    key, memory)
     settled = _settled_ledger(repo, final, key, ledger)
-    _settle(repo, final, report, key, memory, settled)
+    _settle(repo, final, report, key, memory, settled, lineages)
     if report.notes_pushed:  # and the anchor not written yet: the next run goes on from it
         crash_point("confirm.notes-pushed")
     if key is not None and anchoring.path is not None and report.notes_pushed and \
@@ -216,9 +221,8 @@ def confirm(repo: Repository, target: Target, *, rev_range: str | None, push_not
 def _default_branch(repo: Repository, remote: str) -> str:
     """The branch to fetch before the ledger is read: what the remote's ``HEAD`` names, as the
     clone recorded it (``refs/remotes/<remote>/HEAD``), else as the remote says."""
-    proc = repo.git("symbolic-ref", "--quiet", f"refs/remotes/{remote}/HEAD")
-    recorded = proc.stdout.decode("utf-8", "replace").strip()
-    if proc.returncode == 0 and recorded.startswith(f"refs/remotes/{remote}/"):
+    recorded = repo.symbolic_target(f"refs/remotes/{remote}/HEAD") or ""
+    if recorded.startswith(f"refs/remotes/{remote}/"):
         return recorded.removeprefix(f"refs/remotes/{remote}/")
     found = default_branch(repo, remote)
     if found is None:
@@ -248,6 +252,15 @@ def _lineage(anchor: A.Anchor | None, anchoring: Anchoring, memory: L.Memory) ->
     return A.new_lineage()
 
 
+def _acceptance_lineages(memory: L.Memory, run: str | None) -> tuple[str, ...]:
+    """The lineages whose acceptances this run believes: its own (first: the lineage of the
+    ledger it writes, ``run``) and that of the ledgers it believes (before a ``--first-run``'s
+    new lineage, the ledgers it takes as they are; ``""``: ledgers from before lineages). An
+    acceptance given under another repository's CI with the same key accepts nothing here."""
+    believed = (memory.ledger.lineage,) if memory.found else ()
+    return tuple(dict.fromkeys(x for x in ((run,) if run else ()) + believed))
+
+
 def _guard(repo: Repository, memory: L.Memory, notes_tip: str | None,
            anchoring: Anchoring, anchor: A.Anchor | None, branch: str) -> list[str]:
     """Refuse a ledger that is not the newest CI wrote (rule 1b); the remarks to show."""
@@ -262,6 +275,13 @@ def _guard(repo: Repository, memory: L.Memory, notes_tip: str | None,
         return ["--first-run: the remote's notes are taken as they are "
                 + ("(an authentic ledger was found)" if memory.found else
                    "(no authentic ledger: the whole history is checked)"), *remarks]
+    if anchor is not None and anchor.branch != branch:
+        raise A.AnchorError(
+            f"the anchor at {anchoring.path} is the anchor of branch {sanitize(anchor.branch)}; "
+            f"this run confirms {sanitize(branch)} (--branch): the notes of one branch's runs "
+            "are no rollback check for another's",
+            hint="keep one anchor file per branch CI confirms (--anchor FILE); a person who "
+                 "means to confirm this branch from now on runs once with --first-run")
     if anchor is not None:
         if notes_tip is None or not _in_notes(repo, anchor.notes, notes_tip) or \
                 memory.ledger.serial < anchor.serial:
@@ -289,8 +309,8 @@ def _guard(repo: Repository, memory: L.Memory, notes_tip: str | None,
 
 def _in_notes(repo: Repository, commit: str, notes_tip: str) -> bool:
     """Is ``commit`` in the notes' history (fetched whole: absent means not there)?"""
-    return repo.has_object(commit) and \
-        repo.git("merge-base", "--is-ancestor", commit, notes_tip).returncode == 0
+    return commit == notes_tip or (repo.has_object(commit) and repo.git(
+        "merge-base", "--is-ancestor", commit, notes_tip).returncode == 0)
 
 
 def _target_remarks(at_tip: Config | F.Bad, remote: str, branch: str,
@@ -338,12 +358,12 @@ def accept(repo: Repository, target: Target, commit: str, reason: str, who: str,
     if L.bad_line(lines) is None and sha not in memory.ledger.open_bad:
         raise UsageError(f"{commit}: no BAD verdict of `git pub confirm` to accept",
                          hint="`git log --notes=pub` shows the verdicts")
-    line = L.acceptance_line(key, sha, who, reason)
+    line = L.acceptance_line(key, sha, who, reason, memory.ledger.lineage)
     report = ConfirmReport(sha, authenticated=True)
     ledger = memory.ledger.accept(sha)
     final = _write(repo, remote, {sha: [line]}, ledger, f"gitpub confirm: accept {sha}",
                    notes_tip, push_notes, report, key, memory)
-    _settle(repo, final, report, key, memory, ledger)
+    _settle(repo, final, report, key, memory, ledger, (memory.ledger.lineage,))
     return report
 
 
@@ -381,8 +401,10 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
     any ``-Job-Id`` (the prefixes are known only once the start is here).
 
     The walk is C git's, listed (``git.walk.log_scan``): ``git log`` prints every commit of
-    the range with its message, and the messages are searched here at once. Its cost is C
-    git's walk and about 7 % more for the printing; the filtered way (``--grep``) prints less
+    the range with its message, and the messages are searched here at once; a whole long
+    history (a first run, a run without the key) is walked as two halves at once, on two
+    cores (``git.walk.split_scan``). One git's cost is C git's walk and about 7 % more for the
+    printing; the filtered way (``--grep``) prints less
     but needs a second walk to count the commits (``checked``) (measured:
     ``bench/confirm_ci.py``). A shallow clone must see besides whether the walk
     reached its boundary, which only a listed walk can say. The candidates' order is not the
@@ -392,8 +414,7 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
         shallow = shallow_commits(repo)
         present = [p for p in points if repo.has_object(p)]
         if not shallow or len(present) == len(points):
-            ancestors = _ancestors(repo, present, tip)
-            scan = log_scan(repo, [tip], ancestors, listed=True, meanwhile=meanwhile)
+            scan, ancestors = _scan(repo, tip, present, bool(shallow), meanwhile)
             if not shallow or not any(scan.has(c) for c in shallow):
                 return scan, [p for p in points if p not in ancestors]
         progress(f"shallow clone: fetching {depth} more commits of history")
@@ -401,6 +422,26 @@ def _walk(repo: Repository, remote: Remote, tip: str, points: Sequence[str],
         fetch_ref(remote, f"refs/heads/{remote.branch}", remote.tracking_ref, deepen=depth)
         report.deepened += _commit_count(repo, tip) - before  # fewer than asked near the root
         depth *= 4
+
+
+def _scan(repo: Repository, tip: str, points: list[str], shallow: bool,
+          meanwhile: Callable[[], object] | None) -> tuple[LogScan, list[str]]:
+    """The listed walk of ``tip ^points``, and those of ``points`` in ``tip``'s history —
+    asked while git walks from all of them (the usual answer: all); otherwise the walk is
+    made again from those that are. A whole history is split (``git.walk.split_point``)."""
+    found: list[list[str]] = []
+
+    def check() -> None:
+        found.append(_ancestors(repo, points, tip))
+        if meanwhile is not None:
+            meanwhile()
+
+    split = split_point(repo, tip) if not shallow and not points else None
+    scan = log_scan(repo, [tip], points, listed=True, meanwhile=check, split=split)
+    if found[0] != points:
+        split = split_point(repo, tip) if not shallow and not found[0] else None
+        scan = log_scan(repo, [tip], found[0], listed=True, split=split)
+    return scan, found[0]
 
 
 def _ancestors(repo: Repository, commits: Sequence[str], tip: str) -> list[str]:
@@ -508,10 +549,11 @@ def _in_history(repo: Repository, commit: str, tip: str) -> bool:
 
 
 def _rewritten(repo: Repository, memory: L.Memory, gone: Sequence[str], notes_tip: str | None,
-               key: L.Key, report: ConfirmReport) -> None:
+               key: L.Key, report: ConfirmReport, lineages: Sequence[str]) -> None:
     """Checked-through points no longer in the history: BAD, unless a person accepted that."""
     for point in gone:
-        accepted = L.acceptance(key, point, L.note_lines(repo, point, memory, notes_tip))
+        accepted = L.acceptance(key, point, L.note_lines(repo, point, memory, notes_tip),
+                                lineages)
         if accepted is None:
             report.rewritten.append(point)
         else:
@@ -567,10 +609,17 @@ def restore(repo: Repository, base: str | None, memory: L.Memory) -> dict[str, l
         tree = repo.commit(notes).tree
         if tree == base_tree:
             continue
-        for path, _new in repo.changed_paths(tree, base_tree):
-            name = path.replace("/", "")
-            if is_object_id(name):
-                back.setdefault(name, []).extend(read_note(repo, name, notes))
+        # only notes the authentic tree holds, changed or gone since (C git filters): notes
+        # added since are not even listed, however many someone pushed
+        proc = repo.git("diff-tree", "-r", "-z", "--no-renames", "--diff-filter=DMT", tree,
+                        base_tree)
+        if proc.returncode != 0:
+            raise GitpubError(f"cannot compare the notes trees {tree} and {base_tree}")
+        for change in parse_raw_diff(proc.stdout, repo.object_format.zero):
+            name = change.path.replace("/", "")
+            if change.old is not None and is_object_id(name):
+                back.setdefault(name, []).extend(read_note(repo, name, notes,
+                                                           L.MAX_NOTE_BYTES))
     return back
 
 
@@ -587,7 +636,8 @@ def _write(repo: Repository, remote: Remote, additions: dict[str, list[str]],
         merged = ledger.merged(before.ledger) if base != notes_tip else ledger
         everything = _union(restore(repo, base, memory), additions)
         new = build_notes_commit(repo, base, everything, _message(merged, subject, key),
-                                 allow_empty=key is not None and merged != before.ledger)
+                                 allow_empty=key is not None and merged != before.ledger,
+                                 max_bytes=L.MAX_NOTE_BYTES)
         if new is None:
             return base
         if not push:
@@ -599,8 +649,10 @@ def _write(repo: Repository, remote: Remote, additions: dict[str, list[str]],
         base = fetch_ref(remote, NOTES_REF, REMOTE_NOTES)
     else:
         raise GitpubError(f"could not push notes to {NOTES_REF}: the remote notes kept moving")
+    if repo.cas_ref(NOTES_REF, None, new, subject):  # CI's fresh clone has no notes of its own
+        return new
     local = repo.read_ref(NOTES_REF)
-    if (local is None or local == base) and repo.cas_ref(NOTES_REF, local, new, subject):
+    if local == base and repo.cas_ref(NOTES_REF, local, new, subject):
         return new
     add_notes(repo, additions, subject)
     return new
@@ -619,14 +671,14 @@ def _union(*parts: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
 
 
 def _settle(repo: Repository, notes: str | None, report: ConfirmReport, key: L.Key | None,
-            memory: L.Memory, ledger: L.Ledger) -> None:
+            memory: L.Memory, ledger: L.Ledger, lineages: Sequence[str]) -> None:
     """The open BAD verdicts and the acceptances. With the key: the ledger's open verdicts,
     closed by authentic acceptance lines. Without: every BAD verdict of this (whole) walk."""
     settled = L.Memory(ledger, (*memory.trees, *([notes] if notes else [])))
     opened = ledger.open_bad if key is not None else [v.commit for v in report.bad]
     for commit in dict.fromkeys(opened):
         lines = L.note_lines(repo, commit, settled, None)
-        accepted = L.acceptance(key, commit, lines)
+        accepted = L.acceptance(key, commit, lines, lineages)
         if accepted is not None:
             report.accepted.append((commit, accepted))
             continue
@@ -635,6 +687,7 @@ def _settle(repo: Repository, notes: str | None, report: ConfirmReport, key: L.K
                                   f"{KEY_ENV}, so it does not count: {unverified}")
         report.open_bad.append((commit, L.bad_line(lines) or L.BAD_LINE))
     for commit in ledger.accepted if key is not None else ():
-        accepted = L.acceptance(key, commit, L.note_lines(repo, commit, settled, None))
+        accepted = L.acceptance(key, commit, L.note_lines(repo, commit, settled, None),
+                                lineages)
         if accepted is not None and (commit, accepted) not in report.accepted:
             report.accepted.append((commit, accepted))

@@ -5,7 +5,8 @@ confirmed is an attacker's if anything is. ``confirm`` takes what it relies on f
 pusher reaches, or from a configuration a previous run already checked:
 
 - the **branch** it confirms and the **remote**: CI's arguments (``--branch``, ``--remote``),
-  else the branch the authentic ledger names (``verify.ledger``: the last keyed run's), else
+  else the branch CI's rollback anchor names (``verify.anchor``), else the one the authentic
+  ledger names (``verify.ledger``: the last keyed run's), else
   the remote's default branch (its ``HEAD``, which only the host's administrators set);
 - the **trailer prefixes**, **``confirm_unrecorded``** and the **write scope** (``publish``,
   ``content``, ``articles``, the font outputs): the configuration at the range's *start* — the

@@ -60,7 +60,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from gitpub.core.sanitize import sanitize
-from gitpub.git.notes import read_note
+from gitpub.git.notes import check_size, read_note
 from gitpub.git.objects import ObjectFormat
 from gitpub.git.repo import Repository
 
@@ -92,6 +92,11 @@ SEARCH_LIMIT = 1024
 #: How many checked-through points and recent acceptances a ledger keeps.
 MAX_POINTS = 4
 MAX_ACCEPTED = 20
+#: The largest note, and the largest notes commit, ``confirm`` reads (bytes): anyone who can
+#: push can push ``refs/notes/pub``, and CI's cost must not be theirs to choose. A ledger is a
+#: few hundred bytes (its open BAD verdicts at 50 bytes each), a note a few lines.
+MAX_NOTE_BYTES = 1 << 20
+MAX_NOTES_COMMIT_BYTES = 1 << 20
 #: The shortest key accepted (bytes): a MAC is only as strong as its key.
 MIN_KEY_BYTES = 16
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
@@ -261,6 +266,7 @@ def _read(repo: Repository, notes_tip: str, key: Key,
         if sha in seen or not repo.has_object(sha):
             continue
         seen.add(sha)
+        check_size(repo, sha, MAX_NOTES_COMMIT_BYTES, f"notes commit {sha}")
         info = repo.commit(sha)
         good = authentic(key, info.message, info.tree)
         if good is not None and lineage in (None, good.lineage):
@@ -313,21 +319,33 @@ def published_by(key: Key | None, job_id: str, lines: Sequence[str]) -> list[str
     return found
 
 
-def acceptance_line(key: Key, commit: str, who: str, reason: str) -> str:
+def acceptance_line(key: Key, commit: str, who: str, reason: str, lineage: str) -> str:
     """A person's acceptance of the BAD verdict on ``commit``: sanitized, one line, with a MAC
-    over the commit and the line."""
+    over the commit, the line and the lineage of the ledgers it was given in (``""``: a
+    ledger from before lineages) — so an acceptance given in another repository whose CI has
+    the same key (a fork, with the same commits) accepts nothing here."""
     text = one_line(f"{ACCEPT_LINE} by {who}: {reason}")
-    return f"{text} [mac {key.mac('accepted', commit, text)}]"
+    return f"{text} [mac {_acceptance_mac(key, lineage, commit, text)}]"
 
 
-def acceptance(key: Key | None, commit: str, lines: Sequence[str]) -> str | None:
-    """The authentic acceptance among ``commit``'s note lines (without its MAC), if any."""
+def _acceptance_mac(key: Key, lineage: str, commit: str, text: str) -> str:
+    if not lineage:
+        return key.mac("accepted", commit, text)
+    return key.mac("accepted-in", lineage, commit, text)
+
+
+def acceptance(key: Key | None, commit: str, lines: Sequence[str],
+               lineages: Iterable[str]) -> str | None:
+    """The authentic acceptance among ``commit``'s note lines (without its MAC), if any: one
+    given in one of ``lineages`` (the lineages whose ledgers the run believes)."""
     if key is None:
         return None
+    tags = set(lineages)
     for ln in lines:
         text, tag = _tagged(ln)
-        if text.startswith(ACCEPT_LINE) and tag is not None and key.valid(tag, "accepted",
-                                                                          commit, text):
+        if text.startswith(ACCEPT_LINE) and tag is not None and any(
+                key.valid(tag, *(("accepted-in", lin) if lin else ("accepted",)), commit, text)
+                for lin in tags):
             return text
     return None
 
@@ -351,5 +369,5 @@ def note_lines(repo: Repository, commit: str, memory: Memory, tip: str | None) -
     erased since the last authentic run is still found)."""
     lines: dict[str, None] = {}
     for notes in dict.fromkeys((*memory.trees, *([tip] if tip else []))):
-        lines.update(dict.fromkeys(read_note(repo, commit, notes)))
+        lines.update(dict.fromkeys(read_note(repo, commit, notes, MAX_NOTE_BYTES)))
     return list(lines)

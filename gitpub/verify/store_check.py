@@ -46,11 +46,11 @@ from gitpub.git.objects import is_object_id
 from gitpub.git.remote import Remote
 from gitpub.git.repo import Repository
 from gitpub.git.walk import shallow_commits
-from gitpub.store.archive import Archive
+from gitpub.store.archive import ARCHIVE, Archive
 from gitpub.store.fetch import Fetched, fetch_records, fetch_with_store
 from gitpub.store.fetchdir import fetch_ref
 from gitpub.store.jobs import JobStore
-from gitpub.store.shared import SharedView
+from gitpub.store.shared import JOBS, SharedView
 from gitpub.verify import ledger as L
 from gitpub.verify.commit import Verdict, verdict, verify_commit
 from gitpub.verify.content import record_content_problems
@@ -93,16 +93,20 @@ def unrecorded_rule(config: Config | Bad, start: str | None, facts: Resolver) ->
 
 def check_store(repo: Repository, remote: Remote, *, tip: str, verdicts: Sequence[Verdict],
                 prefixes: Sequence[str], unrecorded: str, key: L.Key | None,
-                memory: L.Memory, fetched_with: str | None = None) -> StoreCheck:
+                memory: L.Memory, fetched: Fetched | None = None,
+                lineages: Sequence[str] = ()) -> StoreCheck:
     """The three rules of the module docstring over a fresh fetch of the remote's store.
-    ``fetched_with``: the store was fetched already, in the same ``git fetch`` as the branch,
-    whose tip it was (``fetch_store``: ``confirm``'s one network round); else it is fetched
-    here."""
+    ``fetched``: the store was fetched already, in the same ``git fetch`` as the branch
+    (``fetch_store``: ``confirm``'s one network round), and its refs are what that fetch left
+    here; else it is fetched here. ``lineages``: whose acceptances count
+    (``ledger.acceptance``)."""
     checker = _Checker(repo, remote, tip, prefixes, key, memory)
-    if fetched_with is None:
+    checker.lineages = tuple(lineages)
+    if fetched is None:
         checker.fetch()
     else:
-        checker.store_tip = fetched_with
+        checker.store_tip = fetched.tip or tip
+        checker.refs = fetched.store
     out = [checker.in_range(v, unrecorded) for v in verdicts]
     checker.published = {(v.job_id, v.commit) for v in out if v.ok}
     extra = checker.job_refs() + checker.archive()
@@ -128,6 +132,10 @@ class _Checker:
         self.prefixes, self.key, self.memory = prefixes, key, memory
         self.view = SharedView(JobStore(repo), remote.store_prefix)
         self.store_tip = tip
+        #: The tracking store's refs as the fetch left them (name below ``refs/pub/``), when
+        #: known; else read from the repository.
+        self.refs: dict[str, str] | None = None
+        self.lineages: tuple[str, ...] = ()
         self.published: set[tuple[str, str]] = set()
         self.notes: dict[str, list[str]] = {}
         self.remarks: list[str] = []
@@ -161,12 +169,24 @@ class _Checker:
 
     # -- rule 1: the range's job commits have their records --------------------------------
 
+    def _job_refs(self) -> dict[str, str]:
+        if self.refs is None:
+            return self.repo.list_refs(self.view.prefix + JOBS)
+        return {name[len(JOBS):]: sha for name, sha in self.refs.items()
+                if name.startswith(JOBS)}
+
+    def _archive(self) -> Archive:
+        if self.refs is None:
+            return self.view.archive()
+        return Archive(self.repo, self.refs.get(ARCHIVE))
+
     def record_of(self, job_id: str) -> _Record | None:
-        sha = self.view.remote_value(job_id)
+        sha = self.view.remote_value(job_id) if self.refs is None else \
+            self.refs.get(JOBS + job_id)
         if sha is not None:
             job = self.view.store.load_at(job_id, sha)
             return _Record(f"its job ref refs/pub/jobs/{job_id}", job.record)
-        archive = self.view.archive()
+        archive = self._archive()
         entry = archive.lookup(job_id)
         if entry is None:
             return None
@@ -210,7 +230,7 @@ class _Checker:
 
     def job_refs(self) -> list[Verdict]:
         out = []
-        for job_id, sha in sorted(self.repo.list_refs(self.view.prefix + "jobs/").items()):
+        for job_id, sha in sorted(self._job_refs().items()):
             try:
                 record = self.view.store.load_at(job_id, sha).record
             except CorruptStateError as e:
@@ -224,7 +244,7 @@ class _Checker:
 
     def archive(self) -> list[Verdict]:
         """Walk the archive's folds back to the newest one marked checked (rule 3)."""
-        archive = self.view.archive()
+        archive = self._archive()
         if archive.commit is None:
             return []
         out: list[Verdict] = []
@@ -273,7 +293,8 @@ class _Checker:
         shown = commit if _is_sha(commit) else state
         if self.key is not None and shown in self.memory.ledger.open_bad:
             return []  # open already: this run names it among the open verdicts
-        if L.acceptance(self.key, shown, L.note_lines(self.repo, shown, self.memory, None)):
+        if L.acceptance(self.key, shown, L.note_lines(self.repo, shown, self.memory, None),
+                        self.lineages):
             return []
         return [verdict(shown, job_id, [f"{where} says PUBLISHED by {commit or 'no commit'}, "
                                         f"which {problem}"])]
