@@ -24,7 +24,7 @@ from gitpub.core.errors import CorruptStateError, GitpubError
 from gitpub.core.paths import quoted
 from gitpub.git import catfile, refs
 from gitpub.git.catfile import CatFile
-from gitpub.git.repo import Repository
+from gitpub.git.repo import MODE_FILE, Entry, Repository
 
 REAL_GIT = shutil.which("git") or "git"
 
@@ -333,3 +333,156 @@ def test_a_remote_in_another_object_format_is_a_clear_configuration_error(
     r = site.call("push", "--json", str(job["job_id"]))
     assert r.code == 2 and "another hash" in r.out, r.out
     assert site.call("status", "--json", str(job["job_id"])).json()["attempt"] == 0
+
+
+# -- a tree git fsck refuses on the remote ---------------------------------------------------------
+
+def push_unsound_tree(site: Site, tmp_path: Path, where: str, entry: str,
+                      mode: bytes | None = None) -> str:
+    """Another writer pushes (past ``transfer.fsckObjects``) a commit whose tree ``where``
+    ("" for the root) lists ``entry`` twice — or, with ``mode``, once with that mode as
+    written: trees only a tool other than git writes. The remote's tip, fetched here too."""
+    other = tmp_path / "unsound-writer"
+    git(tmp_path, "clone", "-q", str(site.remote), str(other))
+
+    def rebuild(tree: str, parts: list[str]) -> str:
+        body = b""
+        for line in git(other, "ls-tree", "-z", tree).split("\0"):
+            if not line:
+                continue
+            meta, name = line.split("\t")
+            kind_mode, _, sha = meta.split(" ")
+            raw_mode, oid = kind_mode.lstrip("0").encode(), bytes.fromhex(sha)
+            if parts and name == parts[0] and len(parts) > 1:
+                oid = bytes.fromhex(rebuild(sha, parts[1:]))
+            body += raw_mode + b" " + name.encode() + b"\0" + oid
+            if parts == [name]:
+                if mode is None:
+                    body += raw_mode + b" " + name.encode() + b"\0" + oid  # twice
+                else:
+                    body = body[:-len(raw_mode + b" " + name.encode() + b"\0" + oid)]
+                    body += mode + b" " + name.encode() + b"\0" + oid
+        return git(other, "hash-object", "-t", "tree", "-w", "--literally", "--stdin",
+                   input=body).strip()
+
+    tree = rebuild(git(other, "rev-parse", "HEAD^{tree}").strip(),
+                   [*where.split("/"), entry] if where else [entry])
+    commit = git(other, "commit-tree", tree, "-p", "HEAD", "-m", "a tree only a tool writes"
+                 ).strip()
+    git(other, "-c", "transfer.fsckObjects=false", "push", "-q", "origin",
+        f"{commit}:refs/heads/main")
+    site.git("fetch", "-q", "origin")
+    return commit
+
+
+def unsound_site(site: Site) -> None:
+    """The site and its remote hold a tree ``git fsck`` refuses on purpose: not checked at
+    teardown (every other repository still is)."""
+    site.repos.remove(site.remote)
+    site.repos.remove(site.path)
+
+
+def test_a_remote_tree_with_an_entry_twice_is_a_conflict_at_once(site: Site,
+                                                                  tmp_path: Path) -> None:
+    """A remote tree with the same name twice (``posts`` in the root): the rebase rebuilt it
+    through a dictionary, dropping one of the two, so the commit "changed" files it never
+    touched; every attempt failed the same way until FAILED, the tree never named. Now the
+    first attempt stops in CONFLICT (``tree_unsound``) naming the tree and the name, no
+    attempt used, nothing pushed; once a person repairs the branch, ``resolve --retry``
+    publishes it."""
+    job = prepare(site, "twice", "posts/twice.md", article("twice"))
+    unsound_site(site)
+    bad = push_unsound_tree(site, tmp_path, "", "posts")
+    r = site.call("push", "--json", str(job["job_id"]))
+    assert r.code == 4, r.out + r.err
+    (shown,) = r.json()["jobs"]
+    assert shown["state"] == "CONFLICT" and shown["failure_code"] == "tree_unsound", shown
+    assert shown["attempt"] == 0
+    assert "tree (root)" in shown["failure_detail"] and "'posts' appears twice" in \
+        shown["failure_detail"], shown["failure_detail"]
+    assert "git fsck" in shown["hint"] and "resolve" in shown["hint"], shown["hint"]
+    assert git(site.remote, "rev-parse", "main").strip() == bad
+    # a person repairs the branch: the retry delivers onto the repaired tip
+    fixer = tmp_path / "fixer"
+    git(tmp_path, "clone", "-q", str(site.remote), str(fixer))
+    good = git(fixer, "commit-tree", git(fixer, "rev-parse", "HEAD~1^{tree}").strip(),
+               "-p", "HEAD", "-m", "repair the tree").strip()
+    git(fixer, "push", "-q", "origin", f"{good}:refs/heads/main")
+    r = site.call("resolve", "--json", str(job["job_id"]), "--retry")
+    assert r.code == 0, r.out + r.err
+    assert site.call("status", "--json", str(job["job_id"])).json()["state"] == "PUBLISHED"
+    assert git(site.remote, "rev-parse", "main~1").strip() == good
+
+
+def test_a_job_prepared_on_a_tree_with_an_entry_twice_stops_at_the_snapshot(
+        site: Site, tmp_path: Path) -> None:
+    """The base itself has ``posts/welcome.md`` twice: prepare stops at the snapshot
+    (nothing drafted, no commit built), naming the tree."""
+    unsound_site(site)
+    push_unsound_tree(site, tmp_path, "posts", "welcome.md")
+    r = site.call("prepare", "--json", "--key", "base-twice", "--to", "posts/new.md", "-",
+                  input=article("new"))
+    assert r.code == 4, r.out + r.err
+    shown = r.json()
+    assert shown["state"] == "CONFLICT" and shown["failure_code"] == "tree_unsound"
+    assert shown["local_commit"] is None
+    assert "tree posts/" in shown["failure_detail"] and "'welcome.md' appears twice" in \
+        shown["failure_detail"], shown["failure_detail"]
+
+
+def test_a_hand_commit_onto_a_tree_with_an_entry_twice_is_refused_whole(
+        site: Site, tmp_path: Path) -> None:
+    """``sync`` would replay a hand commit into that tree: refused, everything as it was."""
+    (site.path / "posts/hand.md").write_text(article("hand"))
+    site.git("add", "posts/hand.md")
+    site.git("commit", "-q", "-m", "hand")
+    unsound_site(site)
+    bad = push_unsound_tree(site, tmp_path, "", "posts")
+    head = site.git("rev-parse", "HEAD")
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    reason = r.json()["commits"][0]["reason"]
+    assert "'posts' appears twice" in reason and "git fsck refuses" in reason, reason
+    assert site.git("rev-parse", "HEAD") == head
+    assert git(site.remote, "rev-parse", "main").strip() == bad
+
+
+@pytest.mark.parametrize("shape", ["twice elsewhere", "zero-padded mode"])
+def test_what_a_rebuild_keeps_as_git_reads_it_is_built_on(site: Site, tmp_path: Path,
+                                                          shape: str) -> None:
+    """Safe to build on, and built on: an entry twice in a tree off the job's paths (reused
+    by id, as the remote has it: the commit adds nothing git did not accept already), and a
+    zero-padded mode on the way (old git wrote ``040000``; the rebuilt tree writes it unpadded,
+    meaning the same)."""
+    (site.path / "other").mkdir()
+    (site.path / "other/a.txt").write_text("a\n")
+    site.git("add", "other")
+    site.git("commit", "-q", "-m", "other")
+    site.git("push", "-q", "origin", "main")
+    job = prepare(site, "safe", "posts/safe.md", article("safe"))
+    unsound_site(site)
+    if shape == "twice elsewhere":
+        push_unsound_tree(site, tmp_path, "other", "a.txt")
+    else:
+        push_unsound_tree(site, tmp_path, "", "posts", mode=b"040000")
+    r = site.call("push", "--json", str(job["job_id"]))
+    assert r.code == 0, r.out + r.err
+    assert r.json()["jobs"][0]["state"] == "PUBLISHED"
+    assert git(site.remote, "show", "main:posts/safe.md") == article("safe")
+    assert git(site.remote, "diff-tree", "-r", "--name-only", "main~1", "main").split() == \
+        ["posts/safe.md"]
+
+
+def test_a_tree_with_an_entry_twice_is_never_rebuilt_without_one(site: Site) -> None:
+    """Under every write (the job store, notes, the archive), not only the content commit's:
+    a tree with a name twice is refused, never rewritten without one of the two."""
+    blob = site.git("hash-object", "-w", "--stdin", input=b"x\n").strip()
+    entry = b"100644 a.md\0" + bytes.fromhex(blob)
+    tree = site.git("hash-object", "-t", "tree", "-w", "--literally", "--stdin",
+                    input=entry + entry).strip()
+    site.repos.remove(site.path)
+    with Repository.discover(site.path) as repo:
+        with pytest.raises(CorruptStateError, match=r"has 'a.md' twice"):
+            repo.write_tree(tree, {"b.md": Entry(MODE_FILE, blob)})
+        assert repo.unsound_trees(tree, ["b.md"]) == \
+            [f"tree (root) {tree[:12]}: entry 'a.md' appears twice"]

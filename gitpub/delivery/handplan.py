@@ -273,7 +273,12 @@ def _file_entry(repo: Repository, tree: str, path: str) -> Entry | None:
 def replay(repo: Repository, tree: str, changes: tuple[Change, ...]) -> tuple[str | None,
                                                                             list[str]]:
     """``changes`` applied to ``tree``: (the new tree, []) when every path is still as the
-    change expects and nothing else changes, else (None, what stands in the way)."""
+    change expects and nothing else changes, else (None, what stands in the way): also a tree
+    on the way to them that ``git fsck`` refuses (rebuilt, it would change more)."""
+    unsound = repo.unsound_trees(tree, [c.path for c in changes])
+    if unsound:
+        return None, [f"the remote's {p} (git fsck refuses it; repair the branch first)"
+                      for p in unsound]
     problems = []
     for c in changes:
         now = _file_entry(repo, tree, c.path)
