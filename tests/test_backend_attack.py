@@ -8,6 +8,7 @@ real repositories; a hung git is a real git behind a script that stops answering
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -22,7 +23,7 @@ from test_delivery import article, prepare
 
 from gitpub.core.errors import CorruptStateError, GitpubError
 from gitpub.core.paths import quoted
-from gitpub.git import catfile, refs
+from gitpub.git import catfile, refs, run
 from gitpub.git.catfile import CatFile
 from gitpub.git.repo import MODE_FILE, Entry, Repository
 
@@ -90,7 +91,8 @@ def test_a_hung_cat_file_is_given_up_once_with_a_clear_error(site: Site, tmp_pat
                                                              ) -> None:
     """A ``git cat-file`` that never answers (a hung file system) made every command hang for
     good; now it is killed after ``TIMEOUT`` seconds without a byte, the command says so, and
-    later reads in the same command do not wait again."""
+    later reads in the same command do not wait again. A passing fault, not damage: exit 5
+    (run again later), never "state cannot be read"."""
     for i in range(3):
         prepare(site, f"hung-{i}", f"posts/hung-{i}.md", article(i))
     monkeypatch.setattr(catfile, "TIMEOUT", 0.5)
@@ -98,8 +100,9 @@ def test_a_hung_cat_file_is_given_up_once_with_a_clear_error(site: Site, tmp_pat
     started = time.monotonic()
     shown = site.call("status", "--all", "--json")
     took = time.monotonic() - started
-    assert shown.code == 1, shown.out
+    assert shown.code == 5, shown.out + shown.err
     assert "git cat-file did not answer in 0.5 seconds" in shown.out
+    assert "cannot be read" not in shown.out
     assert "Traceback" not in shown.err and took < 10, took
 
 
@@ -486,3 +489,65 @@ def test_a_tree_with_an_entry_twice_is_never_rebuilt_without_one(site: Site) -> 
             repo.write_tree(tree, {"b.md": Entry(MODE_FILE, blob)})
         assert repo.unsound_trees(tree, ["b.md"]) == \
             [f"tree (root) {tree[:12]}: entry 'a.md' appears twice"]
+
+
+# -- a local git that does not finish -------------------------------------------------------------
+
+def run_with_timeouts(site: Site, seconds: float, *args: str,
+                      env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``git pub ARGS`` in its own process (which ends, as a command does: its leases die
+    with it) with every local git's timeout set to ``seconds``."""
+    code = ("import sys\nfrom gitpub.git import catfile, refs, run\n"
+            f"run.DEFAULT_TIMEOUT = catfile.TIMEOUT = refs.TRANSACTION_TIMEOUT = {seconds}\n"
+            "from gitpub.cli.main import main\nsys.exit(main(sys.argv[1:]))\n")
+    return subprocess.run([sys.executable, "-c", code, "-C", str(site.path), *args],
+                          env={**site.env, **(env or {})}, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("hung", ["diff-tree", "cat-file", "reference-transaction"])
+def test_a_local_git_that_hangs_leaves_the_job_to_the_next_run(site: Site, tmp_path: Path,
+                                                               hung: str) -> None:
+    """A local git that does not finish (a hung file system, a hook that never returns) was
+    killed after its timeout, and a ``subprocess.TimeoutExpired`` took the job to REVIEW as an
+    internal error: a person asked to look at content for a passing fault. Now it is a
+    ``TryLaterError`` naming the git: exit 5 ("run the same command again later"), the job
+    exactly where its record was (no attempt used, no REVIEW), and the next run delivers it."""
+    job = prepare(site, f"hung-{hung}", f"posts/{hung}.md", article(hung))
+    hook = site.path / ".git/hooks/reference-transaction"
+    env = {}
+    if hung == "reference-transaction":
+        hook.write_text("#!/bin/sh\n[ \"$1\" = prepared ] && exec sleep 30\nexit 0\n")
+        hook.chmod(0o755)
+    else:
+        env["PATH"] = hanging_git(tmp_path, hung)
+    r = run_with_timeouts(site, 0.5, "push", "--json", str(job["job_id"]), env=env)
+    hook.unlink(missing_ok=True)
+    assert r.returncode == 5, r.stdout + r.stderr
+    said = json.loads(r.stdout)
+    if "jobs" in said:  # contained to the job: not confirmed
+        assert said["errors"] == [] and len(said["unconfirmed"]) == 1, said
+        said = said["unconfirmed"][0]
+    else:  # before any job (the first object read): the command's own error
+        said = said["error"]
+    assert f"git {'update-ref' if hung.startswith('ref') else hung} did not" in said, said
+    assert "0.5 seconds" in said and "internal error" not in said, said
+    shown = site.call("status", "--json", str(job["job_id"])).json()
+    assert shown["state"] == "LOCAL_COMMITTED", shown
+    assert shown["failure_code"] is None and shown["attempt"] == 0, shown
+    again = site.call("push", "--json", str(job["job_id"]))
+    assert again.code == 0, again.out + again.err
+    assert again.json()["jobs"][0]["state"] == "PUBLISHED"
+    assert git(site.remote, "show", f"main:posts/{hung}.md") == article(hung)
+
+
+def test_a_hung_git_in_a_command_without_jobs_is_exit_5(site: Site, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside any job (``status`` listing the refs) the same timeout ends the command with
+    exit 5 and git's name, not as an unexpected error (exit 1, "internal error")."""
+    monkeypatch.setattr(run, "DEFAULT_TIMEOUT", 0.5)
+    monkeypatch.setenv("PATH", hanging_git(tmp_path, "for-each-ref"))
+    r = site.call("status")
+    assert r.code == 5, r.out + r.err
+    assert "git for-each-ref did not finish in 0.5 seconds" in r.err, r.err
+    assert "unexpected" not in r.err and "Traceback" not in r.err

@@ -24,7 +24,7 @@ class ObjectReading:
     object_format: ObjectFormat
     _cat: CatFile
 
-    def git(self, *args: str, timeout: float = 300, input: bytes | None = None
+    def git(self, *args: str, timeout: float | None = None, input: bytes | None = None
             ) -> CompletedProcess[bytes]:
         raise NotImplementedError
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gitpub.core.manifest import HEADERS
-from gitpub.git.run import TimeoutExpired
+from gitpub.git.run import GitTimeout
 from gitpub.proof import trailers
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def _parse(repo: Repository, message: bytes, *, divider: bool) -> bytes:
     args = ["interpret-trailers", "--parse", *([] if divider else ["--no-divider"])]
     try:
         proc = repo.git(*args, input=message, timeout=_PARSE_TIMEOUT)
-    except TimeoutExpired:
+    except GitTimeout:
         raise ProofMessageError("git interpret-trailers did not finish reading the "
                                 "message") from None
     if proc.returncode != 0:
