@@ -327,7 +327,7 @@ def proof_problem(ctx: Context, commit: Unpushed) -> str | None:
     proof = PubTrailers(commit.job_id, manifest.sha256(), commit.parent, ctx.config.node,
                         commit.sha)
     try:
-        with_proof(repo, repo.commit(commit.sha).message, manifest.serialize(), proof,
+        with_proof(repo.commit(commit.sha).message, manifest.serialize(), proof,
                    ctx.config.trailer_prefix)
     except (ProofMessageError, ValueError) as e:
         return f"its message cannot carry gitpub's proof: {e}; reword it (`git rebase -i`)"

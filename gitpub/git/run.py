@@ -52,7 +52,7 @@ from gitpub.core import pushmark
 from gitpub.core.errors import TryLaterError
 
 __all__ = ["CompletedProcess", "GitTimeout", "Popen", "TimeoutExpired", "git_env", "popen_git",
-           "run_git", "spawn_git"]
+           "run_git", "run_plain", "spawn_git"]
 
 #: Seconds a git gitpub runs may take unless the caller says otherwise (read at each call).
 DEFAULT_TIMEOUT = 300.0
@@ -124,6 +124,25 @@ def run_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
                               check=False, timeout=seconds, input=input)
     except TimeoutExpired:
         raise GitTimeout(args, seconds) from None
+
+
+#: A repository that cannot exist: ``run_plain`` runs git outside any repository.
+NO_REPOSITORY = os.path.join(os.devnull, "no-repository")
+#: git with no configuration at all: neither the system's, the person's (``~/.gitconfig``,
+#: ``$XDG_CONFIG_HOME/git/config``), a repository's, nor any given on the command line or in the
+#: environment (``git -c``, ``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_COUNT``).
+PLAIN = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_SYSTEM": os.devnull,
+         "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_PARAMETERS": "", "GIT_CONFIG_COUNT": "0",
+         "GIT_DIR": NO_REPOSITORY}
+
+
+def run_plain(args: Sequence[str], *, input: bytes, timeout: float | None = None
+              ) -> CompletedProcess[bytes]:
+    """``git ARGS`` as git itself behaves, whatever anyone configured: for a question whose
+    answer gitpub must share with every git (how ``interpret-trailers --parse`` reads a
+    message: a person's ``core.commentChar``, ``trailer.separators`` or ``trailer.<token>.key``
+    would change it). Only for commands that need no repository. Raises as ``run_git``."""
+    return run_git(args, cwd=Path(os.devnull).parent, timeout=timeout, input=input, env=PLAIN)
 
 
 def spawn_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,

@@ -185,7 +185,7 @@ def _rebuild_hand_commit(repo: Repository, record: JobRecord, artifacts: Artifac
     assert record.sync_commit is not None
     original = repo.commit(record.sync_commit)
     try:
-        message = with_proof(repo, original.message, artifacts.manifest.serialize(), proof,
+        message = with_proof(original.message, artifacts.manifest.serialize(), proof,
                              prefix)
     except ProofMessageError as e:
         raise ManifestError(f"commit {record.sync_commit}: {e}") from None
