@@ -8,6 +8,7 @@ real repositories; a hung git is a real git behind a script that stops answering
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -22,9 +23,9 @@ from test_delivery import article, prepare
 
 from gitpub.core.errors import CorruptStateError, GitpubError
 from gitpub.core.paths import quoted
-from gitpub.git import catfile, refs
+from gitpub.git import catfile, refs, run
 from gitpub.git.catfile import CatFile
-from gitpub.git.repo import Repository
+from gitpub.git.repo import MODE_FILE, Entry, Repository
 
 REAL_GIT = shutil.which("git") or "git"
 
@@ -90,7 +91,8 @@ def test_a_hung_cat_file_is_given_up_once_with_a_clear_error(site: Site, tmp_pat
                                                              ) -> None:
     """A ``git cat-file`` that never answers (a hung file system) made every command hang for
     good; now it is killed after ``TIMEOUT`` seconds without a byte, the command says so, and
-    later reads in the same command do not wait again."""
+    later reads in the same command do not wait again. A passing fault, not damage: exit 5
+    (run again later), never "state cannot be read"."""
     for i in range(3):
         prepare(site, f"hung-{i}", f"posts/hung-{i}.md", article(i))
     monkeypatch.setattr(catfile, "TIMEOUT", 0.5)
@@ -98,8 +100,9 @@ def test_a_hung_cat_file_is_given_up_once_with_a_clear_error(site: Site, tmp_pat
     started = time.monotonic()
     shown = site.call("status", "--all", "--json")
     took = time.monotonic() - started
-    assert shown.code == 1, shown.out
+    assert shown.code == 5, shown.out + shown.err
     assert "git cat-file did not answer in 0.5 seconds" in shown.out
+    assert "cannot be read" not in shown.out
     assert "Traceback" not in shown.err and took < 10, took
 
 
@@ -333,3 +336,218 @@ def test_a_remote_in_another_object_format_is_a_clear_configuration_error(
     r = site.call("push", "--json", str(job["job_id"]))
     assert r.code == 2 and "another hash" in r.out, r.out
     assert site.call("status", "--json", str(job["job_id"])).json()["attempt"] == 0
+
+
+# -- a tree git fsck refuses on the remote ---------------------------------------------------------
+
+def push_unsound_tree(site: Site, tmp_path: Path, where: str, entry: str,
+                      mode: bytes | None = None) -> str:
+    """Another writer pushes (past ``transfer.fsckObjects``) a commit whose tree ``where``
+    ("" for the root) lists ``entry`` twice — or, with ``mode``, once with that mode as
+    written: trees only a tool other than git writes. The remote's tip, fetched here too."""
+    other = tmp_path / "unsound-writer"
+    git(tmp_path, "clone", "-q", str(site.remote), str(other))
+
+    def rebuild(tree: str, parts: list[str]) -> str:
+        body = b""
+        for line in git(other, "ls-tree", "-z", tree).split("\0"):
+            if not line:
+                continue
+            meta, name = line.split("\t")
+            kind_mode, _, sha = meta.split(" ")
+            raw_mode, oid = kind_mode.lstrip("0").encode(), bytes.fromhex(sha)
+            if parts and name == parts[0] and len(parts) > 1:
+                oid = bytes.fromhex(rebuild(sha, parts[1:]))
+            body += raw_mode + b" " + name.encode() + b"\0" + oid
+            if parts == [name]:
+                if mode is None:
+                    body += raw_mode + b" " + name.encode() + b"\0" + oid  # twice
+                else:
+                    body = body[:-len(raw_mode + b" " + name.encode() + b"\0" + oid)]
+                    body += mode + b" " + name.encode() + b"\0" + oid
+        return git(other, "hash-object", "-t", "tree", "-w", "--literally", "--stdin",
+                   input=body).strip()
+
+    tree = rebuild(git(other, "rev-parse", "HEAD^{tree}").strip(),
+                   [*where.split("/"), entry] if where else [entry])
+    commit = git(other, "commit-tree", tree, "-p", "HEAD", "-m", "a tree only a tool writes"
+                 ).strip()
+    git(other, "-c", "transfer.fsckObjects=false", "push", "-q", "origin",
+        f"{commit}:refs/heads/main")
+    site.git("fetch", "-q", "origin")
+    return commit
+
+
+def unsound_site(site: Site) -> None:
+    """The site and its remote hold a tree ``git fsck`` refuses on purpose: not checked at
+    teardown (every other repository still is)."""
+    site.repos.remove(site.remote)
+    site.repos.remove(site.path)
+
+
+def test_a_remote_tree_with_an_entry_twice_is_a_conflict_at_once(site: Site,
+                                                                  tmp_path: Path) -> None:
+    """A remote tree with the same name twice (``posts`` in the root): the rebase rebuilt it
+    through a dictionary, dropping one of the two, so the commit "changed" files it never
+    touched; every attempt failed the same way until FAILED, the tree never named. Now the
+    first attempt stops in CONFLICT (``tree_unsound``) naming the tree and the name, no
+    attempt used, nothing pushed; once a person repairs the branch, ``resolve --retry``
+    publishes it."""
+    job = prepare(site, "twice", "posts/twice.md", article("twice"))
+    unsound_site(site)
+    bad = push_unsound_tree(site, tmp_path, "", "posts")
+    r = site.call("push", "--json", str(job["job_id"]))
+    assert r.code == 4, r.out + r.err
+    (shown,) = r.json()["jobs"]
+    assert shown["state"] == "CONFLICT" and shown["failure_code"] == "tree_unsound", shown
+    assert shown["attempt"] == 0
+    assert "tree (root)" in shown["failure_detail"] and "'posts' appears twice" in \
+        shown["failure_detail"], shown["failure_detail"]
+    assert "git fsck" in shown["hint"] and "resolve" in shown["hint"], shown["hint"]
+    assert git(site.remote, "rev-parse", "main").strip() == bad
+    # a person repairs the branch: the retry delivers onto the repaired tip
+    fixer = tmp_path / "fixer"
+    git(tmp_path, "clone", "-q", str(site.remote), str(fixer))
+    good = git(fixer, "commit-tree", git(fixer, "rev-parse", "HEAD~1^{tree}").strip(),
+               "-p", "HEAD", "-m", "repair the tree").strip()
+    git(fixer, "push", "-q", "origin", f"{good}:refs/heads/main")
+    r = site.call("resolve", "--json", str(job["job_id"]), "--retry")
+    assert r.code == 0, r.out + r.err
+    assert site.call("status", "--json", str(job["job_id"])).json()["state"] == "PUBLISHED"
+    assert git(site.remote, "rev-parse", "main~1").strip() == good
+
+
+def test_a_job_prepared_on_a_tree_with_an_entry_twice_stops_at_the_snapshot(
+        site: Site, tmp_path: Path) -> None:
+    """The base itself has ``posts/welcome.md`` twice: prepare stops at the snapshot
+    (nothing drafted, no commit built), naming the tree."""
+    unsound_site(site)
+    push_unsound_tree(site, tmp_path, "posts", "welcome.md")
+    r = site.call("prepare", "--json", "--key", "base-twice", "--to", "posts/new.md", "-",
+                  input=article("new"))
+    assert r.code == 4, r.out + r.err
+    shown = r.json()
+    assert shown["state"] == "CONFLICT" and shown["failure_code"] == "tree_unsound"
+    assert shown["local_commit"] is None
+    assert "tree posts/" in shown["failure_detail"] and "'welcome.md' appears twice" in \
+        shown["failure_detail"], shown["failure_detail"]
+
+
+def test_a_hand_commit_onto_a_tree_with_an_entry_twice_is_refused_whole(
+        site: Site, tmp_path: Path) -> None:
+    """``sync`` would replay a hand commit into that tree: refused, everything as it was."""
+    (site.path / "posts/hand.md").write_text(article("hand"))
+    site.git("add", "posts/hand.md")
+    site.git("commit", "-q", "-m", "hand")
+    unsound_site(site)
+    bad = push_unsound_tree(site, tmp_path, "", "posts")
+    head = site.git("rev-parse", "HEAD")
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    reason = r.json()["commits"][0]["reason"]
+    assert "'posts' appears twice" in reason and "git fsck refuses" in reason, reason
+    assert site.git("rev-parse", "HEAD") == head
+    assert git(site.remote, "rev-parse", "main").strip() == bad
+
+
+@pytest.mark.parametrize("shape", ["twice elsewhere", "zero-padded mode"])
+def test_what_a_rebuild_keeps_as_git_reads_it_is_built_on(site: Site, tmp_path: Path,
+                                                          shape: str) -> None:
+    """Safe to build on, and built on: an entry twice in a tree off the job's paths (reused
+    by id, as the remote has it: the commit adds nothing git did not accept already), and a
+    zero-padded mode on the way (old git wrote ``040000``; the rebuilt tree writes it unpadded,
+    meaning the same)."""
+    (site.path / "other").mkdir()
+    (site.path / "other/a.txt").write_text("a\n")
+    site.git("add", "other")
+    site.git("commit", "-q", "-m", "other")
+    site.git("push", "-q", "origin", "main")
+    job = prepare(site, "safe", "posts/safe.md", article("safe"))
+    unsound_site(site)
+    if shape == "twice elsewhere":
+        push_unsound_tree(site, tmp_path, "other", "a.txt")
+    else:
+        push_unsound_tree(site, tmp_path, "", "posts", mode=b"040000")
+    r = site.call("push", "--json", str(job["job_id"]))
+    assert r.code == 0, r.out + r.err
+    assert r.json()["jobs"][0]["state"] == "PUBLISHED"
+    assert git(site.remote, "show", "main:posts/safe.md") == article("safe")
+    assert git(site.remote, "diff-tree", "-r", "--name-only", "main~1", "main").split() == \
+        ["posts/safe.md"]
+
+
+def test_a_tree_with_an_entry_twice_is_never_rebuilt_without_one(site: Site) -> None:
+    """Under every write (the job store, notes, the archive), not only the content commit's:
+    a tree with a name twice is refused, never rewritten without one of the two."""
+    blob = site.git("hash-object", "-w", "--stdin", input=b"x\n").strip()
+    entry = b"100644 a.md\0" + bytes.fromhex(blob)
+    tree = site.git("hash-object", "-t", "tree", "-w", "--literally", "--stdin",
+                    input=entry + entry).strip()
+    site.repos.remove(site.path)
+    with Repository.discover(site.path) as repo:
+        with pytest.raises(CorruptStateError, match=r"has 'a.md' twice"):
+            repo.write_tree(tree, {"b.md": Entry(MODE_FILE, blob)})
+        assert repo.unsound_trees(tree, ["b.md"]) == \
+            [f"tree (root) {tree[:12]}: entry 'a.md' appears twice"]
+
+
+# -- a local git that does not finish -------------------------------------------------------------
+
+def run_with_timeouts(site: Site, seconds: float, *args: str,
+                      env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``git pub ARGS`` in its own process (which ends, as a command does: its leases die
+    with it) with every local git's timeout set to ``seconds``."""
+    code = ("import sys\nfrom gitpub.git import catfile, refs, run\n"
+            f"run.DEFAULT_TIMEOUT = catfile.TIMEOUT = refs.TRANSACTION_TIMEOUT = {seconds}\n"
+            "from gitpub.cli.main import main\nsys.exit(main(sys.argv[1:]))\n")
+    return subprocess.run([sys.executable, "-c", code, "-C", str(site.path), *args],
+                          env={**site.env, **(env or {})}, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("hung", ["diff-tree", "cat-file", "reference-transaction"])
+def test_a_local_git_that_hangs_leaves_the_job_to_the_next_run(site: Site, tmp_path: Path,
+                                                               hung: str) -> None:
+    """A local git that does not finish (a hung file system, a hook that never returns) was
+    killed after its timeout, and a ``subprocess.TimeoutExpired`` took the job to REVIEW as an
+    internal error: a person asked to look at content for a passing fault. Now it is a
+    ``TryLaterError`` naming the git: exit 5 ("run the same command again later"), the job
+    exactly where its record was (no attempt used, no REVIEW), and the next run delivers it."""
+    job = prepare(site, f"hung-{hung}", f"posts/{hung}.md", article(hung))
+    hook = site.path / ".git/hooks/reference-transaction"
+    env = {}
+    if hung == "reference-transaction":
+        hook.write_text("#!/bin/sh\n[ \"$1\" = prepared ] && exec sleep 30\nexit 0\n")
+        hook.chmod(0o755)
+    else:
+        env["PATH"] = hanging_git(tmp_path, hung)
+    r = run_with_timeouts(site, 0.5, "push", "--json", str(job["job_id"]), env=env)
+    hook.unlink(missing_ok=True)
+    assert r.returncode == 5, r.stdout + r.stderr
+    said = json.loads(r.stdout)
+    if "jobs" in said:  # contained to the job: not confirmed
+        assert said["errors"] == [] and len(said["unconfirmed"]) == 1, said
+        said = said["unconfirmed"][0]
+    else:  # before any job (the first object read): the command's own error
+        said = said["error"]
+    assert f"git {'update-ref' if hung.startswith('ref') else hung} did not" in said, said
+    assert "0.5 seconds" in said and "internal error" not in said, said
+    shown = site.call("status", "--json", str(job["job_id"])).json()
+    assert shown["state"] == "LOCAL_COMMITTED", shown
+    assert shown["failure_code"] is None and shown["attempt"] == 0, shown
+    again = site.call("push", "--json", str(job["job_id"]))
+    assert again.code == 0, again.out + again.err
+    assert again.json()["jobs"][0]["state"] == "PUBLISHED"
+    assert git(site.remote, "show", f"main:posts/{hung}.md") == article(hung)
+
+
+def test_a_hung_git_in_a_command_without_jobs_is_exit_5(site: Site, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside any job (``status`` listing the refs) the same timeout ends the command with
+    exit 5 and git's name, not as an unexpected error (exit 1, "internal error")."""
+    monkeypatch.setattr(run, "DEFAULT_TIMEOUT", 0.5)
+    monkeypatch.setenv("PATH", hanging_git(tmp_path, "for-each-ref"))
+    r = site.call("status")
+    assert r.code == 5, r.out + r.err
+    assert "git for-each-ref did not finish in 0.5 seconds" in r.err, r.err
+    assert "unexpected" not in r.err and "Traceback" not in r.err

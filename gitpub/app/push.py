@@ -51,6 +51,7 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
         maintain(ctx, failures)
         return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), hints=next_steps(ctx, done),
                     channels=channels, tracebacks=tuple(failures.tracebacks),
+                    unconfirmed=tuple(failures.later),
                     held=tuple(j.job_id for j in done if deliverer.left_to_others(j)))
 
 
@@ -102,6 +103,6 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
         maintain(ctx, failures, sweep=True)
         return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), pending=pending,
                     hints=next_steps(ctx, done), channels=channels,
-                    tracebacks=tuple(failures.tracebacks), unconfirmed=tuple(
-                        [] if not_taken is None else [not_taken]),
+                    tracebacks=tuple(failures.tracebacks), unconfirmed=(
+                        *failures.later, *([] if not_taken is None else [not_taken])),
                     held=tuple(j.job_id for j in done if deliverer.left_to_others(j)))

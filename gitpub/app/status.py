@@ -53,7 +53,7 @@ def status(where: Path, progress: Progress, job_ref: str | None,
         jobs.sort(key=lambda j: j.record.created_at)
         hints = {j.job_id: h for j in jobs if (h := next_step(ctx, j)) is not None}
         return Jobs(tuple(jobs), tuple(errors), hints=hints, channels=channels,
-                    tracebacks=tuple(failures.tracebacks))
+                    tracebacks=tuple(failures.tracebacks), unconfirmed=tuple(failures.later))
 
 
 def log(where: Path, progress: Progress, job_ref: str) -> History:

@@ -46,7 +46,7 @@ def sync(where: Path, progress: Progress) -> Jobs:
         if unreachable is not None:
             return Jobs(tuple(done), tuple(errors), dict(deliverer.notes),
                         hints=next_steps(ctx, done),
-                        unconfirmed=(f"hand edits not synced: {unreachable}",),
+                        unconfirmed=(*failures.later, f"hand edits not synced: {unreachable}"),
                         channels=channels, tracebacks=tuple(failures.tracebacks))
         tip = ctx.repo.read_ref(deliverer.remote.tracking_ref)
         report = sync_changes(ctx, tip,
@@ -61,4 +61,4 @@ def sync(where: Path, progress: Progress) -> Jobs:
     return Jobs(tuple(touched), tuple(errors), dict(deliverer.notes),
                 remark="; ".join(report.notes) or None, commits=tuple(report.outcomes),
                 local=report.local, hints=hints, channels=channels, refusal=report.refusal,
-                tracebacks=tuple(failures.tracebacks))
+                tracebacks=tuple(failures.tracebacks), unconfirmed=tuple(failures.later))

@@ -37,7 +37,7 @@ from gitpub.core.errors import GitpubError
 from gitpub.core.sanitize import sanitize
 from gitpub.git.remote import PushResult, Remote, classify_push
 from gitpub.git.repo import Repository
-from gitpub.git.run import TimeoutExpired
+from gitpub.git.run import GitTimeout
 
 CLAIM_PREFIX = "refs/pub/channel-claims/"
 #: The longest a claim's push may take (it is inside the lease, before the send's timeout).
@@ -96,7 +96,7 @@ class Claims:
                                  "--no-recurse-submodules", "--no-follow-tags",
                                  self.remote.remote, f"{sha}:{ref}",
                                  timeout=CLAIM_TIMEOUT)
-        except TimeoutExpired:
+        except GitTimeout:
             return Verdict(Claimed.FAILED, "the claim's push timed out")
         except GitpubError as e:
             return Verdict(Claimed.FAILED, sanitize(e.message))

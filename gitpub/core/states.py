@@ -200,6 +200,9 @@ class FailureCode(StrEnum):
     CASE_COLLISION = "case_collision"  # REVIEW: two paths differ only in case
     TARGET_BLOCKED = "target_blocked"  # CONFLICT: a directory or file stands in the way
     TARGET_CHANGED = "target_changed"  # CONFLICT: the compare-and-swap failed
+    #: CONFLICT: a tree the job's files would be written into (the base's, the remote tip's)
+    #: is one ``git fsck`` refuses (an entry twice, a bad mode or name): nothing is built on it
+    TREE_UNSOUND = "tree_unsound"
     DELIVERY_UNCONFIRMED = "delivery_unconfirmed"  # RETRY_WAIT: a transient failure
     DELIVERY_EXHAUSTED = "delivery_exhausted"  # FAILED: the attempt budget is spent
     KEY_REUSED = "key_reused"  # REVIEW: the remote has this job id published with other content

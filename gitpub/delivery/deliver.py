@@ -69,6 +69,7 @@ from gitpub.pipeline.commit import (
     change_problems,
     read_artifacts,
     target_problems,
+    unsound_base,
 )
 from gitpub.pipeline.history import first_history_check
 from gitpub.pipeline.merging import Merged, Present, Review, merge_edits
@@ -313,6 +314,12 @@ class Deliverer:
         tip_tree = None if tip is None else repo.commit(tip).tree
         hand = record.kind == Kind.SYNC  # a hand commit: delivered exactly, fonts included
         fonts = frozenset() if hand else font_outputs(self.ctx.config) & set(record.target_paths)
+        unsound = unsound_base(repo, tip_tree, record.target_paths)
+        if unsound is not None:
+            return store.transition(
+                job, record.evolve(state=S.CONFLICT, failure_code=FailureCode.TREE_UNSOUND,
+                                   failure_detail=unsound, next_retry_at=None),
+                phase=Stage.REBASE, reason=f"cannot rebase onto {tip}: {unsound}"), False
         articles = [t for t in record.targets if t.path not in fonts]
         problems = target_problems(repo, tip_tree, articles)
         try:

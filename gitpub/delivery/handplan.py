@@ -288,7 +288,12 @@ def _file_entry(repo: Repository, tree: str, path: str) -> Entry | None:
 def replay(repo: Repository, tree: str, changes: tuple[Change, ...]) -> tuple[str | None,
                                                                             list[str]]:
     """``changes`` applied to ``tree``: (the new tree, []) when every path is still as the
-    change expects and nothing else changes, else (None, what stands in the way)."""
+    change expects and nothing else changes, else (None, what stands in the way): also a tree
+    on the way to them that ``git fsck`` refuses (rebuilt, it would change more)."""
+    unsound = repo.unsound_trees(tree, [c.path for c in changes])
+    if unsound:
+        return None, [f"the remote's {p} (git fsck refuses it; repair the branch first)"
+                      for p in unsound]
     problems = cas_problems(changes, lambda path: _file_entry(repo, tree, path))
     if problems:
         return None, problems
@@ -344,7 +349,7 @@ def proof_problem(ctx: Context, commit: Unpushed) -> str | None:
     proof = PubTrailers(commit.job_id, manifest.sha256(), commit.parent, ctx.config.node,
                         commit.sha)
     try:
-        with_proof(repo, repo.commit(commit.sha).message, manifest.serialize(), proof,
+        with_proof(repo.commit(commit.sha).message, manifest.serialize(), proof,
                    ctx.config.trailer_prefix)
     except (ProofMessageError, ValueError) as e:
         return f"its message cannot carry gitpub's proof: {e}; reword it (`git rebase -i`)"

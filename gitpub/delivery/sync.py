@@ -177,7 +177,10 @@ def build_uncommitted(repo: Repository, local: str, paths: list[str]) -> str:
         index.unlink(missing_ok=True)
     message = ("Sync content changes\n\n" + "\n".join(f"- {quoted(p)}" for p in sorted(paths))
                + "\n")
-    proc = repo.git("commit-tree", tree, "-p", local, input=message.encode())
+    # the message is UTF-8 (paths as git quotes them): never said to be in the person's
+    # ``i18n.commitEncoding``, which would make git show it as mojibake
+    proc = repo.git("-c", "i18n.commitEncoding=UTF-8", "commit-tree", tree, "-p", local,
+                    input=message.encode())
     if proc.returncode != 0:
         raise GitpubError("git commit-tree failed: "
                           + proc.stderr.decode("utf-8", "replace").strip())

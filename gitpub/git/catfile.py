@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TypeVar
 
-from gitpub.core.errors import GitpubError
+from gitpub.core.errors import TryLaterError
 from gitpub.git.run import DEFAULT_TIMEOUT, Popen, TimeoutExpired, popen_git
 
 #: Seconds an answer may take without a byte arriving before the process is given up.
@@ -50,8 +50,9 @@ class Unreadable(Exception):
     """git has the object but cannot read it (the text says what git said)."""
 
 
-class CatFileTimeout(GitpubError):
-    """``git cat-file`` did not answer in time (a hung git or file system), or kept dying."""
+class CatFileTimeout(TryLaterError):
+    """``git cat-file`` did not answer in time (a hung git or file system), or kept dying:
+    nothing is known of the object, and the same command, run later, may succeed (exit 5)."""
 
 
 class _Killed(Exception):

@@ -8,12 +8,13 @@ its diff is the one every clone's checkout agrees with.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from gitpub.core.errors import CorruptStateError
 from gitpub.git.catfile import CatFile, Unreadable
 from gitpub.git.objects import ObjectFormat, git_order, parse_commit, parse_tree
 from gitpub.git.run import CompletedProcess
+from gitpub.git.treecheck import tree_problems
 from gitpub.git.values import MODE_GITLINK, MODE_TREE, Change, CommitInfo, Entry
 
 
@@ -23,7 +24,7 @@ class ObjectReading:
     object_format: ObjectFormat
     _cat: CatFile
 
-    def git(self, *args: str, timeout: float = 300, input: bytes | None = None
+    def git(self, *args: str, timeout: float | None = None, input: bytes | None = None
             ) -> CompletedProcess[bytes]:
         raise NotImplementedError
 
@@ -98,6 +99,31 @@ class ObjectReading:
             if entry is None:
                 return None
         return entry
+
+    def unsound_trees(self, tree: str | None, paths: Iterable[str]) -> list[str]:
+        """What ``git fsck --strict`` refuses in the trees that writing ``paths`` into
+        ``tree`` rebuilds: its root and each directory of it on the way to each path (empty
+        when nothing). gitpub must not build on such a tree: its rebuilt copy would drop an
+        entry git has twice (dulwich and our own parser keep one), or carry a bad mode or name
+        into a tree of ours, and the commit would change more than it says. A zero-padded
+        mode is no such problem: the rebuilt tree writes it unpadded, meaning the same.
+        Trees off those paths are reused as they are, by id: building on them adds nothing
+        git did not accept already."""
+        if tree is None:
+            return []
+        todo: dict[str, str] = {tree: ""}  # tree id -> its path, for messages
+        for path in paths:
+            parts = path.split("/")
+            for depth in range(1, len(parts)):
+                directory = "/".join(parts[:depth])
+                entry = self.lookup(tree, directory)
+                if entry is None or entry.mode != MODE_TREE:
+                    break
+                todo.setdefault(entry.sha, directory + "/")
+        return [f"tree {where or '(root)'} {sha[:12]}: {problem}"
+                for sha, where in todo.items()
+                for problem in tree_problems(self.raw_tree(sha), self.object_format.raw_length,
+                                             padded_ok=True)]
 
     def file_in_the_way(self, tree: str, path: str) -> str | None:
         """The first proper parent directory of ``path`` that is not a directory in ``tree``

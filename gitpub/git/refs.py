@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from gitpub.core.crashpoints import crash_point
-from gitpub.core.errors import CorruptStateError, GitpubError
+from gitpub.core.errors import CorruptStateError, TryLaterError
 from gitpub.core.files import fsync_dir
 from gitpub.git.locks import FileLocked
 from gitpub.git.objects import ObjectFormat
@@ -63,7 +63,7 @@ class RefAccess:
     common_dir: Path
     git_dir: Path
 
-    def git(self, *args: str, timeout: float = 300, input: bytes | None = None
+    def git(self, *args: str, timeout: float | None = None, input: bytes | None = None
             ) -> CompletedProcess[bytes]:
         raise NotImplementedError
 
@@ -220,7 +220,7 @@ class RefAccess:
         if fired.is_set():
             from gitpub.core.sanitize import sanitize
 
-            raise GitpubError(
+            raise TryLaterError(
                 sanitize(f"git update-ref did not finish in {TRANSACTION_TIMEOUT:g} seconds "
                          f"({', '.join(u.ref for u in updates)}): killed, its refs as they "
                          "were or all moved"),

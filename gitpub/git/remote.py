@@ -47,7 +47,7 @@ from gitpub.git.push import (
 )
 from gitpub.git.refs import corrupt_packed_refs
 from gitpub.git.repo import Repository
-from gitpub.git.run import CompletedProcess, TimeoutExpired, run_git
+from gitpub.git.run import CompletedProcess, GitTimeout, run_git
 
 __all__ = ["PushOutcome", "PushResult", "Pushed", "Remote", "RemoteConfigError", "RemoteError",
            "Update", "classify_push", "default_branch", "remote_names"]
@@ -228,7 +228,7 @@ class Remote:
                            cwd=self.repo.work_tree or self.repo.git_dir, git_dir=git_dir,
                            work_tree=self.repo.work_tree if git_dir == self.repo.git_dir
                            else None, timeout=self.fetch_timeout, env=env)
-        except TimeoutExpired:
+        except GitTimeout:
             raise RemoteError(f"fetch from {sanitize(self.remote)} timed out") from None
         err = proc.stderr.decode("utf-8", "replace")
         if proc.returncode != 0:
@@ -287,7 +287,7 @@ class Remote:
         try:
             proc = self._git([*args, self.remote, *(u.refspec() for u in updates)],
                              self.push_timeout, env)
-        except TimeoutExpired:
+        except GitTimeout:
             return Pushed({u.dst: PushOutcome(PushResult.UNKNOWN, "push timed out")
                            for u in updates})
         out, err = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
@@ -310,7 +310,7 @@ class Remote:
         try:
             proc = self._git(["ls-remote", self.remote, *(u.dst for u in updates)],
                              self.fetch_timeout)
-        except TimeoutExpired:
+        except GitTimeout:
             return pushed
         if proc.returncode != 0:
             if misconfiguration(self.remote, proc.stderr.decode("utf-8", "replace")):
@@ -337,7 +337,7 @@ class Remote:
                               "--no-recurse-submodules", "--no-follow-tags", self.remote,
                               f"{source}:{dst}"],
                              self.push_timeout)
-        except TimeoutExpired:
+        except GitTimeout:
             return PushOutcome(PushResult.UNKNOWN, "push --dry-run timed out")
         out, err = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
         outcome = classify_push(proc.returncode, out, err, dst)
@@ -359,7 +359,7 @@ class Remote:
         self.check()
         try:
             proc = self._git(["ls-remote", self.remote, *patterns], self.fetch_timeout)
-        except TimeoutExpired:
+        except GitTimeout:
             raise RemoteError(f"ls-remote of {sanitize(self.remote)} timed out") from None
         err = proc.stderr.decode("utf-8", "replace")
         if proc.returncode != 0:
@@ -408,7 +408,7 @@ def default_branch(repo: Repository, remote: str) -> str | None:
     """
     try:
         proc = repo.git("ls-remote", "--symref", remote, "HEAD", timeout=LS_REMOTE_TIMEOUT)
-    except TimeoutExpired:
+    except GitTimeout:
         proc = None
     if proc is not None and proc.returncode == 0:
         for line in proc.stdout.decode("utf-8", "replace").splitlines():

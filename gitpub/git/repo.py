@@ -101,7 +101,7 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def git(self, *args: str, timeout: float = 300, input: bytes | None = None,
+    def git(self, *args: str, timeout: float | None = None, input: bytes | None = None,
             env: Mapping[str, str] | None = None) -> CompletedProcess[bytes]:
         """Run C git in this repository and no other (see ``git.run``). ``env`` adds
         variables (a temporary ``GIT_INDEX_FILE``, say) after the hardening."""

@@ -28,7 +28,11 @@ all of them share one environment:
 - **No stale mark.** ``GITPUB_VERIFIED_PUSH`` (``core.pushmark``) is never inherited either: it
   reaches only the one ``git push`` a caller gives it to.
 - **No stdin, output captured, never raises on git's failure** (the caller reads the exit
-  status); a timeout raises ``TimeoutExpired`` for the caller to classify.
+  status). A git that does not finish in time (``DEFAULT_TIMEOUT`` unless the caller gives
+  another: a hung hook, file system or server) is killed and ``GitTimeout`` raised: a
+  ``TryLaterError`` (exit 5, "run the same command again later") that the network segment
+  classifies as an unknown outcome, and that leaves a job in the state it was recorded in
+  (``runtime.contain``) — never an internal error, never a job sent to a person.
 
 Every process gitpub starts is started here (C git) or in ``runtime.steps`` (the pipeline's and
 the channels' commands); an import contract keeps it so. ``CompletedProcess``, ``Popen`` and
@@ -46,11 +50,27 @@ from subprocess import CompletedProcess, Popen, TimeoutExpired
 from typing import IO
 
 from gitpub.core import pushmark
+from gitpub.core.errors import TryLaterError
 
-__all__ = ["CompletedProcess", "Popen", "TimeoutExpired", "git_env", "popen_git", "run_git",
-           "spawn_git"]
+__all__ = ["CompletedProcess", "GitTimeout", "Popen", "TimeoutExpired", "git_env", "popen_git",
+           "run_git", "run_plain", "spawn_git"]
 
+#: Seconds a git gitpub runs may take unless the caller says otherwise (read at each call).
 DEFAULT_TIMEOUT = 300.0
+
+
+class GitTimeout(TryLaterError):
+    """A git gitpub ran did not finish in time and was killed: nothing is known of what it
+    would have answered, and the same command, run later, may succeed."""
+
+    def __init__(self, args: Sequence[str], seconds: float) -> None:
+        command = next((a for a in args if not a.startswith("-") and "=" not in a), "")
+        super().__init__(
+            f"git {command} did not finish in {seconds:g} seconds (killed)",
+            hint="git, one of its hooks or the file system holding the repository hangs; "
+                 "nothing was lost: run the same command again when git answers")
+        self.command = command
+        self.seconds = seconds
 
 #: Variables by which git locates a repository, its index or its objects: never inherited.
 LOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE",
@@ -88,12 +108,14 @@ def git_env(git_dir: Path | None = None, work_tree: Path | None = None,
 
 
 def run_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
-            work_tree: Path | None = None, timeout: float = DEFAULT_TIMEOUT,
+            work_tree: Path | None = None, timeout: float | None = None,
             input: bytes | None = None,
             env: Mapping[str, str] | None = None) -> CompletedProcess[bytes]:
     """Run ``git ARGS`` in ``cwd`` (for ``git_dir``, when given); output captured, exit status
     unchecked. Raises ``NotADirectoryError``/``FileNotFoundError`` when ``cwd`` is not a
-    directory or git is not installed, ``subprocess.TimeoutExpired`` after ``timeout``."""
+    directory or git is not installed, ``GitTimeout`` after ``timeout`` seconds
+    (``DEFAULT_TIMEOUT`` when not given)."""
+    seconds = DEFAULT_TIMEOUT if timeout is None else timeout
     proc = subprocess.Popen(["git", *args], cwd=cwd, env=git_env(git_dir, work_tree, env),
                             stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -106,7 +128,7 @@ def run_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
         fired.set()
         proc.kill()
 
-    watchdog = threading.Timer(timeout, give_up)
+    watchdog = threading.Timer(seconds, give_up)
     watchdog.start()
     try:
         out, err = proc.communicate(input)
@@ -117,8 +139,27 @@ def run_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
     finally:
         watchdog.cancel()
     if fired.is_set():
-        raise TimeoutExpired(proc.args, timeout, out, err)
+        raise GitTimeout(args, seconds)
     return CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+#: A repository that cannot exist: ``run_plain`` runs git outside any repository.
+NO_REPOSITORY = os.path.join(os.devnull, "no-repository")
+#: git with no configuration at all: neither the system's, the person's (``~/.gitconfig``,
+#: ``$XDG_CONFIG_HOME/git/config``), a repository's, nor any given on the command line or in the
+#: environment (``git -c``, ``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_COUNT``).
+PLAIN = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_SYSTEM": os.devnull,
+         "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_PARAMETERS": "", "GIT_CONFIG_COUNT": "0",
+         "GIT_DIR": NO_REPOSITORY}
+
+
+def run_plain(args: Sequence[str], *, input: bytes, timeout: float | None = None
+              ) -> CompletedProcess[bytes]:
+    """``git ARGS`` as git itself behaves, whatever anyone configured: for a question whose
+    answer gitpub must share with every git (how ``interpret-trailers --parse`` reads a
+    message: a person's ``core.commentChar``, ``trailer.separators`` or ``trailer.<token>.key``
+    would change it). Only for commands that need no repository. Raises as ``run_git``."""
+    return run_git(args, cwd=Path(os.devnull).parent, timeout=timeout, input=input, env=PLAIN)
 
 
 def spawn_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,

@@ -50,11 +50,11 @@ def _is_tree(mode: bytes) -> bool:
         return False
 
 
-def _entry_problem(mode: bytes, name: bytes, oid: bytes) -> str | None:
+def _entry_problem(mode: bytes, name: bytes, oid: bytes, padded_ok: bool) -> str | None:
     shown = name.decode("utf-8", "backslashreplace")
-    if mode.startswith(b"0"):
+    if mode.startswith(b"0") and not (padded_ok and mode.lstrip(b"0") in MODES):
         return f"entry {shown!r}: zero-padded mode {mode.decode('ascii', 'replace')}"
-    if mode not in MODES:
+    if mode.lstrip(b"0") not in MODES:
         return f"entry {shown!r}: mode {mode.decode('ascii', 'replace')} is not a git file mode"
     if not name:
         return "an entry with an empty name"
@@ -74,13 +74,14 @@ def _entry_problem(mode: bytes, name: bytes, oid: bytes) -> str | None:
     return None
 
 
-def tree_problems(raw: bytes, id_bytes: int = 20) -> list[str]:
+def tree_problems(raw: bytes, id_bytes: int = 20, *, padded_ok: bool = False) -> list[str]:
     """What ``git fsck --strict`` refuses in the tree whose raw object content is ``raw``
-    (empty when nothing)."""
+    (empty when nothing). ``padded_ok``: but a zero-padded mode (``040000``), which any
+    rewrite of the tree writes unpadded without changing what it means (old git wrote them)."""
     entries = parse_entries(raw, id_bytes)
     if entries is None:
         return ["not a well-formed tree object"]
-    problems = [p for e in entries if (p := _entry_problem(*e)) is not None]
+    problems = [p for e in entries if (p := _entry_problem(*e, padded_ok)) is not None]
     seen: set[bytes] = set()
     previous: tuple[bytes, bytes] | None = None  # (sort key, name) of the entry before
     for mode, name, _ in entries:

@@ -52,7 +52,7 @@ class Worktree:
         """Its directory is gone (``git worktree prune`` would drop it)."""
         return not self.path.is_dir()
 
-    def git(self, *args: str, timeout: float = 300, input: bytes | None = None
+    def git(self, *args: str, timeout: float | None = None, input: bytes | None = None
             ) -> subprocess.CompletedProcess[bytes]:
         """Run C git in this worktree, with its git directory and working tree set explicitly."""
         return run_git(args, cwd=self.path, git_dir=self.git_dir, work_tree=self.path,

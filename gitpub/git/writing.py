@@ -18,11 +18,13 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from gitpub.core.crashpoints import crash_point
+from gitpub.core.errors import CorruptStateError
 from gitpub.core.files import fsync_dir
 from gitpub.git.objects import (
     ObjectFormat,
@@ -159,9 +161,21 @@ class ObjectWriter:
         return sha
 
     def _entries(self, tree: str | None) -> dict[bytes, TreeEntry]:
+        """The entries of ``tree`` by name; ``CorruptStateError`` for a tree that has a name
+        twice (``git fsck`` refuses it): rebuilt, it would silently lose one of the two."""
         if tree is None:
             return {}
-        return {e.name: e for e in parse_tree(self.raw_tree(tree), self.object_format, tree)}
+        listed = parse_tree(self.raw_tree(tree), self.object_format, tree)
+        entries = {e.name: e for e in listed}
+        if len(entries) != len(listed):
+            twice = sorted(n for n, k in Counter(e.name for e in listed).items() if k > 1)
+            names = ", ".join(repr(n.decode("utf-8", "backslashreplace")) for n in twice)
+            raise CorruptStateError(
+                f"tree {tree} has {names} twice (git fsck refuses it: duplicateEntries); "
+                "nothing was written on top of it",
+                hint="repair the tree (a commit whose tree `git fsck` accepts), then run the "
+                     "command again")
+        return entries
 
     def _apply(self, tree: str | None, changes: Mapping[tuple[bytes, ...], Entry | None],
                bodies: list[bytes]) -> str | None:

@@ -139,6 +139,10 @@ def _conflict(ctx: Context, job: Job) -> str:
     if record.failure_code == F.TARGET_BLOCKED:
         return (f"a file or directory stands in the way on the remote; once it is gone "
                 f"`git pub resolve {jid} --retry`, or `--abandon`")
+    if record.failure_code == F.TREE_UNSOUND:
+        return (f"the remote branch holds a tree `git fsck` refuses (failure_detail names it); "
+                f"once a commit whose tree git accepts repairs the branch, `git pub resolve "
+                f"{jid} --retry`, or `--abandon`")
     diffs = conflict_diffs(ctx, job)
     if not diffs:
         return f"`git pub log {jid}` shows what conflicted; {options}"

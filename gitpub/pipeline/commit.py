@@ -111,6 +111,18 @@ def target_problems(repo: Repository, tree: str | None, targets: Sequence[Target
     return problems
 
 
+def unsound_base(repo: Repository, tree: str | None, paths: Sequence[str]) -> str | None:
+    """Why the job's files cannot be written into ``tree`` (None: they can): a tree on their
+    way is one ``git fsck`` refuses (``Repository.unsound_trees``). Rebuilt, it would lose an
+    entry git has twice or keep what git refuses, and the commit would not be the job's
+    publication; no retry changes that, a person must repair the branch."""
+    problems = repo.unsound_trees(tree, paths)
+    if not problems:
+        return None
+    return ("a tree the job's files go into is one git fsck refuses ("
+            + "; ".join(problems) + "): nothing is built on it")
+
+
 def change_problems(repo: Repository, before: str | None, after: str,
                     manifest: Manifest) -> list[str]:
     """What makes the commit ``before`` → ``after`` change other paths than its manifest's, or
@@ -173,7 +185,7 @@ def _rebuild_hand_commit(repo: Repository, record: JobRecord, artifacts: Artifac
     assert record.sync_commit is not None
     original = repo.commit(record.sync_commit)
     try:
-        message = with_proof(repo, original.message, artifacts.manifest.serialize(), proof,
+        message = with_proof(original.message, artifacts.manifest.serialize(), proof,
                              prefix)
     except ProofMessageError as e:
         raise ManifestError(f"commit {record.sync_commit}: {e}") from None

@@ -41,7 +41,7 @@ from gitpub.fonts import step as fontstep
 from gitpub.git import paths as git_paths
 from gitpub.git.repo import MODE_FILE, MODE_TREE, Entry
 from gitpub.pipeline import gates
-from gitpub.pipeline.commit import commit_job, recover
+from gitpub.pipeline.commit import commit_job, recover, unsound_base
 from gitpub.pipeline.history import history_phase
 from gitpub.pipeline.request import Request, ensure_job
 from gitpub.runtime import steps
@@ -149,6 +149,12 @@ def _snapshot(ctx: Context, job: Job) -> Job:
         base = None if base_ref is None else ctx.repo.read_ref(base_ref)
     tree = None if base is None else ctx.repo.commit(base).tree
     record = record.evolve(targets=_requested(ctx, job))
+    unsound = unsound_base(ctx.repo, tree, record.target_paths)
+    if unsound is not None:
+        return ctx.store.transition(
+            job, record.evolve(state=State.CONFLICT, failure_code=FailureCode.TREE_UNSOUND,
+                               failure_detail=unsound),
+            phase=Stage.SNAPSHOT, reason=f"base {base}: {unsound}")
     twins = case_collisions(ctx, tree, record.target_paths)
     if twins:
         return to_review(ctx, job, Stage.SNAPSHOT, FailureCode.CASE_COLLISION, twins)

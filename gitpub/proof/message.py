@@ -16,18 +16,19 @@ person's trailers followed by ours — with and without the ``---`` patch divide
 ``interpret-trailers --parse`` and ``git log --format=%(trailers)`` do — and gitpub's reader must
 find the proof. A message on which they would disagree (a ``---`` line, say) is refused with the
 reason, never rewritten.
+
+git answers these questions as git itself reads messages, with no configuration at all
+(``git.run.run_plain``): a person's ``core.commentChar`` (``;``, ``auto``, a letter), their
+``trailer.separators`` or ``trailer.<token>.key`` would make their git read the message
+otherwise — every message refused, or another one accepted — while gitpub's own reader
+(``proof.trailers``) and every CI's git read it without them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from gitpub.core.manifest import HEADERS
-from gitpub.git.run import TimeoutExpired
+from gitpub.git.run import GitTimeout, run_plain
 from gitpub.proof import trailers
-
-if TYPE_CHECKING:
-    from gitpub.git.repo import Repository
 
 
 class ProofMessageError(ValueError):
@@ -40,11 +41,11 @@ _CUT = b"# ------------------------ >8 ------------------------"
 _PARSE_TIMEOUT = 20.0
 
 
-def _parse(repo: Repository, message: bytes, *, divider: bool) -> bytes:
+def _parse(message: bytes, *, divider: bool) -> bytes:
     args = ["interpret-trailers", "--parse", *([] if divider else ["--no-divider"])]
-    try:
-        proc = repo.git(*args, input=message, timeout=_PARSE_TIMEOUT)
-    except TimeoutExpired:
+    try:  # as git reads it, not as the person's configuration makes their git read it
+        proc = run_plain(args, input=message, timeout=_PARSE_TIMEOUT)
+    except GitTimeout:
         raise ProofMessageError("git interpret-trailers did not finish reading the "
                                 "message") from None
     if proc.returncode != 0:
@@ -52,8 +53,8 @@ def _parse(repo: Repository, message: bytes, *, divider: bool) -> bytes:
     return proc.stdout
 
 
-def with_proof(repo: Repository, message: bytes, manifest: bytes,
-               proof: trailers.PubTrailers, prefix: str) -> bytes:
+def with_proof(message: bytes, manifest: bytes, proof: trailers.PubTrailers,
+               prefix: str) -> bytes:
     """``message`` with ``manifest`` (a serialized manifest) and the proof trailers added."""
     lines = message.split(b"\n")
     if any(line + b"\n" in HEADERS for line in lines):
@@ -61,7 +62,7 @@ def with_proof(repo: Repository, message: bytes, manifest: bytes,
     if any(line.startswith(_CUT) for line in lines):
         raise ProofMessageError("the message has a scissors line, where git stops reading it")
     ours = b"".join(f"{k}: {v}\n".encode() for k, v in trailers.proof_pairs(proof, prefix))
-    theirs = _parse(repo, message, divider=True)
+    theirs = _parse(message, divider=True)
     text = message.rstrip(b"\n")
     if theirs:
         head, sep, block = text.rpartition(b"\n\n")
@@ -71,7 +72,7 @@ def with_proof(repo: Repository, message: bytes, manifest: bytes,
     else:
         composed = text + b"\n\n" + manifest + b"\n" + ours
     for divider in (True, False):
-        if _parse(repo, composed, divider=divider) != theirs + ours:
+        if _parse(composed, divider=divider) != theirs + ours:
             raise ProofMessageError(
                 "git would not read the trailers back as written (the message has a line "
                 "starting with '---', comment lines, or trailers git reads differently)")

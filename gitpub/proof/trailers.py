@@ -23,8 +23,10 @@ messages (docs/dulwich.md), so this module implements git's rules itself (learnt
 4. *Key matching* (``%(trailers:key=K)``) is case-insensitive on the whole token.
 
 "Whitespace" is git's own: space, tab, CR and LF only. A NUL byte ends the message, as for C git.
-Git's ``trailer.*`` configuration (custom separators, recognised keys) is not applied: gitpub runs
-git with none, and the readings here are git's without it. Git 2.39 hangs on a message with a
+Git's ``trailer.*`` configuration (custom separators, recognised keys) and ``core.commentChar``
+are not applied: gitpub asks git with none (``git.run.run_plain``), and the readings here are
+git's without it (a person whose git has them may read otherwise: a ``core.commentChar`` of
+``B`` hides every ``Blog-…`` line from their ``git log``). Git 2.39 hangs on a message with a
 cut line after a divider; we read it as later git does (the cut line bounds the message).
 """
 

@@ -5,6 +5,11 @@ inside ``Failures.contain``. Whatever goes wrong there — an expected ``GitpubE
 state, or an unexpected exception (a bug, a full disk) — is recorded *for that job*: its id and a
 sanitized one-line cause, and the command goes on with the next job; the exit code aggregates.
 
+A ``TryLaterError`` (a local git that did not finish in time, a process that holds the job)
+is no error of the job's: it goes to ``later``, which the command reports as not confirmed
+(exit 5, "run the same command again later"), and the job stays exactly as it was recorded —
+its next run goes on from there.
+
 An unexpected exception also moves the job to REVIEW with ``failure_code: internal_error`` when
 that is safe: the job's record is readable, it is not settled already, no other live worker holds
 its lease, and its outcome is not unknown (a job in PUSHING may be on the remote: it stays there
@@ -18,7 +23,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 
-from gitpub.core.errors import CorruptStateError, GitpubError, LostRace
+from gitpub.core.errors import CorruptStateError, GitpubError, LostRace, TryLaterError
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import SETTLED, FailureCode, Stage, State
 from gitpub.runtime.context import Context
@@ -48,12 +53,14 @@ class Failures:
     def __init__(self) -> None:
         self.errors: list[str] = []
         self.tracebacks: list[str] = []  # of unexpected errors (--debug)
+        #: What stopped a job for now only (``TryLaterError``): not confirmed, exit 5.
+        self.later: list[str] = []
 
     def add(self, job_id: str | None, error: BaseException) -> str:
         cause = describe(error)
         prefix = f"job {job_id}"
-        self.errors.append(cause if job_id is None or cause.startswith(prefix)
-                           else f"{prefix}: {cause}")
+        (self.later if isinstance(error, TryLaterError) else self.errors).append(
+            cause if job_id is None or cause.startswith(prefix) else f"{prefix}: {cause}")
         if not isinstance(error, GitpubError):
             self.tracebacks.append(sanitize("".join(traceback.format_exception(error))))
         return cause

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
-from gitpub.core.errors import CorruptStateError, GitpubError, LostRace
+from gitpub.core.errors import CorruptStateError, GitpubError, LostRace, TryLaterError
 from gitpub.core.record import JobRecord, Lease, RecordError, parse_record
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import RESTING, TERMINAL, Stage, State, check_transition
@@ -164,6 +164,8 @@ class JobStore:
             except CorruptStateError as e:
                 yield e
                 continue
+            except TryLaterError:
+                raise  # a git that does not answer (now): no verdict on the job, nor the rest
             except Exception as e:  # whatever the damage, it is this job's, not the listing's
                 yield CorruptStateError(f"job {job_id}: state cannot be read: "
                                         f"{type(e).__name__}: {e}")
