@@ -3,9 +3,19 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 from conftest import Site, git
+from netfaults import GitDaemon
 from test_delivery import article
 from test_inplace import EDITED
+from test_shared import JOBS, node
+from test_shared_attack import SECRET, claimed_and_killed, no_traceback, push_raw, remote_sha
 
 from gitpub.delivery.checkout import move_branch
 from gitpub.git.repo import Repository
@@ -79,3 +89,91 @@ def test_refused_move_keeps_an_intent_to_add_entry(site: Site) -> None:
     assert not moved.moved
     assert site.git("status", "--porcelain") == status
     assert git(site.path, "rev-parse", "main").strip() == old
+
+
+# -- C. what a take-over trusts -------------------------------------------------------------
+
+def forge(site: Site, job_id: str, files: dict[str, bytes], *, deleted: tuple[str, ...] = (),
+          edit: Callable[[dict[str, Any]], None] = lambda record: None,
+          parents: tuple[str, ...] = ()) -> str:
+    """A state commit on top of the remote's job ref with these artifacts, a manifest listing
+    them (and ``deleted``), a record agreeing with the manifest then changed by ``edit``, no
+    lease; extra ``parents`` carry any objects the forger wants the taker to have. Forced onto
+    the remote's job ref (what a clone allowed to push ``refs/pub/*`` can do)."""
+    from gitpub.core.manifest import Manifest
+
+    base = remote_sha(site, job_id)
+    assert base is not None
+    site.git("fetch", "-q", str(site.remote), f"+{JOBS}{job_id}:refs/hostile/{job_id}")
+    manifest = Manifest.build([(p, 0o100644, d) for p, d in files.items()], deleted=deleted)
+    record = json.loads(site.git("show", f"{base}:job.json"))
+    record.update(lease=None, manifest_sha256=manifest.sha256())
+    edit(record)
+    env = {**os.environ, "GIT_INDEX_FILE": str(site.path / ".git" / "hostile-index")}
+
+    def plumb(*args: str, data: bytes | None = None) -> str:
+        return subprocess.run(["git", *args], cwd=site.path, env=env, input=data,
+                              capture_output=True, check=True).stdout.decode().strip()
+
+    plumb("read-tree", base)
+    plumb("rm", "-q", "-r", "--cached", "--ignore-unmatch", "artifacts")
+    named = {f"artifacts/{p}": d for p, d in files.items()}
+    for name, data in {**named, "manifest": manifest.serialize(),
+                       "job.json": (json.dumps(record, indent=1) + "\n").encode()}.items():
+        blob = plumb("hash-object", "-w", "--stdin", data=data)
+        plumb("update-index", "--add", "--cacheinfo", f"100644,{blob},{name}")
+    tree = plumb("write-tree")
+    commit = site.git("commit-tree", tree, "-p", base,
+                      *[a for p in parents for a in ("-p", p)], "-m", "forged").strip()
+    push_raw(site, commit, JOBS + job_id)
+    return commit
+
+
+def test_forged_deletion_outside_the_scope_is_not_taken_over(
+        site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
+    """The forger keeps the dead job's article and target, and adds to the manifest the
+    deletion of ``src/app.py`` (outside ``publish``): the record's targets do not name it, so
+    the take-over's scope check passed it, and the commit built from the manifest deleted
+    it from the branch."""
+    (site.path / "src").mkdir()
+    (site.path / "src/app.py").write_text("print('app')\n")
+    site.git("add", "src/app.py")
+    site.git("commit", "-q", "-m", "app")
+    site.git("push", "-q", "origin", "main")
+    job_id = claimed_and_killed(site, "k1", "posts/a.md", article("a"))
+    git(site.path, "update-ref", "-d", JOBS + job_id)
+    hostile = node(site, tmp_path, "hostile")
+    forge(hostile, job_id, {"posts/a.md": article("a").encode()}, deleted=("src/app.py",))
+    c = node(site, tmp_path, "node-c")
+    r = c.run("reconcile")
+    no_traceback(r.out, r.err)
+    assert "src/app.py" in git(site.remote, "ls-tree", "-r", "--name-only", "main"), r.err
+    shown = c.call("status", job_id, "--json").json()
+    assert shown["state"] == "REVIEW" and "src/app.py" in shown["failure_detail"], (
+        shown, r.err)
+
+
+def test_forged_base_commit_does_not_let_a_secret_through(
+        site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
+    """The forger writes a secret into the article and points the record's ``base_commit``
+    at a commit of its own (carried as a second parent of the forged state) whose version of
+    the article already has it: the diff-based scan took the secret for one already there."""
+    job_id = claimed_and_killed(site, "k1", "posts/a.md", article("a"))
+    git(site.path, "update-ref", "-d", JOBS + job_id)
+    hostile = node(site, tmp_path, "hostile")
+    text = f"# Post a\n\nDeploy with token {SECRET}.\n".encode()
+    blob = hostile.git("hash-object", "-w", "--stdin", input=text).strip()
+    tree = hostile.git("mktree", input=f"100644 blob {blob}\ta.md\n".encode()).strip()
+    top = hostile.git("mktree", input=f"040000 tree {tree}\tposts\n".encode()).strip()
+    evil = hostile.git("commit-tree", top, "-m", "a base of my own").strip()
+
+    def rebase(record: dict[str, Any]) -> None:
+        record["base_commit"] = evil
+
+    forge(hostile, job_id, {"posts/a.md": text}, edit=rebase, parents=(evil,))
+    c = node(site, tmp_path, "node-c")
+    r = c.run("reconcile")
+    no_traceback(r.out, r.err)
+    assert SECRET not in git(site.remote, "log", "-p", "main"), "forged base let a secret out"
+    shown = c.call("status", job_id, "--json").json()
+    assert shown["state"] == "REVIEW", (shown, r.err)
