@@ -32,7 +32,7 @@ from gitpub.config.model import Command
 from gitpub.core.allowlist import AllowlistError
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, LostRace
-from gitpub.core.manifest import Manifest, content_sha256
+from gitpub.core.manifest import Manifest, ManifestError, content_sha256
 from gitpub.core.paths import case_twins
 from gitpub.core.record import Target
 from gitpub.core.sanitize import sanitize
@@ -41,7 +41,7 @@ from gitpub.fonts import step as fontstep
 from gitpub.git import paths as git_paths
 from gitpub.git.repo import MODE_FILE, MODE_TREE, Entry
 from gitpub.pipeline import gates
-from gitpub.pipeline.commit import commit_job, recover
+from gitpub.pipeline.commit import commit_job, read_artifacts, recover
 from gitpub.pipeline.history import history_phase
 from gitpub.pipeline.request import Request, ensure_job
 from gitpub.runtime import steps
@@ -366,22 +366,48 @@ def regate(ctx: Context, job: Job) -> Job | None:
     """Another node's job, adopted here: its artifacts pass this node's write scope and gates
     again before anything of it is delivered (whoever may push ``refs/pub/*`` can rewrite a
     dead node's record, artifacts and manifest alike, so they prove nothing). The job in
-    REVIEW when they do not, else None. Font outputs are derived, not gated (as in prepare)."""
-    files = {p: d for p, d in _artifact_files(ctx, job).items()
-             if p not in ctx.config.font_outputs}
-    problems = [f"{p}: {why}" for p in sorted({*files, *job.record.target_paths})
-                if (why := ctx.config.scope_problem(p)) is not None]
-    code = FailureCode.GATE_FAILED if problems else None
+    REVIEW when they do not, else None.
+
+    Every path the commit would write or delete — artifacts, targets, the manifest's deletions
+    — must be in scope, and each one a target (the targets are what is compare-and-swapped
+    against the remote). Font outputs among the targets are derived, not gated (as in prepare):
+    the delivery derives them again from the remote's articles. The secret scan reads the
+    remote branch's tip (what the commit goes onto), not the record's ``base_commit``, which
+    must be a commit of that branch."""
+    repo, record = ctx.repo, job.record
+    files = _artifact_files(ctx, job)
+    targets = set(record.target_paths)
+    deleted: tuple[str, ...] = ()
+    problems: list[str] = []
+    code = FailureCode.GATE_FAILED
+    if record.manifest_sha256 is not None:
+        try:
+            deleted = read_artifacts(ctx.store, job).manifest.deleted
+        except ManifestError as e:
+            code, problems = FailureCode.ARTIFACTS_UNSAFE, [str(e)]
+    tip = repo.read_ref(ctx.remote().tracking_ref)
     if not problems:
-        verdict = run_gates(ctx, files, job_id=job.job_id, base_commit=job.record.base_commit,
-                            targets=job.record.target_paths)
-        code, problems = verdict.code, verdict.problems
-    if code is None:
+        problems = [f"{p}: {why}" for p in sorted({*files, *targets, *deleted})
+                    if (why := ctx.config.scope_problem(p)) is not None]
+        problems += [f"{p}: written or deleted, but not among the job's targets"
+                     for p in sorted({*files, *deleted} - targets)]
+        base = record.base_commit
+        if base is not None and (tip is None or not repo.has_object(base) or repo.git(
+                "merge-base", "--is-ancestor", base, tip).returncode != 0):
+            problems.append(f"its base commit {sanitize(base)[:40]} is not a commit of the "
+                            f"remote branch {ctx.config.branch}")
+    if not problems:
+        gated = {p: d for p, d in files.items() if p not in ctx.config.font_outputs}
+        verdict = run_gates(ctx, gated, job_id=job.job_id,
+                            base_commit=tip if tip is not None else record.base_commit,
+                            targets=record.target_paths)
+        code, problems = verdict.code or code, verdict.problems
+    if not problems:
         return None
     ctx.progress(f"{job.job_id[:13]}: taken over, but its artifacts do not pass this node's "
                  "gates: left for a person (REVIEW)")
     return to_review(ctx, job, Stage.GATES, code, [f"taken over from node "
-                                                   f"{sanitize(job.record.node)}", *problems])
+                                                   f"{sanitize(record.node)}", *problems])
 
 
 def _gates(ctx: Context, job: Job) -> Job:
