@@ -371,9 +371,11 @@ def regate(ctx: Context, job: Job) -> Job | None:
     Every path the commit would write or delete — artifacts, targets, the manifest's deletions
     — must be in scope, and each one a target (the targets are what is compare-and-swapped
     against the remote). Font outputs among the targets are derived, not gated (as in prepare):
-    the delivery derives them again from the remote's articles. The secret scan reads the
-    remote branch's tip (what the commit goes onto), not the record's ``base_commit``, which
-    must be a commit of that branch."""
+    the delivery derives them again from the remote's articles. The gates read the remote
+    branch's tip (what the commit goes onto) as the base, not the record's ``base_commit``: a
+    forger's own commit there, whose file already has the secret, would pass it as inherited.
+    (Not required to be a commit of the branch: ``prepare --to`` may base a job on local
+    commits.)"""
     repo, record = ctx.repo, job.record
     files = _artifact_files(ctx, job)
     targets = set(record.target_paths)
@@ -391,11 +393,6 @@ def regate(ctx: Context, job: Job) -> Job | None:
                     if (why := ctx.config.scope_problem(p)) is not None]
         problems += [f"{p}: written or deleted, but not among the job's targets"
                      for p in sorted({*files, *deleted} - targets)]
-        base = record.base_commit
-        if base is not None and (tip is None or not repo.has_object(base) or repo.git(
-                "merge-base", "--is-ancestor", base, tip).returncode != 0):
-            problems.append(f"its base commit {sanitize(base)[:40]} is not a commit of the "
-                            f"remote branch {ctx.config.branch}")
     if not problems:
         gated = {p: d for p, d in files.items() if p not in ctx.config.font_outputs}
         verdict = run_gates(ctx, gated, job_id=job.job_id,
