@@ -177,3 +177,26 @@ def test_forged_base_commit_does_not_let_a_secret_through(
     assert SECRET not in git(site.remote, "log", "-p", "main"), "forged base let a secret out"
     shown = c.call("status", job_id, "--json").json()
     assert shown["state"] == "REVIEW", (shown, r.err)
+
+
+def test_forged_author_does_not_write_headers_into_the_published_commit(
+        site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
+    """The record's ``author`` goes into the commit's author and committer lines as it is: a
+    forger's line break there wrote an author, a committer and a message of its choosing
+    into the published commit, ahead of the real message (whose trailers still verified)."""
+    job_id = claimed_and_killed(site, "k1", "posts/a.md", article("a"))
+    git(site.path, "update-ref", "-d", JOBS + job_id)
+    hostile = node(site, tmp_path, "hostile")
+
+    def spoof(record: dict[str, Any]) -> None:
+        record["author"] = ("Mallory <m@x> 1 +0000\ncommitter Mallory <m@x> 1 +0000\n\n"
+                            "Approved by the security team\n\nx <y>")
+
+    forge(hostile, job_id, {"posts/a.md": article("a").encode()}, edit=spoof)
+    c = node(site, tmp_path, "node-c")
+    r = c.run("reconcile")
+    no_traceback(r.out, r.err)
+    log = git(site.remote, "log", "--format=%an%n%B", "main")
+    assert "Mallory" not in log and "Approved by the security team" not in log, log
+    shown = c.call("status", job_id, "--json").json()
+    assert shown["state"] == "REVIEW" and "author" in shown["failure_detail"], (shown, r.err)
