@@ -41,7 +41,7 @@ from gitpub.fonts import step as fontstep
 from gitpub.git import paths as git_paths
 from gitpub.git.repo import MODE_FILE, MODE_TREE, Entry
 from gitpub.pipeline import gates
-from gitpub.pipeline.commit import commit_job, read_artifacts, recover
+from gitpub.pipeline.commit import author_problem, commit_job, read_artifacts, recover
 from gitpub.pipeline.history import history_phase
 from gitpub.pipeline.request import Request, ensure_job
 from gitpub.runtime import steps
@@ -393,6 +393,8 @@ def regate(ctx: Context, job: Job) -> Job | None:
                     if (why := ctx.config.scope_problem(p)) is not None]
         problems += [f"{p}: written or deleted, but not among the job's targets"
                      for p in sorted({*files, *deleted} - targets)]
+        why = author_problem(record.author)
+        problems += [] if why is None else [why]
     if not problems:
         gated = {p: d for p, d in files.items() if p not in ctx.config.font_outputs}
         verdict = run_gates(ctx, gated, job_id=job.job_id,
