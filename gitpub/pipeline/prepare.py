@@ -388,13 +388,12 @@ def regate(ctx: Context, job: Job) -> Job | None:
         except ManifestError as e:
             code, problems = FailureCode.ARTIFACTS_UNSAFE, [str(e)]
     tip = repo.read_ref(ctx.remote().tracking_ref)
-    if not problems:
-        problems = [f"{p}: {why}" for p in sorted({*files, *targets, *deleted})
-                    if (why := ctx.config.scope_problem(p)) is not None]
-        problems += [f"{p}: written or deleted, but not among the job's targets"
-                     for p in sorted({*files, *deleted} - targets)]
-        why = author_problem(record.author)
-        problems += [] if why is None else [why]
+    problems += [f"{p}: {why}" for p in sorted({*files, *targets, *deleted})
+                 if (why := ctx.config.scope_problem(p)) is not None]
+    problems += [f"{p}: written or deleted, but not among the job's targets"
+                 for p in sorted({*files, *deleted} - targets)]
+    why = author_problem(record.author)
+    problems += [] if why is None else [why]
     if not problems:
         gated = {p: d for p, d in files.items() if p not in ctx.config.font_outputs}
         verdict = run_gates(ctx, gated, job_id=job.job_id,
