@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import Site, git
 from netfaults import GitDaemon
 from test_delivery import article
-from test_inplace import EDITED
+from test_inplace import EDITED, remote_tip
 from test_shared import JOBS, node
 from test_shared_attack import SECRET, claimed_and_killed, no_traceback, push_raw, remote_sha
 
@@ -200,3 +202,51 @@ def test_forged_author_does_not_write_headers_into_the_published_commit(
     assert "Mallory" not in log and "Approved by the security team" not in log, log
     shown = c.call("status", job_id, "--json").json()
     assert shown["state"] == "REVIEW" and "author" in shown["failure_detail"], (shown, r.err)
+
+
+def test_forged_node_name_is_left_for_a_person(site: Site, daemon: GitDaemon,
+                                               tmp_path: Path) -> None:
+    """The record's ``node`` goes into the commit's Writer-Node trailer, whose values are
+    checked as the commit is built: a forged node with a line break must leave the job for
+    a person (REVIEW), not fail the run with an unexpected error on every attempt."""
+    job_id = claimed_and_killed(site, "k1", "posts/a.md", article("a"))
+    git(site.path, "update-ref", "-d", JOBS + job_id)
+    hostile = node(site, tmp_path, "hostile")
+
+    def rename(record: dict[str, Any]) -> None:
+        record["node"] = "evil\nGitpub-Job: 00000000-0000-0000-0000-000000000000"
+
+    forge(hostile, job_id, {"posts/a.md": article("a").encode()}, edit=rename)
+    c = node(site, tmp_path, "node-c")
+    r = c.run("reconcile")
+    no_traceback(r.out, r.err)
+    assert "unexpected error" not in r.err, r.err
+    assert "00000000-0000" not in git(site.remote, "log", "--format=%B", "main")
+    shown = c.call("status", job_id, "--json").json()
+    assert shown["state"] == "REVIEW", (shown, r.err)
+
+
+# -- A. killed in the middle of the in-place move ---------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="hole reported, not fixed: nothing finishes a local "
+                   "move that a killed run began once its job is PUBLISHED")
+@pytest.mark.parametrize("point", ["delivery.published-recorded", "checkout.worktree-updated"])
+def test_killed_during_the_in_place_move_a_rerun_finishes_it(site: Site, point: str) -> None:
+    """Killed after PUBLISHED is recorded (before the move) or after the worktree was updated
+    (before the branch moved): the page edited in place is safe either way, but the rerun
+    ``git pub push`` says "nothing to deliver" and leaves local main behind for good — with
+    the edit unstaged (``git merge --ff-only`` then refuses: the very state issue 24.4 ended)
+    or with the published change staged over the old HEAD (``git pub sync`` then calls the
+    published content an uncommitted change in conflict with the remote). checkout.py says
+    of the second: "a rerun heals it"."""
+    (site.path / "posts/welcome.md").write_text(EDITED)
+    r = site.call("prepare", "--key", "k", "--to", "posts/welcome.md", "posts/welcome.md")
+    assert r.code == 0, r.out + r.err
+    r = site.run("push", env={"GITPUB_CRASH_AT": point})
+    assert r.code == -signal.SIGKILL, r.out + r.err
+    assert (site.path / "posts/welcome.md").read_text() == EDITED
+    r = site.run("push")
+    assert r.code == 0, r.out + r.err
+    assert (site.path / "posts/welcome.md").read_text() == EDITED
+    assert site.git("rev-parse", "HEAD").strip() == remote_tip(site)
+    assert site.git("status", "--porcelain") == ""
