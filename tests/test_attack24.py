@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Site, git
+from conftest import Site, git, spawn, wait_stopped
 from netfaults import GitDaemon
 from test_delivery import article
 from test_inplace import EDITED, remote_tip
@@ -250,3 +250,26 @@ def test_killed_during_the_in_place_move_a_rerun_finishes_it(site: Site, point: 
     assert (site.path / "posts/welcome.md").read_text() == EDITED
     assert site.git("rev-parse", "HEAD").strip() == remote_tip(site)
     assert site.git("status", "--porcelain") == ""
+
+
+def test_a_person_pulling_during_the_move_keeps_a_clean_checkout(site: Site) -> None:
+    """Frozen after the worktree was updated, the person pulls (``git merge --ff-only``): the
+    branch is now at the published commit, with its worktree. The compare-and-swap fails
+    (the branch is not at ``old`` any more) and the put-back reverted the worktree to the old
+    commit under the published branch: the page deleted again, its deletion staged, for the
+    next ``git commit`` to publish."""
+    r = site.call("prepare", "--key", "k", "--to", "posts/new.md", "-",
+                  input=article("new"))
+    assert r.code == 0, r.out + r.err
+    p = spawn(site, "push", env={"GITPUB_PAUSE_AT": "checkout.worktree-updated"})
+    try:
+        wait_stopped(p.pid)
+        site.git("fetch", "-q", "origin")
+        site.git("merge", "-q", "--ff-only", "origin/main")
+    finally:
+        os.kill(p.pid, signal.SIGCONT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, out + err
+    assert site.git("rev-parse", "HEAD").strip() == remote_tip(site)
+    assert site.git("status", "--porcelain") == ""
+    assert (site.path / "posts/new.md").read_text() == article("new")
