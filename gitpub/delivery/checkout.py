@@ -263,7 +263,18 @@ def move_branch(repo: Repository, branch: str, old: str, new: str, *, then: str,
     if repo.cas_ref(ref, old, new, message):
         return Moved(True, f"local {branch} and its working tree{_where(holder)} {verb} to "
                            "the published commit")
-    _put_back(holder, old, new, undo)  # the branch moved between the two steps: put files back
+    # The branch moved between the two steps. Moved to ``new`` itself, or past it (a person's
+    # ``git pull`` meanwhile, which took the worktree along from where this left it): the
+    # worktree is where the branch is, or on its way; putting it back would revert it under
+    # the branch. Anywhere else, put the files back.
+    now = repo.read_ref(ref)
+    if now == new:
+        return Moved(True, f"local {branch} and its working tree{_where(holder)} {verb} to "
+                           "the published commit (the branch was moved there meanwhile)")
+    if now is not None and is_ancestor(repo, new, now):
+        return Moved(False, f"local {branch} moved meanwhile, past the published commit: "
+                            "left alone")
+    _put_back(holder, old, new, undo)
     return Moved(False, f"local {branch} moved meanwhile: left alone")
 
 
