@@ -259,7 +259,7 @@ def move_branch(repo: Repository, branch: str, old: str, new: str, *, then: str,
                             "and local changes there touch the changed paths"
                             + _index_locked(holder) + "; commit or stash them there, then run "
                             f"`{then}`" + (f" in {holder.path}" if not holder.current else ""))
-    crash_point("checkout.worktree-updated")  # a rerun heals it: the index already matches
+    crash_point("checkout.worktree-updated")  # push/reconcile finish it: finish_interrupted_move
     if repo.cas_ref(ref, old, new, message):
         return Moved(True, f"local {branch} and its working tree{_where(holder)} {verb} to "
                            "the published commit")
@@ -309,3 +309,22 @@ def _contained(repo: Repository, branch: str, local: str, published: str) -> str
     return (f" ({count} commit(s), whose changes the published commit already holds: "
             f"`git reset --keep {published}` puts {branch} on it, keeping any "
             "uncommitted change)")
+
+
+def finish_interrupted_move(repo: Repository, branch: str, tip: str | None) -> str | None:
+    """The move of ``branch`` to ``tip`` that a killed run began (``checkout.worktree-updated``):
+    the index of the worktree that has the branch checked out already is ``tip``'s tree, while
+    the branch is still behind it. Finished here (the worktree is not touched: its index
+    already is the new commit's). The note, or None when there is no such move."""
+    local = repo.read_ref(f"refs/heads/{branch}")
+    if tip is None or local is None or local == tip:
+        return None
+    holder, why = _held(repo, branch)
+    if holder is None or why is not None:
+        return None
+    if holder.git("diff-index", "--cached", "--quiet", tip, "--").returncode != 0:
+        return None  # the index is not the tip's tree: no move of ours was under way
+    if not is_ancestor(repo, local, tip):
+        return None
+    return move_branch(repo, branch, local, tip, then=f"git merge --ff-only {tip}",
+                       verb="fast-forwarded").note
