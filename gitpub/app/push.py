@@ -22,6 +22,7 @@ from gitpub.app.results import Jobs, Progress
 from gitpub.core.errors import UsageError
 from gitpub.core.states import LOCAL, TERMINAL, State
 from gitpub.delivery.anywhere import find_anywhere, find_here, take_over
+from gitpub.delivery.checkout import finish_interrupted_move
 from gitpub.delivery.deliver import PUSHABLE, Deliverer
 from gitpub.delivery.sync import settle_outbox
 from gitpub.git.remote import RemoteConfigError
@@ -37,6 +38,7 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote(), now_please=bool(job_refs),
                               create_branch=create_branch)
+        _finish_move(ctx, deliverer)
         failures = Failures()
         errors = failures.errors
         if job_refs:
@@ -53,6 +55,15 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
                     channels=channels, tracebacks=tuple(failures.tracebacks),
                     unconfirmed=tuple(failures.later),
                     held=tuple(j.job_id for j in done if deliverer.left_to_others(j)))
+
+
+def _finish_move(ctx: Context, deliverer: Deliverer) -> None:
+    """A run killed between updating the worktree and moving the local branch to a published
+    commit (``checkout.worktree-updated``): the move is finished first."""
+    tip = ctx.repo.read_ref(deliverer.remote.tracking_ref)
+    note = finish_interrupted_move(ctx.repo, ctx.config.branch, tip)
+    if note is not None:
+        ctx.progress(note)
 
 
 def _named(ctx: Context, ref: str) -> Job:
@@ -77,6 +88,7 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
     local phases are still recovered, then the configuration error is reported."""
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
+        _finish_move(ctx, deliverer)
         failures = Failures()
         errors = failures.errors
         everything = frozenset(State) - TERMINAL

@@ -17,11 +17,14 @@ local change and refuses; yet nothing would be lost. So when the merge refuses, 
 move changes whose file already is exactly the new version (content through git's filters, and
 mode), while the index still has the old one, is staged first: the merge then keeps it (the
 index already matches the new commit). Anything else — a different edit, a staged change, a
-symbolic link — still stops the move, and the staged entries are put back as they were.
+symbolic link, an index entry with a bit ``--index-info`` would drop (assume-unchanged,
+skip-worktree, intent-to-add) — still stops the move, and the staged entries are put back as
+they were.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from gitpub.core.crashpoints import crash_point
@@ -65,21 +68,43 @@ def two_tree_merge(worktree: Worktree, old: str, new: str, *, dry_run: bool = Fa
     return worktree.git(*args).returncode == 0
 
 
-def _index_entries(worktree: Worktree, paths: list[str]) -> dict[str, Entry | None] | None:
-    """The index entry of each path (None: not in the index); None when one is unmerged."""
-    proc = worktree.git("--literal-pathspecs", "ls-files", "-s", "-z", "--", *paths)
+#: Index entry bits that say more than mode and blob (``git ls-files --debug``): assume-unchanged,
+#: intent-to-add, skip-worktree. An entry written back by ``update-index --index-info`` loses
+#: them, so such a path is never staged for the move.
+_FLAGGED = 0x8000 | 0x20000000 | 0x40000000
+_DEBUG_TAIL = re.compile(rb"\A.*?flags: ([0-9a-f]+)\n", re.DOTALL)
+
+
+def _index_entries(worktree: Worktree, paths: list[str]
+                   ) -> tuple[dict[str, Entry | None], set[str]] | None:
+    """The index entry of each path (None: not in the index), and the paths whose entry has a
+    bit besides (see ``_FLAGGED``); None when one is unmerged."""
+    proc = worktree.git("--literal-pathspecs", "ls-files", "-s", "--debug", "-z", "--",
+                        *paths)
     if proc.returncode != 0:
         return None
     found: dict[str, Entry | None] = dict.fromkeys(paths)
-    for record in proc.stdout.split(b"\0"):
+    flagged: set[str] = set()
+    # "<mode> <sha> <stage>\t<path>\0" then lines of stat data ending "flags: <hex>\n"
+    records = proc.stdout.split(b"\0")
+    name = ""
+    for i, record in enumerate(records):
+        if i > 0:
+            tail = _DEBUG_TAIL.match(record)
+            if tail is None:
+                return None
+            if int(tail.group(1), 16) & _FLAGGED:
+                flagged.add(name)
+            record = record[tail.end():]
         if not record:
             continue
-        meta, _, name = record.partition(b"\t")
+        meta, _, raw = record.partition(b"\t")
         mode, sha, stage = meta.decode("ascii").split(" ")
         if stage != "0":
             return None
-        found[name.decode("utf-8", "surrogateescape")] = Entry(int(mode, 8), sha)
-    return found
+        name = raw.decode("utf-8", "surrogateescape")
+        found[name] = Entry(int(mode, 8), sha)
+    return found, flagged
 
 
 def _as_published(worktree: Worktree, changes: list[Change]) -> list[Change]:
@@ -130,10 +155,11 @@ def _stage_published(repo: Repository, worktree: Worktree, old: str, new: str
     and published as it is). Returns the records that put those index entries back, or None
     when there is none to stage (or they could not be staged)."""
     changes = [c for c in repo.diff_entries(old, new) if not c.is_tree]
-    index = _index_entries(worktree, [c.path for c in changes]) if changes else None
-    if not index:
+    listed = _index_entries(worktree, [c.path for c in changes]) if changes else None
+    if listed is None:
         return None
-    candidates = [c for c in changes if index[c.path] == c.old]
+    index, flagged = listed
+    candidates = [c for c in changes if index[c.path] == c.old and c.path not in flagged]
     same = _as_published(worktree, candidates)
     if not same:
         return None
@@ -233,11 +259,22 @@ def move_branch(repo: Repository, branch: str, old: str, new: str, *, then: str,
                             "and local changes there touch the changed paths"
                             + _index_locked(holder) + "; commit or stash them there, then run "
                             f"`{then}`" + (f" in {holder.path}" if not holder.current else ""))
-    crash_point("checkout.worktree-updated")  # a rerun heals it: the index already matches
+    crash_point("checkout.worktree-updated")  # push/reconcile finish it: finish_interrupted_move
     if repo.cas_ref(ref, old, new, message):
         return Moved(True, f"local {branch} and its working tree{_where(holder)} {verb} to "
                            "the published commit")
-    _put_back(holder, old, new, undo)  # the branch moved between the two steps: put files back
+    # The branch moved between the two steps. Moved to ``new`` itself, or past it (a person's
+    # ``git pull`` meanwhile, which took the worktree along from where this left it): the
+    # worktree is where the branch is, or on its way; putting it back would revert it under
+    # the branch. Anywhere else, put the files back.
+    now = repo.read_ref(ref)
+    if now == new:
+        return Moved(True, f"local {branch} and its working tree{_where(holder)} {verb} to "
+                           "the published commit (the branch was moved there meanwhile)")
+    if now is not None and is_ancestor(repo, new, now):
+        return Moved(False, f"local {branch} moved meanwhile, past the published commit: "
+                            "left alone")
+    _put_back(holder, old, new, undo)
     return Moved(False, f"local {branch} moved meanwhile: left alone")
 
 
@@ -272,3 +309,22 @@ def _contained(repo: Repository, branch: str, local: str, published: str) -> str
     return (f" ({count} commit(s), whose changes the published commit already holds: "
             f"`git reset --keep {published}` puts {branch} on it, keeping any "
             "uncommitted change)")
+
+
+def finish_interrupted_move(repo: Repository, branch: str, tip: str | None) -> str | None:
+    """The move of ``branch`` to ``tip`` that a killed run began (``checkout.worktree-updated``):
+    the index of the worktree that has the branch checked out already is ``tip``'s tree, while
+    the branch is still behind it. Finished here (the worktree is not touched: its index
+    already is the new commit's). The note, or None when there is no such move."""
+    local = repo.read_ref(f"refs/heads/{branch}")
+    if tip is None or local is None or local == tip:
+        return None
+    holder, why = _held(repo, branch)
+    if holder is None or why is not None:
+        return None
+    if holder.git("diff-index", "--cached", "--quiet", tip, "--").returncode != 0:
+        return None  # the index is not the tip's tree: no move of ours was under way
+    if not is_ancestor(repo, local, tip):
+        return None
+    return move_branch(repo, branch, local, tip, then=f"git merge --ff-only {tip}",
+                       verb="fast-forwarded").note

@@ -16,12 +16,14 @@ verifying the artifacts against the manifest, else sends the job to REVIEW.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.manifest import Manifest, ManifestError, content_sha256
 from gitpub.core.record import JobRecord, Target
+from gitpub.core.sanitize import sanitize
 from gitpub.core.states import FailureCode, Kind, Stage, State
 from gitpub.git import paths as git_paths
 from gitpub.git.repo import BLOB_MODES, MODE_TREE, Entry, Identity, Repository
@@ -151,11 +153,25 @@ def commit_subject(record: JobRecord, artifacts: Artifacts, repo: Repository) ->
     return "Publish " + ", ".join(record.target_paths[:3])
 
 
+_AUTHOR = re.compile(r"[^<>\x00-\x1f\x7f]+ <[^<>\x00-\x1f\x7f]*>")
+
+
+def author_problem(author: str | None) -> str | None:
+    """Why a record's ``author`` cannot be a commit's author line (it goes into the commit
+    as it is: a line break there would write headers and a message of its own), or None."""
+    if author is None or _AUTHOR.fullmatch(author):
+        return None
+    return f"author {sanitize(author)[:80]!r} is not 'Name <email>' on one line"
+
+
 def build_commit(
     repo: Repository, record: JobRecord, artifacts: Artifacts, onto: str | None,
     prefix: str,
 ) -> str:
     """Write the job's content commit on top of ``onto`` and return its id (unreferenced)."""
+    problem = author_problem(record.author)
+    if problem is not None:
+        raise ManifestError(problem)
     base_tree = None if onto is None else repo.commit(onto).tree
     tree = repo.write_tree(base_tree, artifacts.changes())
     proof = trailers.PubTrailers(

@@ -32,7 +32,7 @@ from gitpub.config.model import Command
 from gitpub.core.allowlist import AllowlistError
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, LostRace
-from gitpub.core.manifest import Manifest, content_sha256
+from gitpub.core.manifest import Manifest, ManifestError, content_sha256
 from gitpub.core.paths import case_twins
 from gitpub.core.record import Target
 from gitpub.core.sanitize import sanitize
@@ -41,7 +41,13 @@ from gitpub.fonts import step as fontstep
 from gitpub.git import paths as git_paths
 from gitpub.git.repo import MODE_FILE, MODE_TREE, Entry
 from gitpub.pipeline import gates
-from gitpub.pipeline.commit import commit_job, recover, unsound_base
+from gitpub.pipeline.commit import (
+    author_problem,
+    commit_job,
+    read_artifacts,
+    recover,
+    unsound_base,
+)
 from gitpub.pipeline.history import history_phase
 from gitpub.pipeline.request import Request, ensure_job
 from gitpub.runtime import steps
@@ -372,22 +378,46 @@ def regate(ctx: Context, job: Job) -> Job | None:
     """Another node's job, adopted here: its artifacts pass this node's write scope and gates
     again before anything of it is delivered (whoever may push ``refs/pub/*`` can rewrite a
     dead node's record, artifacts and manifest alike, so they prove nothing). The job in
-    REVIEW when they do not, else None. Font outputs are derived, not gated (as in prepare)."""
-    files = {p: d for p, d in _artifact_files(ctx, job).items()
-             if p not in ctx.config.font_outputs}
-    problems = [f"{p}: {why}" for p in sorted({*files, *job.record.target_paths})
-                if (why := ctx.config.scope_problem(p)) is not None]
-    code = FailureCode.GATE_FAILED if problems else None
+    REVIEW when they do not, else None.
+
+    Every path the commit would write or delete — artifacts, targets, the manifest's deletions
+    — must be in scope, and each one a target (the targets are what is compare-and-swapped
+    against the remote). Font outputs among the targets are derived, not gated (as in prepare):
+    the delivery derives them again from the remote's articles. The gates read the remote
+    branch's tip (what the commit goes onto) as the base, not the record's ``base_commit``: a
+    forger's own commit there, whose file already has the secret, would pass it as inherited.
+    (Not required to be a commit of the branch: ``prepare --to`` may base a job on local
+    commits.)"""
+    repo, record = ctx.repo, job.record
+    files = _artifact_files(ctx, job)
+    targets = set(record.target_paths)
+    deleted: tuple[str, ...] = ()
+    problems: list[str] = []
+    code = FailureCode.GATE_FAILED
+    if record.manifest_sha256 is not None:
+        try:
+            deleted = read_artifacts(ctx.store, job).manifest.deleted
+        except ManifestError as e:
+            code, problems = FailureCode.ARTIFACTS_UNSAFE, [str(e)]
+    tip = repo.read_ref(ctx.remote().tracking_ref)
+    problems += [f"{p}: {why}" for p in sorted({*files, *targets, *deleted})
+                 if (why := ctx.config.scope_problem(p)) is not None]
+    problems += [f"{p}: written or deleted, but not among the job's targets"
+                 for p in sorted({*files, *deleted} - targets)]
+    why = author_problem(record.author)
+    problems += [] if why is None else [why]
     if not problems:
-        verdict = run_gates(ctx, files, job_id=job.job_id, base_commit=job.record.base_commit,
-                            targets=job.record.target_paths)
-        code, problems = verdict.code, verdict.problems
-    if code is None:
+        gated = {p: d for p, d in files.items() if p not in ctx.config.font_outputs}
+        verdict = run_gates(ctx, gated, job_id=job.job_id,
+                            base_commit=tip if tip is not None else record.base_commit,
+                            targets=record.target_paths)
+        code, problems = verdict.code or code, verdict.problems
+    if not problems:
         return None
     ctx.progress(f"{job.job_id[:13]}: taken over, but its artifacts do not pass this node's "
                  "gates: left for a person (REVIEW)")
     return to_review(ctx, job, Stage.GATES, code, [f"taken over from node "
-                                                   f"{sanitize(job.record.node)}", *problems])
+                                                   f"{sanitize(record.node)}", *problems])
 
 
 def _gates(ctx: Context, job: Job) -> Job:
