@@ -3,6 +3,11 @@
 Every test gets its own HOME, no system git config, fixed identities, and a *site*: a working
 repository with a bare remote, one commit pushed, and the remote-tracking branch fetched. Every
 repository a test leaves behind is checked with ``git fsck --strict`` at teardown.
+
+Randomized tests (Hypothesis, seeded chaos) run a few rounds per run, from a seed that changes
+every run: ``GITPUB_TEST_SEED=N`` repeats a run's rounds (the seed is printed at the end of the
+run), ``GITPUB_TEST_LONG=1`` runs the long version (many rounds, as before CI had a time budget).
+Tests marked ``slow`` (kills, races, many rounds) are scheduled first so they never make the tail.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -22,6 +28,35 @@ import pytest
 from netfaults import GitDaemon
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: One seed per run for every randomized test (set in the environment so that the xdist workers,
+#: started after this module is imported, draw from the same one).
+SEED = int(os.environ.setdefault("GITPUB_TEST_SEED", str(random.randrange(2**32))))
+#: The long version of the randomized tests: ``GITPUB_TEST_LONG=1``.
+LONG = os.environ.get("GITPUB_TEST_LONG", "") not in ("", "0")
+
+
+def rounds(ci: int, long: int) -> int:
+    """How many rounds a randomized test runs: ``ci`` per run, ``long`` with GITPUB_TEST_LONG."""
+    return long if LONG else ci
+
+
+def seeds(name: str, ci: int, long: int) -> list[int]:
+    """Seeds for a parametrized seeded test: drawn from this run's seed (``ci`` of them), or
+    ``long`` of them with GITPUB_TEST_LONG. Named by ``name`` so two tests draw different ones."""
+    rng = random.Random(f"{SEED}-{name}")
+    return [rng.randrange(2**32) for _ in range(rounds(ci, long))]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first: with ``--dist worksteal`` the tail of the run is then short tests."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    terminalreporter.write_line(
+        f"randomized tests: GITPUB_TEST_SEED={SEED}"
+        + (" GITPUB_TEST_LONG=1" if LONG else " (GITPUB_TEST_LONG=1 for the long version)"))
 
 BASE_CONFIG = """\
 remote: origin

@@ -87,6 +87,7 @@ def assert_folded(site: Site, ids: list[str], clones: list[Site]) -> None:
         assert clone.git("for-each-ref", JOBS).strip() == "", clone.path
 
 
+@pytest.mark.slow
 def test_reconcile_folds_finished_jobs_into_the_archive(site: Site, daemon: GitDaemon,
                                                         tmp_path: Path) -> None:
     ids = publish(site, ["a", "b", "c"])
@@ -113,6 +114,7 @@ def test_reconcile_folds_finished_jobs_into_the_archive(site: Site, daemon: GitD
     assert git(site.remote, "rev-parse", ARCHIVE).strip() == before
 
 
+@pytest.mark.slow
 def test_fold_waits_for_archive_after_and_unfinished_jobs_stay(site: Site, daemon: GitDaemon,
                                                                tmp_path: Path) -> None:
     site.write_config("archive_after: 3\n")
@@ -140,6 +142,7 @@ def test_fold_waits_for_archive_after_and_unfinished_jobs_stay(site: Site, daemo
     assert archived_state(site, conflict) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", FOLD_POINTS)
 def test_a_fold_killed_at_each_point_loses_nothing(site: Site, daemon: GitDaemon,
                                                    point: str) -> None:
@@ -166,6 +169,7 @@ def test_a_fold_killed_at_each_point_loses_nothing(site: Site, daemon: GitDaemon
     assert_each_found(site, ids)
 
 
+@pytest.mark.slow
 def test_two_clones_folding_at_once_lose_nothing(site: Site, daemon: GitDaemon,
                                                  tmp_path: Path) -> None:
     """A builds its archive commit and is frozen before its push; B folds everything
@@ -202,6 +206,7 @@ def test_two_clones_folding_at_once_lose_nothing(site: Site, daemon: GitDaemon,
         assert_each_found(n, ids)
 
 
+@pytest.mark.slow
 def test_a_key_whose_job_was_archived_is_still_found(site: Site, daemon: GitDaemon,
                                                      tmp_path: Path) -> None:
     b = node(site, tmp_path, "node-b")  # clones from before the publication
@@ -237,6 +242,7 @@ def test_a_key_whose_job_was_archived_is_still_found(site: Site, daemon: GitDaem
     assert b.git("for-each-ref", JOBS).strip() == ""
 
 
+@pytest.mark.slow
 def test_status_log_resolve_of_an_archived_job_on_any_clone(site: Site, daemon: GitDaemon,
                                                             tmp_path: Path) -> None:
     (job_id,) = publish(site, ["k"])
@@ -253,6 +259,7 @@ def test_status_log_resolve_of_an_archived_job_on_any_clone(site: Site, daemon: 
     assert remote_job_refs(site) == []
 
 
+@pytest.mark.slow
 def test_a_remote_that_refuses_the_archive_keeps_the_job_refs(site: Site, daemon: GitDaemon
                                                               ) -> None:
     ids = publish(site, ["a", "b"])
@@ -271,6 +278,7 @@ def test_a_remote_that_refuses_the_archive_keeps_the_job_refs(site: Site, daemon
 
 # -- a damaged remote archive (issue 23 point 6) ------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["blob", "tree", "unknown format"])
 def test_a_damaged_remote_archive_jams_nothing_and_is_kept(site: Site, tmp_path: Path,
                                                           damage: str) -> None:
@@ -318,6 +326,7 @@ def test_a_damaged_remote_archive_jams_nothing_and_is_kept(site: Site, tmp_path:
 
 # -- folding in the ordinary flow (issue 23 point 8) --------------------------------------------
 
+@pytest.mark.slow
 def test_push_and_prepare_push_fold_without_reconcile(site: Site) -> None:
     """Nobody runs ``reconcile``: finished job refs are folded by the publishing commands
     themselves once ``archive_after`` of them piled up, so the store stays small."""

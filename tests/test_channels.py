@@ -76,6 +76,7 @@ def test_command_channel_sends_once_then_never_again(site: Site, tmp_path: Path)
     assert site.call("status").out.strip() == "no unfinished jobs"
 
 
+@pytest.mark.slow
 def test_frozen_payload_is_sent_byte_for_byte_on_every_attempt(site: Site) -> None:
     with Platform(["503:0", "drop"]) as platform:
         configure(site, webhook_channel(platform.url))
@@ -99,6 +100,7 @@ def test_frozen_payload_is_sent_byte_for_byte_on_every_attempt(site: Site) -> No
 
 # -- same key racing -------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["command", "webhook"])
 def test_same_intent_racing_sends_once(site: Site, tmp_path: Path, kind: str) -> None:
     platform_file = tmp_path / "platform.jsonl"
@@ -138,6 +140,7 @@ def test_server_commits_then_drops_the_response(site: Site) -> None:
         assert {r.headers["Idempotency-Key"] for r in platform.requests} == {hook["intent_key"]}
 
 
+@pytest.mark.slow
 def test_500_after_commit_is_unknown_and_not_resent_blindly(site: Site) -> None:
     slow = "{max_attempts: 3, backoff_base: 4, backoff_max: 4, jitter: 0}"
     with Platform(["500"]) as platform:
@@ -183,6 +186,7 @@ def test_unknown_command_outcome_without_probe_needs_a_person(site: Site,
 
 # -- 429 with Retry-After --------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_429_retry_after_is_honoured(site: Site) -> None:
     with Platform(["429:4"]) as platform:
         configure(site, webhook_channel(platform.url))  # backoff 0.05 s: Retry-After wins
@@ -225,6 +229,7 @@ def test_killed_after_sending_before_recording_is_probed_not_resent(site: Site,
         "sending", "sending", "reconciling", "confirmed"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", CHANNEL_POINTS)
 def test_kill_at_every_channel_point_then_exactly_one_post(site: Site, tmp_path: Path,
                                                            point: str) -> None:
@@ -252,6 +257,7 @@ def test_kill_at_every_channel_point_then_exactly_one_post(site: Site, tmp_path:
 
 # -- a worker frozen past its lease ----------------------------------------------------------
 
+@pytest.mark.slow
 def test_sigstopped_past_its_lease_cannot_overwrite(site: Site, tmp_path: Path) -> None:
     """Worker A sends, then is frozen (SIGSTOP) before it records the outcome. Its lease
     expires; worker B turns the record unknown and confirms it by the probe. A, resumed, must
@@ -278,6 +284,7 @@ def test_sigstopped_past_its_lease_cannot_overwrite(site: Site, tmp_path: Path) 
     assert len(posts(platform)) == 1
 
 
+@pytest.mark.slow
 def test_sigstopped_before_the_send_sends_nothing_when_resumed(site: Site,
                                                                tmp_path: Path) -> None:
     """Frozen after recording SENDING but before the send: once resumed past its lease it
@@ -304,6 +311,7 @@ def test_sigstopped_before_the_send_sends_nothing_when_resumed(site: Site,
     assert site.call("reconcile").code == 4
 
 
+@pytest.mark.slow
 def test_external_sigstop_while_the_platform_answers(site: Site, tmp_path: Path) -> None:
     """The same race with the stop coming from outside, at a moment we do not choose exactly:
     after the platform wrote the post, while the command is still finishing."""
@@ -412,6 +420,7 @@ def test_required_channel_refused_needs_a_person_and_can_be_resent(site: Site,
     assert r.code == 2 and "nothing to resolve" in r.err
 
 
+@pytest.mark.slow
 def test_retryable_not_sent_is_bounded(site: Site, tmp_path: Path) -> None:
     platform = tmp_path / "platform.jsonl"
     configure(site, command_channel(platform))  # max_attempts 3, backoff 0.05 s

@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from conftest import Result, Site, git
 from test_delivery import article, prepare
 
@@ -77,6 +78,7 @@ def remote_notes(site: Site, commit: str) -> str:
     return git(site.remote, "notes", "--ref=pub", "show", commit, check=False)
 
 
+@pytest.mark.slow
 def test_confirm_in_a_shallow_ci_clone(site: Site, tmp_path: Path) -> None:
     commits = publish(site, 3)
     ci = ci_clone(site, tmp_path, "ci")
@@ -112,6 +114,7 @@ def test_tampered_job_commit_is_flagged(site: Site, tmp_path: Path) -> None:
     assert "BAD" in remote_notes(site, bad)
 
 
+@pytest.mark.slow
 def test_racing_confirm_runs_keep_each_others_notes(site: Site, tmp_path: Path) -> None:
     commits = publish(site, 4)
     first = git(site.remote, "rev-list", "--max-parents=0", "main").strip()
@@ -127,6 +130,7 @@ def test_racing_confirm_runs_keep_each_others_notes(site: Site, tmp_path: Path) 
         assert "gitpub-confirm: ok" in remote_notes(site, c), c
 
 
+@pytest.mark.slow
 def test_concurrent_note_writers_lose_nothing(site: Site) -> None:
     script = (
         "import sys\nfrom pathlib import Path\nfrom gitpub.git.repo import Repository\n"
@@ -199,6 +203,7 @@ def confirm_in_ci(site: Site, tmp_path: Path, name: str, *args: str) -> Result:
     return ci_clone(site, tmp_path, name).run("confirm", *args)
 
 
+@pytest.mark.slow
 def test_extra_paths_are_bad_and_bad_stays_until_accepted(site: Site, tmp_path: Path) -> None:
     (good,) = publish(site, 1)
     assert confirm_in_ci(site, tmp_path, "ci0").code == 0
@@ -255,6 +260,7 @@ def test_cherry_pick_x_then_amend_is_bad(site: Site, tmp_path: Path) -> None:
     assert f"BAD {picked}" in r.out and "posts/p0.md: content differs" in r.out
 
 
+@pytest.mark.slow
 def test_a_prefix_switch_in_the_same_push_does_not_hide_a_tampered_commit(
         site: Site, tmp_path: Path) -> None:
     (good,) = publish(site, 1)
@@ -315,6 +321,7 @@ def test_a_job_commit_touching_a_steering_path_is_bad(site: Site, tmp_path: Path
     assert bad in r.out
 
 
+@pytest.mark.slow
 def test_the_checked_through_point_comes_from_the_remote_notes(site: Site,
                                                                tmp_path: Path) -> None:
     publish(site, 2)
@@ -341,6 +348,7 @@ def test_readme_notes_commands_work_in_a_publishers_clone(site: Site, tmp_path: 
     assert good in shown
 
 
+@pytest.mark.slow
 def test_deepened_counts_the_commits_actually_fetched(site: Site, tmp_path: Path) -> None:
     """A 4-commit history in a depth-1 clone: 3 commits fetched, though 64 were asked for."""
     publish(site, 3)

@@ -16,6 +16,7 @@ def leftover_locks(repo: Path) -> list[str]:
                   if "pub/live" not in str(p))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["git.object-locked", "git.ref-locked"])
 def test_confirm_killed_holding_a_lock_then_run_again(site: Site, tmp_path: Path,
                                                      point: str) -> None:

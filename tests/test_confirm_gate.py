@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import Site, git
 from test_confirm import (
     FORGED_JOB,
@@ -64,6 +65,7 @@ def test_a_forged_checked_through_point_is_not_believed(site: Site, tmp_path: Pa
         assert any("without a valid MAC were ignored" in m for m in r.json()["remarks"])
 
 
+@pytest.mark.slow
 def test_without_the_key_the_whole_history_is_checked_and_said_so(site: Site,
                                                                   tmp_path: Path) -> None:
     (good,) = publish(site, 1)
@@ -85,6 +87,7 @@ def test_without_the_key_the_whole_history_is_checked_and_said_so(site: Site,
     assert r.code == 2 and "GITPUB_CONFIRM_KEY" in r.err
 
 
+@pytest.mark.slow
 def test_a_ledger_without_the_open_bad_and_a_hand_acceptance_do_not_close_it(
         site: Site, tmp_path: Path) -> None:
     """t3/t3b: after the run that found BAD, the attacker appends an acceptance line by hand,
@@ -173,6 +176,7 @@ def use_prefix(site: Site, prefix: str) -> None:
     site.git("push", "-q", "origin", "HEAD:main")
 
 
+@pytest.mark.slow
 def test_a_force_push_that_switches_the_prefix_does_not_hide_a_rewritten_publication(
         site: Site, tmp_path: Path) -> None:
     """t7: the site uses ``Site``; a force-push amends the publication (tampered content, a CI

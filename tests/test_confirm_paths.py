@@ -66,6 +66,7 @@ def both_ways(site: Site, tmp_path: Path, name: str,
     return fast
 
 
+@pytest.mark.slow
 def test_fast_and_slow_paths_agree_on_a_hostile_history(
         site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     report_unrecorded(site)  # the forged claims have no store record: BAD by that rule alone

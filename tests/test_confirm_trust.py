@@ -53,6 +53,7 @@ def push_forged(site: Site, tmp_path: Path, files: dict[str, str], name: str = "
 
 # -- 1. the notes rolled back to an older authentic ledger -------------------------------------
 
+@pytest.mark.slow
 def test_a_rollback_of_the_notes_is_refused(site: Site, tmp_path: Path) -> None:
     """An open BAD is recorded; the attacker sets refs/notes/pub back to the ledger before it,
     force-pushes the bad commit away and deletes a job ref: exit 1, naming the rollback."""
@@ -82,6 +83,7 @@ def test_deleted_notes_are_refused(site: Site, tmp_path: Path) -> None:
     assert r.code == 1 and "rolled back or deleted" in r.out, r.out + r.err
 
 
+@pytest.mark.slow
 def test_a_forged_ledger_on_top_of_a_rollback_is_refused(site: Site, tmp_path: Path) -> None:
     """Rolled back, then a notes commit on top whose ledger claims a high serial: its MAC is
     wrong, the authentic one below is older than the anchor."""
@@ -117,6 +119,7 @@ def test_the_notes_moving_on_from_the_anchor_are_fine(site: Site, tmp_path: Path
 
 # -- the anchor itself -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_first_keyed_run_needs_a_persons_first_run(site: Site, tmp_path: Path) -> None:
     publish(site, 1)
     r = keyed_run(site, tmp_path, "ci0")
@@ -126,6 +129,7 @@ def test_a_first_keyed_run_needs_a_persons_first_run(site: Site, tmp_path: Path)
     assert keyed_run(site, tmp_path, "ci2").code == 0  # anchored from now on
 
 
+@pytest.mark.slow
 def test_a_lost_anchor_is_refused_until_a_first_run(site: Site, tmp_path: Path) -> None:
     anchored(site, tmp_path)
     (tmp_path / "ci-cache/confirm-anchor.json").unlink()
@@ -212,6 +216,7 @@ def test_deleting_the_notes_after_a_force_push_does_not_hide_it(site: Site,
 
 # -- 3. a pushed .gitpub.yaml names another branch -------------------------------------------
 
+@pytest.mark.slow
 def test_a_pushed_branch_decoy_does_not_redirect_confirm(site: Site, tmp_path: Path) -> None:
     anchored(site, tmp_path)
     evil = attacker_clone(site, tmp_path)

@@ -320,12 +320,14 @@ def check_matrix_case(site: Site, kinds: Sequence[str], damaged: int, how: str,
     repair()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["push", "reconcile"])
 @pytest.mark.parametrize("how", DAMAGES)
 def test_damage_matrix(site: Site, how: str, command: str) -> None:
     check_matrix_case(site, KINDS, 1, how, command)
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("DAMAGE_EXAMPLES", "4")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(kinds=st.lists(st.sampled_from(KINDS), min_size=2, max_size=4),

@@ -59,6 +59,7 @@ def test_every_delivery_crash_point_is_reached(site: Site, tmp_path: Path) -> No
     assert not missing, f"delivery crash points never reached: {missing}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", DELIVERY_POINTS)
 def test_kill_push_then_reconcile_and_push(site: Site, tmp_path: Path, point: str) -> None:
     job_id, counter = setup_job(site, tmp_path)

@@ -172,6 +172,7 @@ PHASES = (Phase.explicit, Phase.generate) + (
     (Phase.shrink,) if os.environ.get("INTERLEAVINGS_SHRINK") else ())
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, derandomize=True, database=None,
           phases=PHASES, print_blob=False,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -229,6 +230,7 @@ def test_random_interleavings_publish_every_job_once(
 
 # -- every delivery crash point, one job -----------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", DELIVERY_POINTS)
 def test_kill_push_at_each_delivery_point_then_recover(
         site: Site, tmp_path: Path, point: str) -> None:
@@ -277,6 +279,7 @@ def test_kill_push_at_each_delivery_point_then_recover(
 
 # -- a push that landed below an older-dated commit ------------------------------------------
 
+@pytest.mark.slow
 def test_probe_finds_a_push_below_an_older_dated_commit(site: Site, tmp_path: Path) -> None:
     """Promise 5 with a rival writer whose clock is behind (or a commit that keeps an old date).
 

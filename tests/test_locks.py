@@ -176,6 +176,7 @@ def test_a_users_index_lock_is_never_touched(site: Site) -> None:
 
 # -- SIGKILL while a lock is held ----------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["git.object-locked", "git.ref-locked"])
 def test_prepare_killed_while_holding_a_lock_repeatedly(site: Site, tmp_path: Path,
                                                         point: str) -> None:
@@ -194,6 +195,7 @@ def test_prepare_killed_while_holding_a_lock_repeatedly(site: Site, tmp_path: Pa
     assert leftover_locks(site) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["git.object-locked", "git.ref-locked"])
 def test_prepare_killed_at_every_locked_write(site: Site, tmp_path: Path, point: str) -> None:
     """One job per write position, killed while that write's lock is held; one reconcile
@@ -219,6 +221,7 @@ def test_prepare_killed_at_every_locked_write(site: Site, tmp_path: Path, point:
     assert leftover_locks(site) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["git.object-locked", "git.ref-locked"])
 def test_push_killed_at_every_locked_write(site: Site, tmp_path: Path, point: str) -> None:
     code, out = prepare(site, "probe")
@@ -284,6 +287,7 @@ def test_post_commit_killed_at_every_locked_write(site: Site, point: str, kind: 
     assert leftover_locks(site) == []
 
 
+@pytest.mark.slow
 def test_post_commit_never_waits_long_on_a_notes_lock(site: Site) -> None:
     install_hooks(site)
     lock = site.path / ".git/refs/notes/pub.lock"

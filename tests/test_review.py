@@ -201,6 +201,7 @@ def test_a_missing_token_stops_before_anything_is_pushed(
     assert status(site, job_id)["state"] == "LOCAL_COMMITTED"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["review.pushing-recorded", "review.pushed",
                                    "review.request-opened"])
 def test_a_crash_never_opens_a_second_request(site: Site, forge: ForgeServer,
@@ -257,6 +258,7 @@ def test_metrics_and_the_status_list_show_the_jobs_in_review(site: Site,
     assert samples(site.call("metrics").out)["gitpub_in_review", ()] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forge", ["github"], indirect=True)
 def test_confirm_accepts_a_squash_by_content_and_a_merge_waiting_to_be_recorded(
         site: Site, forge: ForgeServer, tmp_path: Path) -> None:
@@ -459,6 +461,7 @@ def test_another_clone_records_the_squash_and_this_one_adopts_it(
     assert forge.created() == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forge", ["github"], indirect=True)
 @pytest.mark.parametrize("point", [None, "shared.pushing-pushed", "shared.content-pushed"])
 def test_without_atomic_push_a_crash_after_the_branch_push_goes_on_from_there(

@@ -182,6 +182,7 @@ def review_hint(site: Site) -> tuple[str, str]:
     return str(job["job_id"]), str(job["hint"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["last", "earlier"])
 def test_a_hand_commit_with_a_secret_has_a_way_out_that_works(site: Site, where: str) -> None:
     """Issue 24.3: the hint used to say "remove the secret, then --retry", and the retry

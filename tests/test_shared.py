@@ -105,6 +105,7 @@ def test_state_travels_with_the_content_in_one_atomic_push(site: Site, daemon: G
     assert history.code == 0
 
 
+@pytest.mark.slow
 def test_racing_claim_refuses_the_whole_atomic_push(site: Site, daemon: GitDaemon,
                                                     tmp_path: Path) -> None:
     """Node A is frozen (SIGSTOP) after recording PUSHING, past its lease; node B takes the
@@ -176,6 +177,7 @@ def test_same_key_other_content_on_another_clone_exits_3(site: Site, daemon: Git
     assert_store_agrees(site, [str(data["job_id"])])
 
 
+@pytest.mark.slow
 def test_same_key_on_two_racing_clones(site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
     """Both nodes deliver the same key at once: the claim's compare-and-swap picks one; the
     other adopts its record. One publication."""
@@ -194,6 +196,7 @@ def test_same_key_on_two_racing_clones(site: Site, daemon: GitDaemon, tmp_path: 
 
 # -- take-over -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["delivery.claimed", "delivery.pushing-recorded"])
 def test_a_dead_nodes_job_is_taken_over_by_another_clone(site: Site, daemon: GitDaemon,
                                                          tmp_path: Path, point: str) -> None:
@@ -283,6 +286,7 @@ def test_another_clone_resolves_a_job_it_never_had(site: Site, daemon: GitDaemon
 
 # -- three nodes, random kills ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_three_nodes_with_random_kills_publish_each_job_once(site: Site, daemon: GitDaemon,
                                                              tmp_path: Path) -> None:
     """Three clones deliver three jobs each at once; each node's first run is SIGKILLed at a
@@ -315,6 +319,7 @@ def test_three_nodes_with_random_kills_publish_each_job_once(site: Site, daemon:
 
 # -- hand commits follow their author's branch -------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("who", ["another clone's reconcile", "the author's own push"])
 def test_a_hand_commit_amended_while_its_job_was_claimed_is_never_published_stale(
         site: Site, daemon: GitDaemon, tmp_path: Path, who: str) -> None:

@@ -93,6 +93,7 @@ def all_refs_text(repos: list[Path]) -> str:
 
 # -- forged and damaged remote job refs ------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_forged_published_record_does_not_drop_the_job(site: Site, daemon: GitDaemon,
                                                          tmp_path: Path) -> None:
     """A hostile clone moves the remote's job ref to a record saying PUBLISHED, for a commit
@@ -139,6 +140,7 @@ def _garbage_state(site: Site, job_id: str) -> str:
     return commit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["garbage", "tree", "blob", "other-job", "format"])
 def test_a_damaged_remote_job_ref_is_reported_and_left_for_repair(
         site: Site, daemon: GitDaemon, tmp_path: Path, kind: str) -> None:
@@ -206,6 +208,7 @@ def test_a_squatted_job_is_taken_over(site: Site, daemon: GitDaemon, tmp_path: P
 SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("owner", [f"evil\x1b[2J\x1b]0;pwned\x07 {SECRET}\r\nforged line",
                                    "x" * 1_000_000])
 def test_a_hostile_lease_holder_reaches_no_terminal_and_no_ref(
@@ -237,6 +240,7 @@ def test_a_hostile_lease_holder_reaches_no_terminal_and_no_ref(
 
 # -- a person on one clone, a take-over on another -------------------------------------------
 
+@pytest.mark.slow
 def test_abandon_racing_a_take_over_does_not_say_abandoned(
         site: Site, daemon: GitDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """B abandons a dead node's job (it probed the branch: absent) while C takes it over: C's
@@ -336,6 +340,7 @@ def test_a_remote_refusing_the_branch_is_a_rejection_not_a_race(site: Site, daem
     assert_store_agrees(site, [job_id])
 
 
+@pytest.mark.slow
 def test_a_remote_refusing_non_fast_forwards_of_job_refs_still_works(
         site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
     """A server that refuses every non-fast-forward update, job refs included (an ``update``
@@ -397,6 +402,7 @@ def elsewhere(tmp_path: Path, host: str, seconds: float = 0.0) -> dict[str, str]
                           f"{os.pathsep}{Path(__file__).resolve().parent.parent}"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("who", ["thief-ahead", "holder-ahead"])
 def test_clocks_an_hour_apart_never_publish_twice(site: Site, daemon: GitDaemon,
                                                   tmp_path: Path, who: str) -> None:
@@ -432,6 +438,7 @@ def test_clocks_an_hour_apart_never_publish_twice(site: Site, daemon: GitDaemon,
 
 # -- lost replies ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lost", ["delivery", "claim", "content-without-atomic"])
 def test_a_lost_push_reply_then_another_node(site: Site, daemon: GitDaemon, tmp_path: Path,
                                              lost: str) -> None:
@@ -472,6 +479,7 @@ def test_a_lost_push_reply_then_another_node(site: Site, daemon: GitDaemon, tmp_
 
 # -- one key on three nodes at once ----------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("contents", [("a", "a", "a"), ("a", "b", "a"), ("a", "b", "c")])
 def test_one_key_on_three_nodes_at_once(site: Site, daemon: GitDaemon, tmp_path: Path,
                                         contents: tuple[str, str, str]) -> None:
@@ -519,6 +527,7 @@ ATOMIC_POINTS = ["delivery.fetched", "delivery.claimed", "delivery.pushing-recor
 IN_ORDER_POINTS = ["shared.pushing-pushed", "shared.content-pushed", "delivery.pushed"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("atomic", "point"),
                          [(True, p) for p in ATOMIC_POINTS] +
                          [(False, p) for p in IN_ORDER_POINTS])
@@ -547,6 +556,7 @@ def test_killed_while_delivering_and_again_while_taking_over(
         assert n.call("status", "--json", job_id).json()["state"] == "PUBLISHED", n.path.name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["delivery.claimed", "delivery.pushing-recorded",
                                    "shared.pushing-pushed"])
 def test_frozen_past_its_lease_without_atomic_push(site: Site, daemon: GitDaemon,
@@ -584,6 +594,7 @@ def test_frozen_past_its_lease_without_atomic_push(site: Site, daemon: GitDaemon
 
 # -- any clone, any job ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_clone_that_never_saw_the_job(site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
     """``status``, ``log`` (by id or unique prefix) on a clone that never had the job read the
     remote's job store; an id nobody has is a usage error; a remote that does not answer is
@@ -686,6 +697,7 @@ def test_a_ref_named_like_the_job_store_itself(site: Site, daemon: GitDaemon,
     assert_store_agrees(site, [job_id])
 
 
+@pytest.mark.slow
 def test_a_huge_remote_record_is_taken_over_and_published(site: Site, daemon: GitDaemon,
                                                           tmp_path: Path) -> None:
     """Another clone left a 4 MB record (a failure detail of that size): another node still
@@ -736,6 +748,7 @@ def forge_artifact(site: Site, job_id: str, path: str, text: bytes) -> str:
     return commit
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="design: a take-over trusts the artifacts of the "
                    "remote's record; whoever may push refs/pub/* can have another node "
                    "publish content no gate has seen (docs/several-writers.md: protect "
@@ -786,6 +799,7 @@ CHAOS_POINTS = ["delivery.fetched", "delivery.claimed", "delivery.pushing-record
                 "git.ref-locked", "git.object-locked", None]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_three_nodes_random_kills_and_shared_keys(site: Site, daemon: GitDaemon,
                                                   tmp_path: Path, seed: int) -> None:

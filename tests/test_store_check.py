@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import Site, git
 from test_confirm import ci_clone, publish, remote_notes
 
@@ -58,6 +59,7 @@ def root_commit(site: Site) -> str:
     return git(site.remote, "rev-list", "--max-parents=0", "main").strip()
 
 
+@pytest.mark.slow
 def test_confirm_agrees_with_the_store_and_marks_the_archive(site: Site,
                                                              tmp_path: Path) -> None:
     publish(site, 2)
@@ -129,6 +131,7 @@ def test_a_record_that_contradicts_the_branch_is_bad(site: Site, tmp_path: Path)
     assert "says SKIPPED (abandoned), but the job's commit is on the branch" in r.out
 
 
+@pytest.mark.slow
 def test_a_forged_archive_entry_is_bad(site: Site, tmp_path: Path) -> None:
     """After an authenticated run marked the archive checked, someone pushes a fold of their
     own: an entry saying a job nobody published is PUBLISHED (so no clone would publish its

@@ -72,6 +72,7 @@ def test_an_uninterrupted_sync_is_the_reference(site: Site, tmp_path: Path) -> N
     assert not missing, f"never reached by sync: {missing}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", POINTS)
 def test_kill_sync_anywhere_then_sync_again(site: Site, tmp_path: Path, point: str) -> None:
     commits = setup(site, tmp_path)

@@ -227,6 +227,7 @@ def _git_hangs_on(message: bytes) -> bool:
 EXAMPLES = int(os.environ.get("TRAILER_EXAMPLES", "300"))
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(message=messages)
 def test_any_message_reads_as_git_reads_it(oracle: Oracle, message: bytes) -> None:
