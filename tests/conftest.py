@@ -41,11 +41,11 @@ def rounds(ci: int, long: int) -> int:
     return long if LONG else ci
 
 
-def seeds(name: str, ci: int, long: int) -> list[int]:
-    """Seeds for a parametrized seeded test: drawn from this run's seed (``ci`` of them), or
-    ``long`` of them with GITPUB_TEST_LONG. Named by ``name`` so two tests draw different ones."""
+def seeds(name: str, ci: int, long: int) -> list[Any]:
+    """Parameters for a seeded test: ``ci`` seeds drawn from this run's seed, or ``long`` with
+    GITPUB_TEST_LONG, named ``round0``... (stable test ids). ``name`` keeps two tests apart."""
     rng = random.Random(f"{SEED}-{name}")
-    return [rng.randrange(2**32) for _ in range(rounds(ci, long))]
+    return [pytest.param(rng.randrange(2**32), id=f"round{i}") for i in range(rounds(ci, long))]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from conftest import Site, git
-from hypothesis import HealthCheck, given, settings
+from conftest import SEED, Site, git, rounds
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from test_delivery import commit_file, other_writer, remote_job_ids
 from test_fonts import build_font
@@ -328,8 +328,9 @@ def test_damage_matrix(site: Site, how: str, command: str) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=int(os.environ.get("DAMAGE_EXAMPLES", "4")), deadline=None,
+@settings(max_examples=int(os.environ.get("DAMAGE_EXAMPLES", rounds(2, 4))), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@seed(SEED)
 @given(kinds=st.lists(st.sampled_from(KINDS), min_size=2, max_size=4),
        pick=st.integers(min_value=0, max_value=5), how=st.sampled_from(DAMAGES),
        command=st.sampled_from(["push", "reconcile"]))

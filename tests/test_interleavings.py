@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import Result, Site, git, make_site
-from hypothesis import HealthCheck, Phase, event, example, given, note, settings
+from conftest import SEED, Result, Site, git, make_site, rounds
+from hypothesis import HealthCheck, Phase, event, example, given, note, seed, settings
 from hypothesis import strategies as st
 from netfaults import DropReplyProxy, GitDaemon
 
@@ -173,9 +173,12 @@ PHASES = (Phase.explicit, Phase.generate) + (
 
 
 @pytest.mark.slow
-@settings(max_examples=12, deadline=None, derandomize=True, database=None,
+#: Three scenarios per run (about 3 s each) from the run's seed, twelve with GITPUB_TEST_LONG=1;
+#: the explicit examples below run every time.
+@settings(max_examples=rounds(3, 12), deadline=None, database=None,
           phases=PHASES, print_blob=False,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@seed(SEED)
 @given(scenario=scenarios())
 @example(scenario=(3, [  # a push killed after its second job landed; the rival moves on
     ("prepare", 0, None), ("prepare", 1, None), ("prepare", 2, None),

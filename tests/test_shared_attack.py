@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Site, git, spawn, wait_stopped
+from conftest import Site, git, seeds, spawn, wait_stopped
 from netfaults import GitDaemon
 from test_delivery import article, prepare, remote_job_ids
 from test_shared import (
@@ -800,7 +800,7 @@ CHAOS_POINTS = ["delivery.fetched", "delivery.claimed", "delivery.pushing-record
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", seeds("three-nodes-shared-keys", 1, 3))
 def test_three_nodes_random_kills_and_shared_keys(site: Site, daemon: GitDaemon,
                                                   tmp_path: Path, seed: int) -> None:
     """Three nodes, each with jobs of its own and one key all three were given (same
