@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -279,16 +280,19 @@ def damage(site: Site, job_id: str, how: str) -> Callable[[], None]:
 
 
 def check_matrix_case(site: Site, kinds: Sequence[str], damaged: int, how: str,
-                      command: str) -> None:
-    ids = [make_job(site, i, kind) for i, kind in enumerate(kinds)]
+                      command: str, ids: list[str] | None = None) -> None:
+    """Damage job ``damaged`` among jobs of ``kinds`` (made here, or given as ``ids``), then run
+    ``command``, ``status`` and ``reconcile`` in this process (no kill after the damage)."""
+    if ids is None:
+        ids = [make_job(site, i, kind) for i, kind in enumerate(kinds)]
     bad = ids[damaged]
     repair = damage(site, bad, how)
     ref_file = site.path / ".git/refs/pub/jobs" / bad
     before = ref_file.read_bytes()
-    first = site.run(command)
+    first = site.call(command)
     after_first = remote_job_ids(site)
-    listing = site.run("status")
-    then = site.run("reconcile")
+    listing = site.call("status")
+    then = site.call("reconcile")
     for r in (first, listing, then):
         no_traceback(r.out, r.err)
     if how in UNREADABLE:
@@ -320,11 +324,35 @@ def check_matrix_case(site: Site, kinds: Sequence[str], damaged: int, how: str,
     repair()
 
 
+#: The matrix's jobs, made once per worker (five killed processes) and copied into each case's
+#: site: (the template's directory, the job ids).
+_MATRIX_JOBS: dict[tuple[str, ...], tuple[Site, list[str]]] = {}
+
+
+def jobs_copied_in(site: Site, kinds: tuple[str, ...],
+                   tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """Jobs of ``kinds`` in ``site``, as ``make_job`` makes them: made once in a template site
+    (the same first commit: dates are fixed), whose repositories are copied over the site's."""
+    from conftest import make_site
+
+    if kinds not in _MATRIX_JOBS:
+        template = make_site(tmp_path_factory.mktemp("matrix-template"), site.env)
+        _MATRIX_JOBS[kinds] = template, [make_job(template, i, k) for i, k in enumerate(kinds)]
+    template, ids = _MATRIX_JOBS[kinds]
+    for src, dst in ((template.path, site.path), (template.remote, site.remote)):
+        shutil.rmtree(dst)
+        shutil.copytree(src, dst, symlinks=True)
+    site.git("remote", "set-url", "origin", str(site.remote))
+    return ids
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["push", "reconcile"])
 @pytest.mark.parametrize("how", DAMAGES)
-def test_damage_matrix(site: Site, how: str, command: str) -> None:
-    check_matrix_case(site, KINDS, 1, how, command)
+def test_damage_matrix(site: Site, how: str, command: str,
+                       tmp_path_factory: pytest.TempPathFactory) -> None:
+    check_matrix_case(site, KINDS, 1, how, command,
+                      jobs_copied_in(site, KINDS, tmp_path_factory))
 
 
 @pytest.mark.slow
