@@ -23,7 +23,7 @@ from channelkit import (
     status,
     webhook_channel,
 )
-from conftest import Site, git, spawn, wait_stopped
+from conftest import Clock, Site, git, spawn, wait_stopped
 from httpfaults import Platform
 
 from gitpub.channels.lease import lease_ref
@@ -141,7 +141,7 @@ def test_server_commits_then_drops_the_response(site: Site) -> None:
 
 
 @pytest.mark.slow
-def test_500_after_commit_is_unknown_and_not_resent_blindly(site: Site) -> None:
+def test_500_after_commit_is_unknown_and_not_resent_blindly(site: Site, clock: Clock) -> None:
     slow = "{max_attempts: 3, backoff_base: 4, backoff_max: 4, jitter: 0}"
     with Platform(["500"]) as platform:
         configure(site, webhook_channel(platform.url, retry=slow))
@@ -155,8 +155,7 @@ def test_500_after_commit_is_unknown_and_not_resent_blindly(site: Site) -> None:
             site.call(command)
         assert time.time() < due, "the machine is too slow for this test's timing"
         assert len(platform.requests) == 1, "unknown waits for its reconciliation, no resend"
-        while time.time() < due:
-            time.sleep(0.1)
+        clock.advance(due - time.time() + 0.01)  # the reconciliation is due
         assert site.call("reconcile").code == 0
         assert channel(site, job_id, "hook")["status"] == "confirmed"
         assert len(platform.posts) == 1 and len(platform.requests) == 2
@@ -187,7 +186,8 @@ def test_unknown_command_outcome_without_probe_needs_a_person(site: Site,
 # -- 429 with Retry-After --------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_429_retry_after_is_honoured(site: Site) -> None:
+def test_429_retry_after_is_honoured(site: Site, clock: Clock) -> None:
+    """The platform's clock (its requests' times) is this process's: ``clock`` moves both."""
     with Platform(["429:4"]) as platform:
         configure(site, webhook_channel(platform.url))  # backoff 0.05 s: Retry-After wins
         job_id = prepare(site)
@@ -197,8 +197,7 @@ def test_429_retry_after_is_honoured(site: Site) -> None:
         assert hook["next_attempt_at"] - platform.requests[0].time >= 3.9
         site.call("reconcile")
         assert len(platform.requests) == 1, "not before Retry-After"
-        while time.time() < hook["next_attempt_at"]:
-            time.sleep(0.1)
+        clock.advance(hook["next_attempt_at"] - time.time() + 0.01)  # Retry-After has passed
         assert site.call("reconcile").code == 0
         assert channel(site, job_id, "hook")["status"] == "confirmed"
         first, second = platform.requests
@@ -258,19 +257,20 @@ def test_kill_at_every_channel_point_then_exactly_one_post(site: Site, tmp_path:
 # -- a worker frozen past its lease ----------------------------------------------------------
 
 @pytest.mark.slow
-def test_sigstopped_past_its_lease_cannot_overwrite(site: Site, tmp_path: Path) -> None:
+def test_sigstopped_past_its_lease_cannot_overwrite(site: Site, tmp_path: Path,
+                                                   clock: Clock) -> None:
     """Worker A sends, then is frozen (SIGSTOP) before it records the outcome. Its lease
     expires; worker B turns the record unknown and confirms it by the probe. A, resumed, must
     not overwrite B's state with its own (stale) view."""
     platform = tmp_path / "platform.jsonl"
     configure(site, command_channel(platform, timeout=1, lease=4))
     job_id = published_pending(site)
-    a = spawn(site, "reconcile", env={"GITPUB_PAUSE_AT": "channels.sent"})
+    a = spawn(site, "reconcile", env={**clock.env(site), "GITPUB_PAUSE_AT": "channels.sent"})
     try:
         wait_stopped(a.pid)
         assert channel(site, job_id)["status"] == "sending" and len(posts(platform)) == 1
         assert site.call("reconcile").code == 5 or channel(site, job_id)["status"] == "sending"
-        time.sleep(4.2)  # A's lease runs out while it is frozen
+        clock.advance(4.2)  # A's lease runs out while it is frozen
         assert site.call("reconcile").code == 0
         by_b = channel(site, job_id)
         assert by_b["status"] == "confirmed" and by_b["evidence"] == "probe"
@@ -285,18 +285,19 @@ def test_sigstopped_past_its_lease_cannot_overwrite(site: Site, tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_sigstopped_before_the_send_sends_nothing_when_resumed(site: Site,
-                                                               tmp_path: Path) -> None:
+def test_sigstopped_before_the_send_sends_nothing_when_resumed(site: Site, tmp_path: Path,
+                                                               clock: Clock) -> None:
     """Frozen after recording SENDING but before the send: once resumed past its lease it
     finds its lease gone and sends nothing; the channel stays visibly unresolved."""
     platform = tmp_path / "platform.jsonl"
     retry = "{max_attempts: 2, backoff_base: 0.05, backoff_max: 0.1, jitter: 0}"
     configure(site, command_channel(platform, timeout=1, lease=4, retry=retry))
     job_id = published_pending(site)
-    a = spawn(site, "reconcile", env={"GITPUB_PAUSE_AT": "channels.sending-recorded"})
+    a = spawn(site, "reconcile", env={**clock.env(site),
+                                      "GITPUB_PAUSE_AT": "channels.sending-recorded"})
     try:
         wait_stopped(a.pid)
-        time.sleep(4.2)
+        clock.advance(4.2)  # A's lease runs out while it is frozen
         for _ in range(3):
             site.call("reconcile")
             time.sleep(0.15)
@@ -312,21 +313,22 @@ def test_sigstopped_before_the_send_sends_nothing_when_resumed(site: Site,
 
 
 @pytest.mark.slow
-def test_external_sigstop_while_the_platform_answers(site: Site, tmp_path: Path) -> None:
+def test_external_sigstop_while_the_platform_answers(site: Site, tmp_path: Path,
+                                                     clock: Clock) -> None:
     """The same race with the stop coming from outside, at a moment we do not choose exactly:
     after the platform wrote the post, while the command is still finishing."""
     platform = tmp_path / "platform.jsonl"
     ready = tmp_path / "posted"
     configure(site, command_channel(platform, timeout=2, lease=6))
     job_id = published_pending(site)
-    a = spawn(site, "reconcile", env={"CHANNEL_TOOL_MODE": "sleep:0.5",
+    a = spawn(site, "reconcile", env={**clock.env(site), "CHANNEL_TOOL_MODE": "sleep:0.5",
                                       "CHANNEL_TOOL_READY": str(ready)})
     try:
         deadline = time.monotonic() + 30
         while not ready.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         os.kill(a.pid, signal.SIGSTOP)
-        time.sleep(6.2)
+        clock.advance(6.2)  # A's lease runs out while it is stopped
         assert site.call("reconcile").code == 0
         by_b = channel(site, job_id)
     finally:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from channelkit import channel, command_channel, configure, posts, prepare, status
-from conftest import Site
+from conftest import Clock, Site
 from httpfaults import LiveSite
 
 PAGE = "<html><head><title>Post k1</title></head><body><h1>Post k1</h1></body></html>"
@@ -43,7 +43,7 @@ def test_not_live_yet_then_live_then_the_channel_goes(site: Site, tmp_path: Path
 
 
 @pytest.mark.slow
-def test_a_page_that_never_comes_ends_the_bounded_wait_visibly(site: Site) -> None:
+def test_a_page_that_never_comes_ends_the_bounded_wait_visibly(site: Site, clock: Clock) -> None:
     with LiveSite(delay=None) as web:
         configure(site, site_url=web.url, live="{timeout: 1, interval: 0.2, give_up: 3}")
         job_id = prepare(site)
@@ -54,7 +54,7 @@ def test_a_page_that_never_comes_ends_the_bounded_wait_visibly(site: Site) -> No
         live = status(site, job_id)["live"]
         assert live["status"] == "not_live_yet" and live["checks"] >= 3
         assert took < 15, "the wait is bounded"
-        time.sleep(2.5)
+        clock.advance(2.5)  # past give_up
         r = site.call("reconcile")
         assert r.code == 4, "past give_up a person has to look"
         assert "gave up waiting for" in r.out

@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
-from conftest import Site, git, seeds, spawn, wait_stopped
+from conftest import Clock, Site, git, seeds, spawn, wait_stopped
 from netfaults import GitDaemon
 from test_delivery import article, prepare, remote_job_ids
 
@@ -107,7 +106,7 @@ def test_state_travels_with_the_content_in_one_atomic_push(site: Site, daemon: G
 
 @pytest.mark.slow
 def test_racing_claim_refuses_the_whole_atomic_push(site: Site, daemon: GitDaemon,
-                                                    tmp_path: Path) -> None:
+                                                    tmp_path: Path, clock: Clock) -> None:
     """Node A is frozen (SIGSTOP) after recording PUSHING, past its lease; node B takes the
     job over by compare-and-swap on the remote and dies (SIGKILL) right after its claim.
     Resumed, A's atomic push would fast-forward the branch, but its job ref's lease no
@@ -117,13 +116,14 @@ def test_racing_claim_refuses_the_whole_atomic_push(site: Site, daemon: GitDaemo
     job_id = str(data["job_id"])
     b = node(site, tmp_path, "node-b", FAST + "lease_seconds: 2\n")
     before = branch_tip(site)
-    a = spawn(site, "push", env={"GITPUB_PAUSE_AT": "delivery.pushing-recorded"})
+    a = spawn(site, "push", env={**clock.env(site),
+                                 "GITPUB_PAUSE_AT": "delivery.pushing-recorded"})
     try:
         wait_stopped(a.pid)
         claim = remote_state(site, job_id)
         assert claim is not None and claim["state"] == "LOCAL_COMMITTED", "A claimed it"
-        time.sleep(2.3)  # A's lease runs out while it is frozen
-        r = b.run("reconcile", env={"GITPUB_CRASH_AT": "delivery.claimed"})
+        clock.advance(2.3)  # A's lease runs out while it is frozen
+        r = b.run("reconcile", env={**clock.env(b), "GITPUB_CRASH_AT": "delivery.claimed"})
         assert r.code == -signal.SIGKILL, r.out + r.err
         taken = remote_state(site, job_id)
         assert taken is not None and taken != claim

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Site, git, seeds, spawn, wait_stopped
+from conftest import Clock, Site, git, seeds, spawn, wait_stopped
 from netfaults import GitDaemon
 from test_delivery import article, prepare, remote_job_ids
 from test_shared import (
@@ -387,14 +387,17 @@ def test_a_remote_refusing_non_fast_forwards_of_job_refs_still_works(
 
 # -- clocks that disagree --------------------------------------------------------------------
 
-def elsewhere(tmp_path: Path, host: str, seconds: float = 0.0) -> dict[str, str]:
+def elsewhere(tmp_path: Path, host: str, seconds: float = 0.0,
+              clock: Clock | None = None) -> dict[str, str]:
     """The environment of a node on another host (``os.uname``'s node name) whose clock is
-    ``seconds`` off (Python's ``time.time``; its git commands keep the hermetic dates)."""
-    where = tmp_path / f"{host}{seconds:+.0f}"
+    ``seconds`` off (Python's ``time.time``; its git commands keep the hermetic dates), and
+    moved on with ``clock`` if given."""
+    where = tmp_path / f"{host}{seconds:+.0f}{'-clock' if clock else ''}"
     where.mkdir(exist_ok=True)
+    moved = "0.0" if clock is None else f"float(open({str(clock.file)!r}).read())"
     (where / "sitecustomize.py").write_text(
         "import os, time\n_real, _uname = time.time, os.uname()\n"
-        f"time.time = lambda: _real() + {seconds!r}\n"
+        f"time.time = lambda: _real() + {seconds!r} + {moved}\n"
         f"_other = os.uname_result((_uname.sysname, {host!r}, _uname.release, "
         "_uname.version, _uname.machine))\n"
         "os.uname = lambda: _other\n")
@@ -560,7 +563,8 @@ def test_killed_while_delivering_and_again_while_taking_over(
 @pytest.mark.parametrize("point", ["delivery.claimed", "delivery.pushing-recorded",
                                    "shared.pushing-pushed"])
 def test_frozen_past_its_lease_without_atomic_push(site: Site, daemon: GitDaemon,
-                                                   tmp_path: Path, point: str) -> None:
+                                                   tmp_path: Path, point: str,
+                                                   clock: Clock) -> None:
     """On a server without atomic push, node A (another host) is frozen (SIGSTOP) past its
     lease at a point of its in-order delivery; node C takes the job over and publishes it.
     Resumed, A's late writes — the PUSHING state, the content, PUBLISHED — are each refused
@@ -569,10 +573,11 @@ def test_frozen_past_its_lease_without_atomic_push(site: Site, daemon: GitDaemon
     site.write_config(FAST + "lease_seconds: 2\n")
     job_id = str(prepare(site, "k1", "posts/a.md", article("a"))["job_id"])
     c = node(site, tmp_path, "node-c", FAST + "lease_seconds: 2\n")
-    a = spawn(site, "push", env={**elsewhere(tmp_path, "host-a"), "GITPUB_PAUSE_AT": point})
+    a = spawn(site, "push", env={**elsewhere(tmp_path, "host-a", clock=clock),
+                                 "GITPUB_PAUSE_AT": point})
     try:
         wait_stopped(a.pid)
-        time.sleep(2.5)  # A's lease runs out while it is frozen
+        clock.advance(2.5)  # A's lease runs out while it is frozen
         r = c.run("reconcile")
         no_traceback(r.out, r.err)
         assert r.code == 0 and "taken over" in r.err, r.out + r.err
@@ -586,7 +591,7 @@ def test_frozen_past_its_lease_without_atomic_push(site: Site, daemon: GitDaemon
     assert a.returncode in (0, 5), out + err
     assert branch_tip(site) == tip, "A's late content push landed nothing"
     assert remote_state(site, job_id) == taken, "A never overwrote C's state"
-    r = site.run("push", env=elsewhere(tmp_path, "host-a"))
+    r = site.run("push", env=elsewhere(tmp_path, "host-a", clock=clock))
     assert r.code == 0, r.out + r.err
     assert site.call("status", "--json", job_id).json()["state"] == "PUBLISHED"
     assert_store_agrees(site, [job_id])
@@ -802,7 +807,8 @@ CHAOS_POINTS = ["delivery.fetched", "delivery.claimed", "delivery.pushing-record
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", seeds("three-nodes-shared-keys", 1, 3))
 def test_three_nodes_random_kills_and_shared_keys(site: Site, daemon: GitDaemon,
-                                                  tmp_path: Path, seed: int) -> None:
+                                                  tmp_path: Path, seed: int,
+                                                  clock: Clock) -> None:
     """Three nodes, each with jobs of its own and one key all three were given (same
     content), run ``push`` and ``reconcile`` concurrently for three rounds, each process
     SIGKILLed at a crash point drawn from a seeded generator (or not at all). Then every
@@ -826,14 +832,14 @@ def test_three_nodes_random_kills_and_shared_keys(site: Site, daemon: GitDaemon,
         for w in nodes:
             point = rng.choice(CHAOS_POINTS)
             env = {} if point is None else {"GITPUB_CRASH_AT": f"{point}:{rng.randint(1, 4)}"}
-            procs.append(spawn(w, rng.choice(["push", "reconcile"]), env=env))
+            procs.append(spawn(w, rng.choice(["push", "reconcile"]), env={**clock.env(w), **env}))
         for p in procs:
             out, err = p.communicate(timeout=300)
             no_traceback(out.decode(), err.decode())
             assert p.returncode in (0, 5, -signal.SIGKILL), (out, err)
-    time.sleep(3.1)  # every lease a killed process left has run out
+    clock.advance(3.1)  # every lease a killed process left has run out
     for _ in range(6):
-        codes = [w.run("reconcile", timeout=300).code for w in nodes]
+        codes = [w.run("reconcile", env=clock.env(w), timeout=300).code for w in nodes]
         if codes == [0, 0, 0] and sorted(remote_job_ids(site)) == sorted(expected):
             break
     assert_store_agrees(site, expected)
