@@ -428,10 +428,10 @@ def test_retryable_not_sent_is_bounded(site: Site, tmp_path: Path) -> None:
     configure(site, command_channel(platform))  # max_attempts 3, backoff 0.05 s
     job_id = prepare(site)
     env = {"CHANNEL_TOOL_MODE": "not_sent"}
-    site.run("push", env=env)
+    site.run_here("push", env=env)
     for _ in range(6):
         time.sleep(0.25)
-        site.run("reconcile", env=env)
+        site.run_here("reconcile", env=env)
     social = channel(site, job_id)
     assert social["status"] == "not_sent" and social["attempts"] == 3
     assert social["needs_person"] and social["next_attempt_at"] is None

@@ -82,7 +82,7 @@ def remote_notes(site: Site, commit: str) -> str:
 def test_confirm_in_a_shallow_ci_clone(site: Site, tmp_path: Path) -> None:
     commits = publish(site, 3)
     ci = ci_clone(site, tmp_path, "ci")
-    r = ci.run("confirm", "--json")
+    r = ci.run_here("confirm", "--json")
     assert r.code == 0, r.out + r.err
     data = r.json()
     assert sorted(c["commit"] for c in data["commits"]) == sorted(commits)
@@ -92,7 +92,7 @@ def test_confirm_in_a_shallow_ci_clone(site: Site, tmp_path: Path) -> None:
     # a second run checks only what came since
     more = publish(site, 1, start=3)
     ci2 = ci_clone(site, tmp_path, "ci2")
-    r = ci2.run("confirm", "--json")
+    r = ci2.run_here("confirm", "--json")
     assert r.code == 0, r.out + r.err
     assert [c["commit"] for c in r.json()["commits"]] == more
     assert r.json()["checked"] <= 2
@@ -108,7 +108,7 @@ def test_tampered_job_commit_is_flagged(site: Site, tmp_path: Path) -> None:
     git(other, "push", "-q", "-f", "origin", "HEAD:main")
     bad = git(other, "rev-parse", "HEAD").strip()
     ci = ci_clone(site, tmp_path, "ci", depth=None)
-    r = ci.run("confirm")
+    r = ci.run_here("confirm")
     assert r.code == 1
     assert bad in r.out and "posts/p0.md: content differs" in r.out
     assert "BAD" in remote_notes(site, bad)
@@ -227,7 +227,7 @@ def test_extra_paths_are_bad_and_bad_stays_until_accepted(site: Site, tmp_path: 
     # a person accepts it (the reason is sanitized), and later runs show the acceptance
     ci3 = ci_clone(site, tmp_path, "ci3")
     secret = "ghp_" + "A" * 36
-    r = ci3.run("confirm", "--accept", bad, "--reason", f"reverted by hand {secret}")
+    r = ci3.run_here("confirm", "--accept", bad, "--reason", f"reverted by hand {secret}")
     assert r.code == 0, r.out + r.err
     assert secret not in remote_notes(site, bad)
     assert "gitpub-confirm: accepted by" in remote_notes(site, bad)
@@ -239,8 +239,8 @@ def test_extra_paths_are_bad_and_bad_stays_until_accepted(site: Site, tmp_path: 
 def test_accept_refuses_a_commit_without_a_bad_verdict(site: Site, tmp_path: Path) -> None:
     (good,) = publish(site, 1)
     ci = ci_clone(site, tmp_path, "ci")
-    assert ci.run("confirm").code == 0
-    r = ci.run("confirm", "--accept", good, "--reason", "why not")
+    assert ci.run_here("confirm").code == 0
+    r = ci.run_here("confirm", "--accept", good, "--reason", "why not")
     assert r.code == 2 and "no BAD verdict" in r.err
 
 
@@ -354,7 +354,7 @@ def test_deepened_counts_the_commits_actually_fetched(site: Site, tmp_path: Path
     publish(site, 3)
     total = int(git(site.remote, "rev-list", "--count", "main").strip())
     ci = ci_clone(site, tmp_path, "ci")
-    r = ci.run("confirm", "--json")
+    r = ci.run_here("confirm", "--json")
     assert r.code == 0, r.out + r.err
     assert r.json()["deepened"] == total - 1 == 3
     assert int(git(ci.path, "rev-list", "--count", "origin/main").strip()) == total

@@ -242,7 +242,7 @@ def test_a_replace_ref_does_not_hide_a_tampered_publication(site: Site, tmp_path
     ci = ci_clone(site, tmp_path, "ci", depth=None)
     git(ci.path, "fetch", "-q", "origin", "refs/replace/*:refs/replace/*")
     assert git(ci.path, "log", "-1", "--format=%s", "main").strip() == "An ordinary change"
-    r = ci.run("confirm", "--json")
+    r = ci.run_here("confirm", "--json")
     assert r.code == 1 and r.json()["bad"] == [bad], r.out
 
 

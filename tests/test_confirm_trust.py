@@ -154,7 +154,7 @@ def test_a_tampered_anchor_is_refused(site: Site, tmp_path: Path, tamper: str) -
         path.write_text("{not json")
     elif tamper == "other key":
         ci = ci_clone(site, tmp_path, "other", depth=None, first_runs=False)
-        r = ci.run("confirm", env={"GITPUB_CONFIRM_KEY": "another-secret-0123456789"})
+        r = ci.run_here("confirm", env={"GITPUB_CONFIRM_KEY": "another-secret-0123456789"})
         assert r.code == 1 and "not written with this" in r.out + r.err, r.out + r.err
         return
     else:
@@ -252,7 +252,7 @@ def test_the_branch_comes_from_ci_then_the_ledger(site: Site, tmp_path: Path) ->
 @pytest.mark.parametrize("value", ["--upload-pack=x", "a..b", "main.lock", "-x", "a b"])
 def test_a_hostile_branch_argument_is_refused(site: Site, tmp_path: Path, value: str) -> None:
     ci = ci_clone(site, tmp_path, "ci0", depth=None)
-    r = ci.run("confirm", f"--branch={value}", "--no-anchor")
+    r = ci.run_here("confirm", f"--branch={value}", "--no-anchor")
     assert r.code == 2, r.out + r.err
 
 
@@ -314,7 +314,8 @@ def test_a_published_symlink_must_stay_inside(site: Site, tmp_path: Path, target
 def test_without_the_key_no_anchor_is_needed(site: Site, tmp_path: Path) -> None:
     publish(site, 1)
     ci = ci_clone(site, tmp_path, "ci0", depth=None)
-    r = ci.run("confirm", "--json", env={"GITPUB_CONFIRM_KEY": "", "GITPUB_CONFIRM_ANCHOR": ""})
+    r = ci.run_here("confirm", "--json",
+                    env={"GITPUB_CONFIRM_KEY": "", "GITPUB_CONFIRM_ANCHOR": ""})
     assert r.code == 0, r.out + r.err
     assert not r.json()["authenticated"]
     assert KEY not in r.out

@@ -84,7 +84,7 @@ def test_state_travels_with_the_content_in_one_atomic_push(site: Site, daemon: G
     data = prepare(site, "k1", "posts/a.md", article("a"))
     job_id = str(data["job_id"])
     trace = tmp_path / "packets"
-    r = site.run("push", "--json", env={"GIT_TRACE_PACKET": str(trace)})
+    r = site.run_here("push", "--json", env={"GIT_TRACE_PACKET": str(trace)})
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
     local = site.git("rev-parse", JOBS + job_id).strip()
@@ -135,7 +135,7 @@ def test_racing_claim_refuses_the_whole_atomic_push(site: Site, daemon: GitDaemo
     assert remote_state(site, job_id) == taken, "A never overwrote B's claim"
     assert b"this node leaves it" in err + out, (out, err)
     # B died on this host: its claim is free at once; A's clone takes it over and publishes
-    r = site.run("reconcile")
+    r = site.run_here("reconcile")
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
     events = site.call("log", "--json", job_id).json()
@@ -188,7 +188,7 @@ def test_same_key_on_two_racing_clones(site: Site, daemon: GitDaemon, tmp_path: 
     procs = [spawn(n, "push", "--json") for n in (site, b)]
     results = [p.communicate(timeout=180) for p in procs]
     for n in (site, b):  # a loser fenced for its run finishes on the next one
-        r = n.run("push")
+        r = n.run_here("push")
         assert r.code == 0, (results, r.out, r.err)
         assert n.call("status", "--json", str(data["job_id"])).json()["state"] == "PUBLISHED"
     assert_store_agrees(site, [str(data["job_id"])])
@@ -208,16 +208,16 @@ def test_a_dead_nodes_job_is_taken_over_by_another_clone(site: Site, daemon: Git
     assert r.code == -signal.SIGKILL, r.out + r.err
     assert remote_state(site, job_id) is not None and remote_job_ids(site) == []
     b = node(site, tmp_path, "node-b")
-    r = b.run("status", "--json", job_id)  # any clone sees any job
+    r = b.run_here("status", "--json", job_id)  # any clone sees any job
     assert r.code == 0 and json.loads(r.out)["job_id"] == job_id, r.out + r.err
-    r = b.run("reconcile")
+    r = b.run_here("reconcile")
     assert r.code == 0, r.out + r.err
     assert "taken over from" in r.err + r.out
     assert_store_agrees(site, [job_id])
     log = b.call("log", "--json", job_id).json()
     assert any("taken over from" in str(e["reason"]) for e in log["events"])
     tip = branch_tip(site)
-    r = site.run("push", "--json")  # A's clone comes back: adopts, pushes nothing
+    r = site.run_here("push", "--json")  # A's clone comes back: adopts, pushes nothing
     assert r.code == 0, r.out + r.err
     assert branch_tip(site) == tip
     assert site.call("status", "--json", job_id).json()["state"] == "PUBLISHED"
@@ -233,7 +233,7 @@ def test_a_live_lease_is_left_alone(site: Site, daemon: GitDaemon, tmp_path: Pat
         wait_stopped(a.pid)
         claim = remote_state(site, job_id)
         b = node(site, tmp_path, "node-b")
-        r = b.run("reconcile")
+        r = b.run_here("reconcile")
         assert r.code == 0, r.out + r.err
         assert remote_state(site, job_id) == claim, "B left A's live claim alone"
         assert b.git("for-each-ref", JOBS).strip() == ""
@@ -258,7 +258,7 @@ def test_without_atomic_push_the_safe_order(site: Site, daemon: GitDaemon,
         pushing = remote_state(site, job_id)
         assert pushing is not None and pushing["state"] == "PUSHING", "claim, PUSHING first"
         assert remote_job_ids(site) == ([job_id] if point == "shared.content-pushed" else [])
-    r = site.run("push")
+    r = site.run_here("push")
     assert r.code == 0, r.out + r.err
     if point != "shared.content-pushed":  # (then the probe finds it: nothing to push)
         assert "does not support atomic pushes" in r.err + r.out
@@ -340,14 +340,14 @@ def test_a_hand_commit_amended_while_its_job_was_claimed_is_never_published_stal
     tip = branch_tip(site)
     if who == "another clone's reconcile":
         b = node(site, tmp_path, "node-b")
-        r = b.run("reconcile")
+        r = b.run_here("reconcile")
         assert "hand commit" in r.out + r.err and job_id[:13] in r.out + r.err, r.out + r.err
     else:
-        r = site.run("push")
+        r = site.run_here("push")
         assert "is no longer among local main's unpushed commits" in r.out + r.err, r.out + r.err
     assert branch_tip(site) == tip, "nothing published: " + r.out + r.err
     assert (remote_state(site, job_id) or {}).get("state") != "PUBLISHED"
-    r = site.run("sync", "--json")
+    r = site.run_here("sync", "--json")
     assert r.code == 0, r.out + r.err
     assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nSecond try.\n"
     out = git(site.remote, "log", "--format=%(trailers:key=Blog-Sync-Id,valueonly)", "main")

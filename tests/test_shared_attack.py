@@ -104,12 +104,12 @@ def test_a_forged_published_record_does_not_drop_the_job(site: Site, daemon: Git
     welcome = hostile.git("rev-parse", "HEAD").strip()
     forge_state(hostile, job_id, lambda r: {**r, "state": "PUBLISHED", "lease": None,
                                              "remote_commit": welcome})
-    r = site.run("push", "--json")
+    r = site.run_here("push", "--json")
     no_traceback(r.out, r.err)
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
     c = node(site, tmp_path, "node-c")
-    r = c.run("reconcile")
+    r = c.run_here("reconcile")
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
 
@@ -151,26 +151,26 @@ def test_a_damaged_remote_job_ref_is_reported_and_left_for_repair(
     local = site.git("rev-parse", JOBS + job_id).strip()
     hostile = node(site, tmp_path, "hostile")
     bad = damage(hostile, job_id, kind)
-    r = site.run("push")
+    r = site.run_here("push")
     no_traceback(r.out, r.err)
     assert r.code == 1, r.out + r.err
     assert job_id in r.out + r.err and "hint:" in r.out + r.err, r.err
     assert remote_sha(site, job_id) == bad, "left intact for repair"
     assert site.git("rev-parse", JOBS + job_id).strip() == local
     c = node(site, tmp_path, "node-c")
-    r = c.run("reconcile")
+    r = c.run_here("reconcile")
     no_traceback(r.out, r.err)
     assert r.code == 1 and job_id in r.out + r.err, r.out + r.err
     assert remote_sha(site, job_id) == bad
     assert c.git("for-each-ref", JOBS).strip() == ""
-    r = c.run("status", job_id)
+    r = c.run_here("status", job_id)
     no_traceback(r.out, r.err)
     assert r.code == 1 and job_id in r.err and "hint:" in r.err, r.out + r.err
-    r = c.run("log", job_id)
+    r = c.run_here("log", job_id)
     no_traceback(r.out, r.err)
     assert r.code == 1, r.out + r.err
     git(site.remote, "update-ref", "-d", JOBS + job_id)  # a person repairs the remote
-    r = site.run("push")
+    r = site.run_here("push")
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
 
@@ -186,7 +186,7 @@ def test_a_lease_that_never_ends_does_not_squat_the_job(site: Site, daemon: GitD
     hostile = node(site, tmp_path, "hostile")
     squat = {"token": "f" * 32, "owner": "elsewhere:4242:1", "expires_at": time.time() + 3e8}
     forge_state(hostile, job_id, lambda r: {**r, "lease": squat})
-    r = site.run("push")
+    r = site.run_here("push")
     no_traceback(r.out, r.err)
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
@@ -199,7 +199,7 @@ def test_a_squatted_job_is_taken_over(site: Site, daemon: GitDaemon, tmp_path: P
     squat = {"token": "f" * 32, "owner": "elsewhere:4242:1", "expires_at": time.time() + 3e8}
     forge_state(hostile, job_id, lambda r: {**r, "lease": squat})
     c = node(site, tmp_path, "node-c")
-    r = c.run("reconcile")
+    r = c.run_here("reconcile")
     no_traceback(r.out, r.err)
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
@@ -223,7 +223,7 @@ def test_a_hostile_lease_holder_reaches_no_terminal_and_no_ref(
     forge_state(hostile, job_id, lambda r: {**r, "lease": lease})
     c = node(site, tmp_path, "node-c")
     for args in (("reconcile",), ("status", job_id), ("log", job_id), ("log", "--json", job_id)):
-        r = c.run(*args)
+        r = c.run_here(*args)
         no_traceback(r.out, r.err)
         assert r.code == 0, r.out + r.err
         for text in (r.out, r.err):
@@ -335,7 +335,7 @@ def test_a_remote_refusing_the_branch_is_a_rejection_not_a_race(site: Site, daem
         status["failure_detail"]), status
     assert "moved" not in str(status["failure_detail"]), status
     path.unlink()
-    r = site.run("push", job_id)
+    r = site.run_here("push", job_id)
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
 
@@ -358,15 +358,15 @@ def test_a_remote_refusing_non_fast_forwards_of_job_refs_still_works(
     c = node(site, tmp_path, "node-c")
     first = str(prepare(site, "shared", "posts/a.md", article("a"))["job_id"])
     prepare(b, "shared", "posts/a.md", article("a"))
-    assert site.run("push").code == 0
-    r = b.run("push")
+    assert site.run_here("push").code == 0
+    r = b.run_here("push")
     assert r.code == 0, r.out + r.err
     second = claimed_and_killed(site, "k2", "posts/b.md", article("b"))
-    r = c.run("reconcile")
+    r = c.run_here("reconcile")
     assert r.code == 0 and "taken over" in r.err, r.out + r.err
     assert_store_agrees(site, [first, second])
-    assert site.run("push").code == 0
-    assert b.run("reconcile").code == 0
+    assert site.run_here("push").code == 0
+    assert b.run_here("reconcile").code == 0
     third = str(prepare(site, "k3", "posts/welcome.md", "# Welcome\n\nMine.\n")["job_id"])
     b.git("fetch", "-q", "origin")
     b.git("reset", "-q", "--hard", "origin/main")
@@ -378,7 +378,7 @@ def test_a_remote_refusing_non_fast_forwards_of_job_refs_still_works(
     assert r.code == 0, r.out + r.err
     assert remote_state(site, third) == remote_state(c, third)
     assert (remote_state(site, third) or {}).get("state") == "SKIPPED"
-    assert site.run("reconcile").code == 0
+    assert site.run_here("reconcile").code == 0
     assert_store_agrees(site, [first, second])
     forced = subprocess.run(["git", "push", "--force", "origin", f"HEAD:{JOBS}{first}"],
                             cwd=site.path, capture_output=True)
@@ -504,7 +504,7 @@ def test_one_key_on_three_nodes_at_once(site: Site, daemon: GitDaemon, tmp_path:
         for _ in range(3):  # a node fenced in its run (exit 5) finishes on the next one
             if code != 5:
                 break
-            r = n.run("push")
+            r = n.run_here("push")
             no_traceback(r.out, r.err)
             code = r.code
         codes.append(code)
@@ -551,7 +551,7 @@ def test_killed_while_delivering_and_again_while_taking_over(
         no_traceback(r.out, r.err)
         assert r.code in (-signal.SIGKILL, 0), (n.path.name, r.code, r.out + r.err)
     for n in (c, site, b, c):
-        r = n.run("reconcile")
+        r = n.run_here("reconcile")
         no_traceback(r.out, r.err)
         assert r.code == 0, (n.path.name, r.out + r.err)
     assert_store_agrees(site, [job_id])
@@ -578,7 +578,7 @@ def test_frozen_past_its_lease_without_atomic_push(site: Site, daemon: GitDaemon
     try:
         wait_stopped(a.pid)
         clock.advance(2.5)  # A's lease runs out while it is frozen
-        r = c.run("reconcile")
+        r = c.run_here("reconcile")
         no_traceback(r.out, r.err)
         assert r.code == 0 and "taken over" in r.err, r.out + r.err
         assert_store_agrees(site, [job_id])
@@ -605,11 +605,11 @@ def test_a_clone_that_never_saw_the_job(site: Site, daemon: GitDaemon, tmp_path:
     remote's job store; an id nobody has is a usage error; a remote that does not answer is
     said so, with a hint — never a traceback, and nothing is adopted by looking."""
     job_id = str(prepare(site, "k1", "posts/a.md", article("a"))["job_id"])
-    assert site.run("push").code == 0
+    assert site.run_here("push").code == 0
     c = node(site, tmp_path, "node-c")
     for args in (("status", "--json", job_id), ("status", "--json", job_id[:8]),
                  ("log", "--json", job_id), ("log", job_id[:13])):
-        r = c.run(*args)
+        r = c.run_here(*args)
         no_traceback(r.out, r.err)
         assert r.code == 0, (args, r.out + r.err)
         if "--json" in args:
@@ -617,16 +617,16 @@ def test_a_clone_that_never_saw_the_job(site: Site, daemon: GitDaemon, tmp_path:
     events = c.call("log", "--json", job_id).json()["events"]
     assert [e["to"] for e in events][-1] == "PUBLISHED", events
     assert c.git("for-each-ref", JOBS).strip() == "", "looking adopts nothing"
-    r = c.run("status", "0" * 8 + job_id[8:])
+    r = c.run_here("status", "0" * 8 + job_id[8:])
     no_traceback(r.out, r.err)
     assert r.code == 2 and "neither here nor on the remote" in r.err, r.out + r.err
     git(site.remote, "update-ref", f"{JOBS}{job_id[:4]}-squat", f"{JOBS}{job_id}")
-    r = c.run("status", job_id[:4])  # a hostile ref sharing the prefix
+    r = c.run_here("status", job_id[:4])  # a hostile ref sharing the prefix
     no_traceback(r.out, r.err)
     assert r.code == 2 and "ambiguous" in r.err and "hint:" in r.err, r.out + r.err
     git(site.remote, "update-ref", "-d", f"{JOBS}{job_id[:4]}-squat")
     daemon.stop()
-    r = c.run("log", job_id)
+    r = c.run_here("log", job_id)
     no_traceback(r.out, r.err)
     assert r.code in (2, 5) and "hint:" in r.err, r.out + r.err
 
@@ -672,7 +672,7 @@ def test_a_job_waiting_for_a_person_is_not_taken_over(site: Site, daemon: GitDae
     c = node(site, tmp_path, "node-c")
     job_id = conflicted_by(site, b)
     conflict = remote_state(site, job_id)
-    r = c.run("reconcile")
+    r = c.run_here("reconcile")
     no_traceback(r.out, r.err)
     assert r.code == 0, r.out + r.err
     assert "taken over" not in r.out + r.err
@@ -690,14 +690,14 @@ def test_a_ref_named_like_the_job_store_itself(site: Site, daemon: GitDaemon,
     careless = node(site, tmp_path, "careless")
     careless.git("push", "-q", "origin", "HEAD:refs/pub/jobs")
     job_id = str(prepare(site, "k1", "posts/a.md", article("a"))["job_id"])
-    r = site.run("push")
+    r = site.run_here("push")
     no_traceback(r.out, r.err)
     assert r.code == 5, r.out + r.err
     assert "another node" not in r.out + r.err
     status = site.call("status", "--json", job_id).json()
     assert status["state"] == "RETRY_WAIT" and "refs/pub/jobs" in status["failure_detail"]
     git(site.remote, "update-ref", "-d", "refs/pub/jobs")
-    r = site.run("push", job_id)
+    r = site.run_here("push", job_id)
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
 
@@ -770,7 +770,7 @@ def test_forged_artifacts_are_not_published_by_a_take_over(site: Site, daemon: G
     forge_artifact(hostile, job_id, "posts/a.md",
                    f"# Post a\n\nDeploy with token {SECRET}.\n".encode())
     c = node(site, tmp_path, "node-c")
-    c.run("reconcile")
+    c.run_here("reconcile")
     published = git(site.remote, "log", "-p", "main")
     assert SECRET not in published, "a take-over published forged content with a secret"
 
@@ -786,7 +786,7 @@ def test_abandon_of_a_job_another_node_is_delivering(site: Site, daemon: GitDaem
     try:
         wait_stopped(a.pid)
         claim = remote_state(site, job_id)
-        r = b.run("resolve", job_id, "--abandon")
+        r = b.run_here("resolve", job_id, "--abandon")
         no_traceback(r.out, r.err)
         assert r.code == 5 and "hint:" in r.err, r.out + r.err
         assert remote_state(site, job_id) == claim
@@ -856,7 +856,7 @@ def test_reconcile_with_the_remote_down(site: Site, daemon: GitDaemon, tmp_path:
     prepare(site, "k1", "posts/a.md", article("a"))
     daemon.stop()
     for n in (c, site):
-        r = n.run("reconcile")
+        r = n.run_here("reconcile")
         no_traceback(r.out, r.err)
         assert r.code == 5, (n.path.name, r.out + r.err)
         assert "negotiation-tip" not in r.out + r.err

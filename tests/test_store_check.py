@@ -29,7 +29,7 @@ def job_ids(site: Site) -> list[str]:
 
 def fold(site: Site) -> None:
     site.write_config("archive_after: 1\n")
-    r = site.run("reconcile")
+    r = site.run_here("reconcile")
     assert r.code == 0 and "folded" in r.err, r.out + r.err
     site.write_config()
 
@@ -70,7 +70,7 @@ def test_confirm_agrees_with_the_store_and_marks_the_archive(site: Site,
     archive = git(site.remote, "rev-parse", "refs/pub/archive").strip()
     assert ARCHIVE_CHECKED in remote_notes(site, archive)
     full = ci_clone(site, tmp_path, "full", depth=None)
-    r = full.run("confirm", "--json", env={"GITPUB_CONFIRM_KEY": ""})  # nothing believed
+    r = full.run_here("confirm", "--json", env={"GITPUB_CONFIRM_KEY": ""})  # nothing believed
     assert r.code == 0, r.out + r.err
     r = ci_clone(site, tmp_path, "ci2").run("confirm", "--json")
     assert r.code == 0 and r.json()["checked"] <= 1, r.out + r.err
@@ -151,7 +151,7 @@ def test_a_forged_archive_entry_is_bad(site: Site, tmp_path: Path) -> None:
         forged = Archive(repo, tip).fold([Final(ghost, state, blob.sha)], "gitpub archive\n")
     git(evil, "push", "-q", "origin", f"{forged}:refs/pub/archive")
     ci = ci_clone(site, tmp_path, "ci1")
-    r = ci.run("confirm", "--json")
+    r = ci.run_here("confirm", "--json")
     assert r.code == 1 and "bad" in r.json(), r.out + r.err
     assert r.json()["bad"] == [wrong], r.out
     assert f"archive entry says PUBLISHED by {wrong}" in r.out and ghost in r.out
