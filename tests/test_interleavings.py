@@ -206,7 +206,7 @@ def test_random_interleavings_publish_every_job_once(
     why = render(world.log)
 
     # every prepared job is PUBLISHED (disjoint articles: nothing needs a person)
-    status = site.run("status", "--all", "--json")
+    status = site.run_here("status", "--all", "--json")
     assert status.code == 0, status.out + status.err
     states = {j["job_id"]: j["state"] for j in status.json()["jobs"]}
     expected = {job_id_for_key(job_key(i)) for i in world.prepared}
