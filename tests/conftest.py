@@ -153,8 +153,8 @@ class Site:
         crashpoints._counts.clear()
         crashpoints._fail_counts.clear()
         sanitize._KNOWN.clear()
-        try:
-            return self.call(*args, input=b"" if input is None else input)
+        try:  # Site's call: a subclass's call may set its own environment
+            return Site.call(self, *args, input=b"" if input is None else input)
         finally:
             os.environ.clear()
             os.environ.update(saved)

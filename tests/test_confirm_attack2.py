@@ -157,7 +157,7 @@ def test_another_repositorys_ledgers_under_the_same_key_are_not_believed(
     (tmp_path / "b").mkdir()
     for i, commit in enumerate(plain):
         git(fork.remote, "update-ref", "refs/heads/main", commit)
-        r = ci_clone(fork, tmp_path / "b", f"ci{i}", depth=None).run("confirm", "--json")
+        r = ci_clone(fork, tmp_path / "b", f"ci{i}", depth=None).run_here("confirm", "--json")
         assert r.code == 0, r.out + r.err
     # A publishes once more, confirmed
     (gone,) = publish(site, 1, start=20)

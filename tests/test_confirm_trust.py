@@ -30,9 +30,12 @@ from test_confirm import (
 
 def keyed_run(site: Site, tmp_path: Path, name: str, *args: str, first_runs: bool = False,  # type: ignore[no-untyped-def]
               env: dict[str, str] | None = None):
-    """One CI run in a fresh clone; no automatic ``--first-run`` unless asked."""
-    return ci_clone(site, tmp_path, name, depth=None, first_runs=first_runs).run(
-        "confirm", "--json", *args, env=env)
+    """One CI run in a fresh clone; no automatic ``--first-run`` unless asked. In a process of
+    its own when it is to be killed."""
+    ci = ci_clone(site, tmp_path, name, depth=None, first_runs=first_runs)
+    if env and "GITPUB_CRASH_AT" in env:
+        return ci.run("confirm", "--json", *args, env=env)
+    return ci.run_here("confirm", "--json", *args, env=env)
 
 
 def anchored(site: Site, tmp_path: Path) -> list[str]:
@@ -167,12 +170,12 @@ def test_a_tampered_anchor_is_refused(site: Site, tmp_path: Path, tamper: str) -
 def test_with_the_key_an_anchor_or_no_anchor_must_be_said(site: Site, tmp_path: Path) -> None:
     publish(site, 1)
     ci = ci_clone(site, tmp_path, "ci0", depth=None)
-    r = ci.run("confirm", env={"GITPUB_CONFIRM_ANCHOR": ""})
+    r = ci.run_here("confirm", env={"GITPUB_CONFIRM_ANCHOR": ""})
     assert r.code == 2 and "--anchor FILE" in r.err + r.out, r.out + r.err
-    r = ci.run("confirm", "--json", "--no-anchor", "--first-run",
+    r = ci.run_here("confirm", "--json", "--no-anchor", "--first-run",
                env={"GITPUB_CONFIRM_ANCHOR": ""})
     assert r.code == 0, r.out + r.err
-    r = ci_clone(site, tmp_path, "ci1", depth=None).run(
+    r = ci_clone(site, tmp_path, "ci1", depth=None).run_here(
         "confirm", "--json", "--no-anchor", env={"GITPUB_CONFIRM_ANCHOR": ""})
     assert r.code == 0 and any("--no-anchor" in m for m in r.json()["remarks"]), r.out
 
