@@ -3,15 +3,24 @@
 Every test gets its own HOME, no system git config, fixed identities, and a *site*: a working
 repository with a bare remote, one commit pushed, and the remote-tracking branch fetched. Every
 repository a test leaves behind is checked with ``git fsck --strict`` at teardown.
+
+Randomized tests (Hypothesis, seeded chaos) run a few rounds per run, from a seed that changes
+every run: ``GITPUB_TEST_SEED=N`` repeats a run's rounds (the seed is printed at the end of the
+run), ``GITPUB_TEST_LONG=1`` runs the long version (many rounds, as before CI had a time budget).
+Tests marked ``slow`` (kills, races, many rounds) are scheduled first so they never make the tail.
 """
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import os
+import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,6 +31,35 @@ import pytest
 from netfaults import GitDaemon
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: One seed per run for every randomized test (set in the environment so that the xdist workers,
+#: started after this module is imported, draw from the same one).
+SEED = int(os.environ.setdefault("GITPUB_TEST_SEED", str(random.randrange(2**32))))
+#: The long version of the randomized tests: ``GITPUB_TEST_LONG=1``.
+LONG = os.environ.get("GITPUB_TEST_LONG", "") not in ("", "0")
+
+
+def rounds(ci: int, long: int) -> int:
+    """How many rounds a randomized test runs: ``ci`` per run, ``long`` with GITPUB_TEST_LONG."""
+    return long if LONG else ci
+
+
+def seeds(name: str, ci: int, long: int) -> list[Any]:
+    """Parameters for a seeded test: ``ci`` seeds drawn from this run's seed, or ``long`` with
+    GITPUB_TEST_LONG, named ``round0``... (stable test ids). ``name`` keeps two tests apart."""
+    rng = random.Random(f"{SEED}-{name}")
+    return [pytest.param(rng.randrange(2**32), id=f"round{i}") for i in range(rounds(ci, long))]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first: with ``--dist worksteal`` the tail of the run is then short tests."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    terminalreporter.write_line(
+        f"randomized tests: GITPUB_TEST_SEED={SEED}"
+        + (" GITPUB_TEST_LONG=1" if LONG else " (GITPUB_TEST_LONG=1 for the long version)"))
 
 BASE_CONFIG = """\
 remote: origin
@@ -98,6 +136,29 @@ class Site:
             sys.stdin, sys.stdout, sys.stderr = old
         return Result(code, out.getvalue(), err.getvalue(), args)
 
+    def run_here(self, *args: str, input: bytes | str | None = None,
+                 env: dict[str, str] | None = None) -> Result:
+        """As ``run`` (exactly the environment ``run`` gives, the injected-fault counts and
+        remembered secrets of a fresh process), in this process: no interpreter start-up. For a
+        command that is not killed or paused (``GITPUB_CRASH_AT``, ``GITPUB_PAUSE_AT``: ``run``)."""
+        from gitpub.core import crashpoints, sanitize
+
+        merged = {**self.env, **(env or {})}
+        assert not {"GITPUB_CRASH_AT", "GITPUB_PAUSE_AT"} & merged.keys(), "killed: use run"
+        assert merged.get("PYTHONPATH") == self.env.get("PYTHONPATH"), \
+            "a sitecustomize (another host, a clock) acts in a process of its own: use run"
+        saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(merged)
+        crashpoints._counts.clear()
+        crashpoints._fail_counts.clear()
+        sanitize._KNOWN.clear()
+        try:  # Site's call: a subclass's call may set its own environment
+            return Site.call(self, *args, input=b"" if input is None else input)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
     def job_refs(self) -> dict[str, str]:
         out = self.git("for-each-ref", "--format=%(refname) %(objectname)", "refs/pub/jobs/")
         return dict(line.split() for line in out.splitlines())
@@ -134,7 +195,40 @@ def hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return {**os.environ, **env, "PYTHONPATH": str(ROOT)}
 
 
+#: Per test process: the sites ``make_site`` copies, by the git environment they were made in.
+_TEMPLATES: dict[tuple[tuple[str, str], ...], Path] = {}
+
+
 def make_site(tmp_path: Path, env: dict[str, str], name: str = "site") -> Site:
+    """A site at ``tmp_path/name`` (remote ``tmp_path/name-remote.git``): a copy of one made
+    once per test process in the same git environment (the dates are fixed, so the copy is the
+    same repositories), its remote URL and FETCH_HEAD naming its own remote."""
+    remote = tmp_path / f"{name}-remote.git"
+    path = tmp_path / name
+    home = Path(os.environ.get("HOME", "/nonexistent"))
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME", home / ".config"))
+    if (home / ".gitconfig").exists() or (xdg / "git/config").exists():
+        return new_site(tmp_path, env, name)  # the user's configuration may shape the site
+    key = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("GIT_")))
+    if key not in _TEMPLATES:
+        where = Path(tempfile.mkdtemp(prefix="gitpub-site-template-"))
+        atexit.register(shutil.rmtree, where, True)
+        new_site(where, env)
+        _TEMPLATES[key] = where
+    template = _TEMPLATES[key]
+    shutil.copytree(template / "site", path, symlinks=True)
+    shutil.copytree(template / "site-remote.git", remote, symlinks=True)
+    fetch_head = path / ".git/FETCH_HEAD"
+    fetch_head.write_bytes(fetch_head.read_bytes().replace(
+        str(template / "site-remote.git").encode(), str(remote).encode()))
+    site = Site(path, remote, env, [path, remote])
+    site.git("remote", "set-url", "origin", str(remote))
+    site.git("update-index", "-q", "--refresh")  # the copies' inodes are new
+    return site
+
+
+def new_site(tmp_path: Path, env: dict[str, str], name: str = "site") -> Site:
+    """A site made from scratch: ``git init``, a first commit pushed and fetched."""
     remote = tmp_path / f"{name}-remote.git"
     path = tmp_path / name
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
@@ -177,6 +271,42 @@ def wait_stopped(pid: int, timeout: float = 60) -> None:
                 return
         time.sleep(0.02)
     raise AssertionError(f"process {pid} did not stop")
+
+
+class Clock:
+    """Python's ``time.time`` moved on by ``advance`` instead of waiting (a lease running out,
+    a retry falling due), for this process's calls and for the gitpub processes started with
+    ``env`` (a ``sitecustomize`` reading the offset from a file at every call, so a process
+    stopped now sees the new time when resumed). git keeps the hermetic dates; ``monotonic``
+    (timeouts, bounded waits) is real time."""
+
+    def __init__(self, where: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        where.mkdir()
+        self.where, self.file, self.offset = where, where / "offset", 0.0
+        self.file.write_text("0")
+        (where / "sitecustomize.py").write_text(
+            "import time\n_real = time.time\n\n\ndef _now():\n    try:\n"
+            f"        with open({str(self.file)!r}) as f:\n"
+            "            return _real() + float(f.read())\n"
+            "    except (OSError, ValueError):\n        return _real()\n\n\n"
+            "time.time = _now\n")
+        real = time.time
+        monkeypatch.setattr(time, "time", lambda: real() + self.offset)
+
+    def env(self, site: Site) -> dict[str, str]:
+        """The environment of a gitpub process on this clock (for ``run`` and ``spawn``)."""
+        return {"PYTHONPATH": f"{self.where}{os.pathsep}{site.env.get('PYTHONPATH', '')}"}
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+        tmp = self.file.with_suffix(".tmp")
+        tmp.write_text(repr(self.offset))
+        tmp.replace(self.file)  # a reader never sees it half written
+
+
+@pytest.fixture
+def clock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Clock:
+    return Clock(tmp_path / "clock", monkeypatch)
 
 
 @pytest.fixture

@@ -87,13 +87,14 @@ def assert_folded(site: Site, ids: list[str], clones: list[Site]) -> None:
         assert clone.git("for-each-ref", JOBS).strip() == "", clone.path
 
 
+@pytest.mark.slow
 def test_reconcile_folds_finished_jobs_into_the_archive(site: Site, daemon: GitDaemon,
                                                         tmp_path: Path) -> None:
     ids = publish(site, ["a", "b", "c"])
     assert sorted(remote_job_refs(site)) == sorted(ids)
     site.write_config(FOLD)
     trace = tmp_path / "packets"
-    r = site.run("reconcile", env={"GIT_TRACE_PACKET": str(trace)})
+    r = site.run_here("reconcile", env={"GIT_TRACE_PACKET": str(trace)})
     assert r.code == 0, r.out + r.err
     assert "3 finished job(s) folded" in r.err
     assert_folded(site, ids, [site])
@@ -108,16 +109,17 @@ def test_reconcile_folds_finished_jobs_into_the_archive(site: Site, daemon: GitD
     assert [e["to"] for e in log["events"]][-1] == "PUBLISHED"
     # a fold with nothing new does nothing (no push)
     before = git(site.remote, "rev-parse", ARCHIVE).strip()
-    r = site.run("reconcile")
+    r = site.run_here("reconcile")
     assert r.code == 0 and "folded" not in r.err, r.err
     assert git(site.remote, "rev-parse", ARCHIVE).strip() == before
 
 
+@pytest.mark.slow
 def test_fold_waits_for_archive_after_and_unfinished_jobs_stay(site: Site, daemon: GitDaemon,
                                                                tmp_path: Path) -> None:
     site.write_config("archive_after: 3\n")
     done = publish(site, ["a", "b"])
-    assert site.run("reconcile").code == 0
+    assert site.run_here("reconcile").code == 0
     assert git(site.remote, "rev-parse", "-q", "--verify", ARCHIVE, check=False) == "", \
         "two finished jobs: not due"
     conflict = str(prepare(site, "edit", "posts/welcome.md", "# Welcome\n\nMine.\n")["job_id"])
@@ -125,11 +127,11 @@ def test_fold_waits_for_archive_after_and_unfinished_jobs_stay(site: Site, daemo
     (b.path / "posts/welcome.md").write_text("# Welcome\n\nTheirs.\n")
     b.git("commit", "-qam", "their edit")
     b.git("push", "-q", "origin", "HEAD:main")
-    r = site.run("push")  # three job refs now (two finished): due, folded by the push itself
+    r = site.run_here("push")  # three job refs now (two finished): due, folded by the push itself
     assert r.code == 4, r.out + r.err  # the CONFLICT needs a person
     assert "2 finished job(s) folded" in r.err, r.err
     done += publish(site, ["c"])
-    r = site.run("reconcile")
+    r = site.run_here("reconcile")
     assert r.code == 4, r.out + r.err  # the CONFLICT still needs a person
     # c alone is one finished ref: not due again; the unfinished job keeps its ref
     assert sorted(remote_job_refs(site)) == sorted([conflict, done[2]])
@@ -140,6 +142,7 @@ def test_fold_waits_for_archive_after_and_unfinished_jobs_stay(site: Site, daemo
     assert archived_state(site, conflict) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", FOLD_POINTS)
 def test_a_fold_killed_at_each_point_loses_nothing(site: Site, daemon: GitDaemon,
                                                    point: str) -> None:
@@ -159,13 +162,14 @@ def test_a_fold_killed_at_each_point_loses_nothing(site: Site, daemon: GitDaemon
         assert sorted(remote_job_refs(site)) == sorted(ids), "archive first, then the refs"
         assert all(archived_state(site, i) is not None for i in ids), "both, for now"
     tip = branch_tip(site)
-    r = site.run("reconcile")
+    r = site.run_here("reconcile")
     assert r.code == 0, r.out + r.err
     assert branch_tip(site) == tip
     assert_folded(site, ids, [site])
     assert_each_found(site, ids)
 
 
+@pytest.mark.slow
 def test_two_clones_folding_at_once_lose_nothing(site: Site, daemon: GitDaemon,
                                                  tmp_path: Path) -> None:
     """A builds its archive commit and is frozen before its push; B folds everything
@@ -179,7 +183,7 @@ def test_two_clones_folding_at_once_lose_nothing(site: Site, daemon: GitDaemon,
     a = spawn(site, "reconcile", env={"GITPUB_PAUSE_AT": "fold.written"})
     try:
         wait_stopped(a.pid)
-        r = b.run("reconcile")
+        r = b.run_here("reconcile")
         assert r.code == 0, r.out + r.err
         assert remote_job_refs(site) == []
         won = git(site.remote, "rev-parse", ARCHIVE).strip()
@@ -196,19 +200,20 @@ def test_two_clones_folding_at_once_lose_nothing(site: Site, daemon: GitDaemon,
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, out + err
     for n in (site, b):  # a loser of the last race prunes on its next run
-        assert n.run("reconcile").code == 0
+        assert n.run_here("reconcile").code == 0
     assert_folded(site, ids, [site, b])
     for n in (site, b):
         assert_each_found(n, ids)
 
 
+@pytest.mark.slow
 def test_a_key_whose_job_was_archived_is_still_found(site: Site, daemon: GitDaemon,
                                                      tmp_path: Path) -> None:
     b = node(site, tmp_path, "node-b")  # clones from before the publication
     c = node(site, tmp_path, "node-c")
     (job_id,) = publish(site, ["k"])
     site.write_config(FOLD)
-    assert site.run("reconcile").code == 0
+    assert site.run_here("reconcile").code == 0
     assert site.git("for-each-ref", JOBS).strip() == ""
     tip = branch_tip(site)
     # here: found offline in the fetched archive
@@ -233,17 +238,18 @@ def test_a_key_whose_job_was_archived_is_still_found(site: Site, daemon: GitDaem
     assert remote_job_refs(site) == []
     # B's adopted copy of the archived job is pruned by B's next fold
     b.write_config(FOLD)
-    assert b.run("reconcile").code == 0
+    assert b.run_here("reconcile").code == 0
     assert b.git("for-each-ref", JOBS).strip() == ""
 
 
+@pytest.mark.slow
 def test_status_log_resolve_of_an_archived_job_on_any_clone(site: Site, daemon: GitDaemon,
                                                             tmp_path: Path) -> None:
     (job_id,) = publish(site, ["k"])
     site.write_config(FOLD)
-    assert site.run("reconcile").code == 0
+    assert site.run_here("reconcile").code == 0
     b = node(site, tmp_path, "node-b")  # never had the job; fetches the store when asked
-    shown = b.run("status", "--json", job_id[:8])
+    shown = b.run_here("status", "--json", job_id[:8])
     assert shown.code == 0 and json.loads(shown.out)["state"] == "PUBLISHED", shown.err
     history = b.call("log", "--json", job_id)
     assert history.code == 0 and history.json()["events"][-1]["to"] == "PUBLISHED"
@@ -253,6 +259,7 @@ def test_status_log_resolve_of_an_archived_job_on_any_clone(site: Site, daemon: 
     assert remote_job_refs(site) == []
 
 
+@pytest.mark.slow
 def test_a_remote_that_refuses_the_archive_keeps_the_job_refs(site: Site, daemon: GitDaemon
                                                               ) -> None:
     ids = publish(site, ["a", "b"])
@@ -261,7 +268,7 @@ def test_a_remote_that_refuses_the_archive_keeps_the_job_refs(site: Site, daemon
                     "&& { echo 'no archive here' >&2; exit 1; }\ndone\nexit 0\n")
     hook.chmod(0o755)
     site.write_config(FOLD)
-    r = site.run("reconcile")
+    r = site.run_here("reconcile")
     assert r.code == 0, r.out + r.err
     assert "refuses the fold's push" in r.err, r.err
     assert sorted(remote_job_refs(site)) == sorted(ids)
@@ -271,6 +278,7 @@ def test_a_remote_that_refuses_the_archive_keeps_the_job_refs(site: Site, daemon
 
 # -- a damaged remote archive (issue 23 point 6) ------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["blob", "tree", "unknown format"])
 def test_a_damaged_remote_archive_jams_nothing_and_is_kept(site: Site, tmp_path: Path,
                                                           damage: str) -> None:
@@ -318,6 +326,7 @@ def test_a_damaged_remote_archive_jams_nothing_and_is_kept(site: Site, tmp_path:
 
 # -- folding in the ordinary flow (issue 23 point 8) --------------------------------------------
 
+@pytest.mark.slow
 def test_push_and_prepare_push_fold_without_reconcile(site: Site) -> None:
     """Nobody runs ``reconcile``: finished job refs are folded by the publishing commands
     themselves once ``archive_after`` of them piled up, so the store stays small."""

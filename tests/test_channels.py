@@ -23,7 +23,7 @@ from channelkit import (
     status,
     webhook_channel,
 )
-from conftest import Site, git, spawn, wait_stopped
+from conftest import Clock, Site, git, spawn, wait_stopped
 from httpfaults import Platform
 
 from gitpub.channels.lease import lease_ref
@@ -76,6 +76,7 @@ def test_command_channel_sends_once_then_never_again(site: Site, tmp_path: Path)
     assert site.call("status").out.strip() == "no unfinished jobs"
 
 
+@pytest.mark.slow
 def test_frozen_payload_is_sent_byte_for_byte_on_every_attempt(site: Site) -> None:
     with Platform(["503:0", "drop"]) as platform:
         configure(site, webhook_channel(platform.url))
@@ -99,6 +100,7 @@ def test_frozen_payload_is_sent_byte_for_byte_on_every_attempt(site: Site) -> No
 
 # -- same key racing -------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["command", "webhook"])
 def test_same_intent_racing_sends_once(site: Site, tmp_path: Path, kind: str) -> None:
     platform_file = tmp_path / "platform.jsonl"
@@ -138,7 +140,8 @@ def test_server_commits_then_drops_the_response(site: Site) -> None:
         assert {r.headers["Idempotency-Key"] for r in platform.requests} == {hook["intent_key"]}
 
 
-def test_500_after_commit_is_unknown_and_not_resent_blindly(site: Site) -> None:
+@pytest.mark.slow
+def test_500_after_commit_is_unknown_and_not_resent_blindly(site: Site, clock: Clock) -> None:
     slow = "{max_attempts: 3, backoff_base: 4, backoff_max: 4, jitter: 0}"
     with Platform(["500"]) as platform:
         configure(site, webhook_channel(platform.url, retry=slow))
@@ -152,8 +155,7 @@ def test_500_after_commit_is_unknown_and_not_resent_blindly(site: Site) -> None:
             site.call(command)
         assert time.time() < due, "the machine is too slow for this test's timing"
         assert len(platform.requests) == 1, "unknown waits for its reconciliation, no resend"
-        while time.time() < due:
-            time.sleep(0.1)
+        clock.advance(due - time.time() + 0.01)  # the reconciliation is due
         assert site.call("reconcile").code == 0
         assert channel(site, job_id, "hook")["status"] == "confirmed"
         assert len(platform.posts) == 1 and len(platform.requests) == 2
@@ -183,7 +185,9 @@ def test_unknown_command_outcome_without_probe_needs_a_person(site: Site,
 
 # -- 429 with Retry-After --------------------------------------------------------------------
 
-def test_429_retry_after_is_honoured(site: Site) -> None:
+@pytest.mark.slow
+def test_429_retry_after_is_honoured(site: Site, clock: Clock) -> None:
+    """The platform's clock (its requests' times) is this process's: ``clock`` moves both."""
     with Platform(["429:4"]) as platform:
         configure(site, webhook_channel(platform.url))  # backoff 0.05 s: Retry-After wins
         job_id = prepare(site)
@@ -193,8 +197,7 @@ def test_429_retry_after_is_honoured(site: Site) -> None:
         assert hook["next_attempt_at"] - platform.requests[0].time >= 3.9
         site.call("reconcile")
         assert len(platform.requests) == 1, "not before Retry-After"
-        while time.time() < hook["next_attempt_at"]:
-            time.sleep(0.1)
+        clock.advance(hook["next_attempt_at"] - time.time() + 0.01)  # Retry-After has passed
         assert site.call("reconcile").code == 0
         assert channel(site, job_id, "hook")["status"] == "confirmed"
         first, second = platform.requests
@@ -225,6 +228,7 @@ def test_killed_after_sending_before_recording_is_probed_not_resent(site: Site,
         "sending", "sending", "reconciling", "confirmed"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", CHANNEL_POINTS)
 def test_kill_at_every_channel_point_then_exactly_one_post(site: Site, tmp_path: Path,
                                                            point: str) -> None:
@@ -252,19 +256,21 @@ def test_kill_at_every_channel_point_then_exactly_one_post(site: Site, tmp_path:
 
 # -- a worker frozen past its lease ----------------------------------------------------------
 
-def test_sigstopped_past_its_lease_cannot_overwrite(site: Site, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_sigstopped_past_its_lease_cannot_overwrite(site: Site, tmp_path: Path,
+                                                   clock: Clock) -> None:
     """Worker A sends, then is frozen (SIGSTOP) before it records the outcome. Its lease
     expires; worker B turns the record unknown and confirms it by the probe. A, resumed, must
     not overwrite B's state with its own (stale) view."""
     platform = tmp_path / "platform.jsonl"
     configure(site, command_channel(platform, timeout=1, lease=4))
     job_id = published_pending(site)
-    a = spawn(site, "reconcile", env={"GITPUB_PAUSE_AT": "channels.sent"})
+    a = spawn(site, "reconcile", env={**clock.env(site), "GITPUB_PAUSE_AT": "channels.sent"})
     try:
         wait_stopped(a.pid)
         assert channel(site, job_id)["status"] == "sending" and len(posts(platform)) == 1
         assert site.call("reconcile").code == 5 or channel(site, job_id)["status"] == "sending"
-        time.sleep(4.2)  # A's lease runs out while it is frozen
+        clock.advance(4.2)  # A's lease runs out while it is frozen
         assert site.call("reconcile").code == 0
         by_b = channel(site, job_id)
         assert by_b["status"] == "confirmed" and by_b["evidence"] == "probe"
@@ -278,18 +284,20 @@ def test_sigstopped_past_its_lease_cannot_overwrite(site: Site, tmp_path: Path) 
     assert len(posts(platform)) == 1
 
 
-def test_sigstopped_before_the_send_sends_nothing_when_resumed(site: Site,
-                                                               tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_sigstopped_before_the_send_sends_nothing_when_resumed(site: Site, tmp_path: Path,
+                                                               clock: Clock) -> None:
     """Frozen after recording SENDING but before the send: once resumed past its lease it
     finds its lease gone and sends nothing; the channel stays visibly unresolved."""
     platform = tmp_path / "platform.jsonl"
     retry = "{max_attempts: 2, backoff_base: 0.05, backoff_max: 0.1, jitter: 0}"
     configure(site, command_channel(platform, timeout=1, lease=4, retry=retry))
     job_id = published_pending(site)
-    a = spawn(site, "reconcile", env={"GITPUB_PAUSE_AT": "channels.sending-recorded"})
+    a = spawn(site, "reconcile", env={**clock.env(site),
+                                      "GITPUB_PAUSE_AT": "channels.sending-recorded"})
     try:
         wait_stopped(a.pid)
-        time.sleep(4.2)
+        clock.advance(4.2)  # A's lease runs out while it is frozen
         for _ in range(3):
             site.call("reconcile")
             time.sleep(0.15)
@@ -304,21 +312,23 @@ def test_sigstopped_before_the_send_sends_nothing_when_resumed(site: Site,
     assert site.call("reconcile").code == 4
 
 
-def test_external_sigstop_while_the_platform_answers(site: Site, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_external_sigstop_while_the_platform_answers(site: Site, tmp_path: Path,
+                                                     clock: Clock) -> None:
     """The same race with the stop coming from outside, at a moment we do not choose exactly:
     after the platform wrote the post, while the command is still finishing."""
     platform = tmp_path / "platform.jsonl"
     ready = tmp_path / "posted"
     configure(site, command_channel(platform, timeout=2, lease=6))
     job_id = published_pending(site)
-    a = spawn(site, "reconcile", env={"CHANNEL_TOOL_MODE": "sleep:0.5",
+    a = spawn(site, "reconcile", env={**clock.env(site), "CHANNEL_TOOL_MODE": "sleep:0.5",
                                       "CHANNEL_TOOL_READY": str(ready)})
     try:
         deadline = time.monotonic() + 30
         while not ready.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         os.kill(a.pid, signal.SIGSTOP)
-        time.sleep(6.2)
+        clock.advance(6.2)  # A's lease runs out while it is stopped
         assert site.call("reconcile").code == 0
         by_b = channel(site, job_id)
     finally:
@@ -412,15 +422,16 @@ def test_required_channel_refused_needs_a_person_and_can_be_resent(site: Site,
     assert r.code == 2 and "nothing to resolve" in r.err
 
 
+@pytest.mark.slow
 def test_retryable_not_sent_is_bounded(site: Site, tmp_path: Path) -> None:
     platform = tmp_path / "platform.jsonl"
     configure(site, command_channel(platform))  # max_attempts 3, backoff 0.05 s
     job_id = prepare(site)
     env = {"CHANNEL_TOOL_MODE": "not_sent"}
-    site.run("push", env=env)
+    site.run_here("push", env=env)
     for _ in range(6):
         time.sleep(0.25)
-        site.run("reconcile", env=env)
+        site.run_here("reconcile", env=env)
     social = channel(site, job_id)
     assert social["status"] == "not_sent" and social["attempts"] == 3
     assert social["needs_person"] and social["next_attempt_at"] is None

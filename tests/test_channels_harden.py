@@ -158,6 +158,7 @@ def test_no_send_without_a_claim_the_remote_holds(site: Site, tmp_path: Path) ->
 
 # -- r05: a command's output that is not exactly one outcome ---------------------------------
 
+@pytest.mark.slow
 def test_clipped_output_with_two_answers_is_unknown(site: Site, tmp_path: Path) -> None:
     platform = tmp_path / "plat"
     send = tmp_path / "send.sh"
@@ -264,6 +265,7 @@ def test_retry_after_forms_hostile() -> None:
 
 # -- r18: the channel's timeout is a deadline ------------------------------------------------
 
+@pytest.mark.slow
 def test_webhook_timeout_is_a_total_deadline(site: Site) -> None:
     with Platform(["trickle:0.5"]) as platform:
         configure(site, webhook_channel(platform.url, timeout=1, retry=SLOW_RETRY))

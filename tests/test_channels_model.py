@@ -203,6 +203,7 @@ def _spec(url: str, timeout: float = 1.0) -> ChannelSpec:
                        headers=(("Authorization", "Bearer ${HOOK_TOKEN}"),))
 
 
+@pytest.mark.slow
 def test_webhook_against_a_real_server() -> None:
     with Platform(["ok", "drop", "delay:2", "429:3"]) as platform:
         adapter = WebhookAdapter(_spec(platform.url), env={"HOOK_TOKEN": "t0k"})

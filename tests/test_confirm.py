@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from conftest import Result, Site, git
 from test_delivery import article, prepare
 
@@ -39,6 +40,10 @@ class CI(Site):
     def run(self, *args: str, input: bytes | str | None = None,
             env: dict[str, str] | None = None, timeout: float = 60) -> Result:
         return super().run(*self.flags(args, env), input=input, env=env, timeout=timeout)
+
+    def run_here(self, *args: str, input: bytes | str | None = None,
+                 env: dict[str, str] | None = None) -> Result:
+        return super().run_here(*self.flags(args, env), input=input, env=env)
 
     def call(self, *args: str, input: bytes | str = b"") -> Result:
         """In this process: the anchor from the environment as a CI job sets it."""
@@ -77,10 +82,11 @@ def remote_notes(site: Site, commit: str) -> str:
     return git(site.remote, "notes", "--ref=pub", "show", commit, check=False)
 
 
+@pytest.mark.slow
 def test_confirm_in_a_shallow_ci_clone(site: Site, tmp_path: Path) -> None:
     commits = publish(site, 3)
     ci = ci_clone(site, tmp_path, "ci")
-    r = ci.run("confirm", "--json")
+    r = ci.run_here("confirm", "--json")
     assert r.code == 0, r.out + r.err
     data = r.json()
     assert sorted(c["commit"] for c in data["commits"]) == sorted(commits)
@@ -90,7 +96,7 @@ def test_confirm_in_a_shallow_ci_clone(site: Site, tmp_path: Path) -> None:
     # a second run checks only what came since
     more = publish(site, 1, start=3)
     ci2 = ci_clone(site, tmp_path, "ci2")
-    r = ci2.run("confirm", "--json")
+    r = ci2.run_here("confirm", "--json")
     assert r.code == 0, r.out + r.err
     assert [c["commit"] for c in r.json()["commits"]] == more
     assert r.json()["checked"] <= 2
@@ -106,12 +112,13 @@ def test_tampered_job_commit_is_flagged(site: Site, tmp_path: Path) -> None:
     git(other, "push", "-q", "-f", "origin", "HEAD:main")
     bad = git(other, "rev-parse", "HEAD").strip()
     ci = ci_clone(site, tmp_path, "ci", depth=None)
-    r = ci.run("confirm")
+    r = ci.run_here("confirm")
     assert r.code == 1
     assert bad in r.out and "posts/p0.md: content differs" in r.out
     assert "BAD" in remote_notes(site, bad)
 
 
+@pytest.mark.slow
 def test_racing_confirm_runs_keep_each_others_notes(site: Site, tmp_path: Path) -> None:
     commits = publish(site, 4)
     first = git(site.remote, "rev-list", "--max-parents=0", "main").strip()
@@ -127,6 +134,7 @@ def test_racing_confirm_runs_keep_each_others_notes(site: Site, tmp_path: Path) 
         assert "gitpub-confirm: ok" in remote_notes(site, c), c
 
 
+@pytest.mark.slow
 def test_concurrent_note_writers_lose_nothing(site: Site) -> None:
     script = (
         "import sys\nfrom pathlib import Path\nfrom gitpub.git.repo import Repository\n"
@@ -196,9 +204,10 @@ def job_commit_message(files: dict[str, str], job_id: str = FORGED_JOB) -> bytes
 
 
 def confirm_in_ci(site: Site, tmp_path: Path, name: str, *args: str) -> Result:
-    return ci_clone(site, tmp_path, name).run("confirm", *args)
+    return ci_clone(site, tmp_path, name).run_here("confirm", *args)
 
 
+@pytest.mark.slow
 def test_extra_paths_are_bad_and_bad_stays_until_accepted(site: Site, tmp_path: Path) -> None:
     (good,) = publish(site, 1)
     assert confirm_in_ci(site, tmp_path, "ci0").code == 0
@@ -215,18 +224,18 @@ def test_extra_paths_are_bad_and_bad_stays_until_accepted(site: Site, tmp_path: 
     git(evil, "pull", "-q", "--ff-only", "origin", "main")
     commit_as(evil, b"A hand edit\n", {"posts/hand.md": "hand\n"})
     git(evil, "push", "-q", "origin", "HEAD:main")
-    r = ci_clone(site, tmp_path, "ci2").run("confirm", "--json")
+    r = ci_clone(site, tmp_path, "ci2").run_here("confirm", "--json")
     assert r.code == 1, r.out + r.err
     assert r.json()["checked"] == 1 and r.json()["bad"] == []
     assert [row["commit"] for row in r.json()["open_bad"]] == [bad]
     # a person accepts it (the reason is sanitized), and later runs show the acceptance
     ci3 = ci_clone(site, tmp_path, "ci3")
     secret = "ghp_" + "A" * 36
-    r = ci3.run("confirm", "--accept", bad, "--reason", f"reverted by hand {secret}")
+    r = ci3.run_here("confirm", "--accept", bad, "--reason", f"reverted by hand {secret}")
     assert r.code == 0, r.out + r.err
     assert secret not in remote_notes(site, bad)
     assert "gitpub-confirm: accepted by" in remote_notes(site, bad)
-    r = ci_clone(site, tmp_path, "ci4").run("confirm")
+    r = ci_clone(site, tmp_path, "ci4").run_here("confirm")
     assert r.code == 0, r.out + r.err
     assert f"accepted {bad}" in r.out
 
@@ -234,8 +243,8 @@ def test_extra_paths_are_bad_and_bad_stays_until_accepted(site: Site, tmp_path: 
 def test_accept_refuses_a_commit_without_a_bad_verdict(site: Site, tmp_path: Path) -> None:
     (good,) = publish(site, 1)
     ci = ci_clone(site, tmp_path, "ci")
-    assert ci.run("confirm").code == 0
-    r = ci.run("confirm", "--accept", good, "--reason", "why not")
+    assert ci.run_here("confirm").code == 0
+    r = ci.run_here("confirm", "--accept", good, "--reason", "why not")
     assert r.code == 2 and "no BAD verdict" in r.err
 
 
@@ -255,6 +264,7 @@ def test_cherry_pick_x_then_amend_is_bad(site: Site, tmp_path: Path) -> None:
     assert f"BAD {picked}" in r.out and "posts/p0.md: content differs" in r.out
 
 
+@pytest.mark.slow
 def test_a_prefix_switch_in_the_same_push_does_not_hide_a_tampered_commit(
         site: Site, tmp_path: Path) -> None:
     (good,) = publish(site, 1)
@@ -265,7 +275,7 @@ def test_a_prefix_switch_in_the_same_push_does_not_hide_a_tampered_commit(
     commit_as(evil, b"Remove it\n", {"posts/p0.md": None})
     bad = commit_as(evil, message_of(evil, good), {"posts/p0.md": "tampered\n"})
     git(evil, "push", "-q", "origin", "HEAD:main")
-    r = ci_clone(site, tmp_path, "ci1").run("confirm", "--json")
+    r = ci_clone(site, tmp_path, "ci1").run_here("confirm", "--json")
     assert r.code == 1, r.out + r.err
     data = r.json()
     assert data["bad"] == [bad] and data["config_changes"] == [switch]
@@ -273,7 +283,7 @@ def test_a_prefix_switch_in_the_same_push_does_not_hide_a_tampered_commit(
     assert data["prefixes"] == ["Blog", "Evil"]
     assert any("trailer_prefix changes to Evil" in r for r in data["remarks"])
     # from the next run on, the new configuration applies, and Blog is still checked
-    r = ci_clone(site, tmp_path, "ci2").run("confirm", "--json")
+    r = ci_clone(site, tmp_path, "ci2").run_here("confirm", "--json")
     assert r.json()["prefixes"] == ["Evil", "Blog"] and r.code == 1
 
 
@@ -298,7 +308,7 @@ def test_two_claims_of_one_job_id_in_one_run_are_bad(site: Site, tmp_path: Path)
     commit_as(evil, b"Remove it\n", {"posts/new.md": None})
     second = commit_as(evil, job_commit_message(files), files)
     git(evil, "push", "-q", "origin", "HEAD:main")
-    r = ci_clone(site, tmp_path, "ci").run("confirm", "--json")
+    r = ci_clone(site, tmp_path, "ci").run_here("confirm", "--json")
     assert r.code == 1
     assert r.json()["bad"] == [second], r.out
     assert first in r.out
@@ -309,22 +319,23 @@ def test_a_job_commit_touching_a_steering_path_is_bad(site: Site, tmp_path: Path
     files = {".github/workflows/evil.yml": "on: push\n", "posts/x.md": "# X\n"}
     bad = commit_as(evil, job_commit_message(files), files)
     git(evil, "push", "-q", "origin", "HEAD:main")
-    r = ci_clone(site, tmp_path, "ci").run("confirm")
+    r = ci_clone(site, tmp_path, "ci").run_here("confirm")
     assert r.code == 1
     assert ".github/workflows/evil.yml: a path that steers git, CI or gitpub" in r.out
     assert bad in r.out
 
 
+@pytest.mark.slow
 def test_the_checked_through_point_comes_from_the_remote_notes(site: Site,
                                                                tmp_path: Path) -> None:
     publish(site, 2)
-    first = ci_clone(site, tmp_path, "ci0", depth=None).run("confirm", "--json")
+    first = ci_clone(site, tmp_path, "ci0", depth=None).run_here("confirm", "--json")
     assert first.code == 0 and first.json()["checked"] == 3  # the site's first commit, 2 jobs
     more = publish(site, 1, start=2)
-    again = ci_clone(site, tmp_path, "ci1", depth=None).run("confirm", "--json")
+    again = ci_clone(site, tmp_path, "ci1", depth=None).run_here("confirm", "--json")
     assert again.code == 0, again.err
     assert again.json()["checked"] == 1 and again.json()["start"] != more[0]
-    nothing = ci_clone(site, tmp_path, "ci2").run("confirm", "--json")
+    nothing = ci_clone(site, tmp_path, "ci2").run_here("confirm", "--json")
     assert nothing.json()["checked"] == 0 and nothing.code == 0
 
 
@@ -333,7 +344,7 @@ def test_readme_notes_commands_work_in_a_publishers_clone(site: Site, tmp_path: 
     assert site.git("fetch", "origin") == ""  # no notes on the remote yet: no failure
     (good,) = publish(site, 1)
     site.git("notes", "--ref=pub", "add", "-m", "a local note", "HEAD~1")
-    assert ci_clone(site, tmp_path, "ci").run("confirm").code == 0
+    assert ci_clone(site, tmp_path, "ci").run_here("confirm").code == 0
     site.git("fetch", "origin")
     site.git("notes", "--ref=pub", "merge", "refs/notes/remotes/origin/pub")
     shown = site.git("log", "--notes=pub", "-2")
@@ -341,12 +352,13 @@ def test_readme_notes_commands_work_in_a_publishers_clone(site: Site, tmp_path: 
     assert good in shown
 
 
+@pytest.mark.slow
 def test_deepened_counts_the_commits_actually_fetched(site: Site, tmp_path: Path) -> None:
     """A 4-commit history in a depth-1 clone: 3 commits fetched, though 64 were asked for."""
     publish(site, 3)
     total = int(git(site.remote, "rev-list", "--count", "main").strip())
     ci = ci_clone(site, tmp_path, "ci")
-    r = ci.run("confirm", "--json")
+    r = ci.run_here("confirm", "--json")
     assert r.code == 0, r.out + r.err
     assert r.json()["deepened"] == total - 1 == 3
     assert int(git(ci.path, "rev-list", "--count", "origin/main").strip()) == total

@@ -16,6 +16,7 @@ def leftover_locks(repo: Path) -> list[str]:
                   if "pub/live" not in str(p))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["git.object-locked", "git.ref-locked"])
 def test_confirm_killed_holding_a_lock_then_run_again(site: Site, tmp_path: Path,
                                                      point: str) -> None:
@@ -31,7 +32,7 @@ def test_confirm_killed_holding_a_lock_then_run_again(site: Site, tmp_path: Path
             assert r.code == 0, r.out + r.err
             break
         killed += 1
-        again = ci.run("confirm", "--no-push-notes")
+        again = ci.run_here("confirm", "--no-push-notes")
         assert again.code == 0, again.out + again.err
         assert "Traceback" not in again.err and "FileLocked" not in again.err
     assert killed > 0
@@ -42,7 +43,7 @@ def test_confirm_killed_holding_a_lock_then_run_again(site: Site, tmp_path: Path
 def test_confirm_objects_pass_fsck_strict(site: Site, tmp_path: Path) -> None:
     publish(site, 3)
     ci = ci_clone(site, tmp_path, "ci", depth=None)
-    r = ci.run("confirm")
+    r = ci.run_here("confirm")
     assert r.code == 0, r.out + r.err
     out = subprocess.run(["git", "-C", str(ci.path), "fsck", "--strict", "--no-dangling",
                           "--unreachable"], capture_output=True, text=True)

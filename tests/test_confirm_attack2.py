@@ -33,6 +33,7 @@ def ledgers(site: Site) -> list[str]:
 
 # -- the notes merged with older authentic ledgers ---------------------------------------------
 
+@pytest.mark.slow
 def test_older_ledgers_merged_in_do_not_push_out_the_newest_point(site: Site,
                                                                   tmp_path: Path) -> None:
     """Five runs, five ledgers. The attacker force-pushes the newest checked commit away and
@@ -132,6 +133,7 @@ def drop_records_of(site: Site, commit: str) -> None:
             git(site.remote, "update-ref", "-d", name)
 
 
+@pytest.mark.slow
 def test_another_repositorys_ledgers_under_the_same_key_are_not_believed(
         site: Site, tmp_path: Path) -> None:
     """One key for two repositories: B, a fork the attacker can push (its CI has the key too,
@@ -155,7 +157,7 @@ def test_another_repositorys_ledgers_under_the_same_key_are_not_believed(
     (tmp_path / "b").mkdir()
     for i, commit in enumerate(plain):
         git(fork.remote, "update-ref", "refs/heads/main", commit)
-        r = ci_clone(fork, tmp_path / "b", f"ci{i}", depth=None).run("confirm", "--json")
+        r = ci_clone(fork, tmp_path / "b", f"ci{i}", depth=None).run_here("confirm", "--json")
         assert r.code == 0, r.out + r.err
     # A publishes once more, confirmed
     (gone,) = publish(site, 1, start=20)
@@ -172,6 +174,7 @@ def test_another_repositorys_ledgers_under_the_same_key_are_not_believed(
     assert gone in r.json()["rewritten"], r.out
 
 
+@pytest.mark.slow
 def test_an_anchor_from_before_lineages_goes_on_with_a_new_one(site: Site,
                                                                tmp_path: Path) -> None:
     """A format 1 anchor (no lineage) naming a ledger without a lineage: the run is fine and
@@ -207,6 +210,7 @@ def test_an_anchor_from_before_lineages_goes_on_with_a_new_one(site: Site,
 
 # -- killed at its crash points, then run again --------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["confirm.notes-pushed", "git.ref-locked:1",
                                    "git.object-locked:3"])
 def test_killed_the_next_run_goes_on_from_the_anchor(site: Site, tmp_path: Path,

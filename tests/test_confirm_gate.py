@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import Site, git
 from test_confirm import (
     FORGED_JOB,
@@ -50,13 +51,13 @@ def tamper_on_top(site: Site, tmp_path: Path, good: str) -> tuple[Path, str]:
 def test_a_forged_checked_through_point_is_not_believed(site: Site, tmp_path: Path) -> None:
     """t2: a forged commit and a notes commit saying "checked through it", pushed together."""
     (good,) = publish(site, 1)
-    assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
+    assert ci_clone(site, tmp_path, "ci0").run_here("confirm").code == 0
     evil, bad = tamper_on_top(site, tmp_path, good)
     for mac in ("", "Gitpub-Ledger-Mac: hmac-sha256:" + "0" * 64):
         notes = forged_notes_commit(evil, ["Gitpub-Confirm-Ledger: v2",
                                            f"Gitpub-Checked-Through: {bad}", mac])
         git(evil, "push", "-q", "-f", "origin", "HEAD:main", f"{notes}:refs/notes/pub")
-        r = ci_clone(site, tmp_path, f"ci-{len(mac)}").run("confirm", "--json")
+        r = ci_clone(site, tmp_path, f"ci-{len(mac)}").run_here("confirm", "--json")
         assert r.code == 1, r.out + r.err
         assert [b["commit"] for b in r.json()["open_bad"]] == [bad]
         assert r.json()["bad"] == ([bad] if not mac else [])  # the 2nd run: still open
@@ -64,48 +65,51 @@ def test_a_forged_checked_through_point_is_not_believed(site: Site, tmp_path: Pa
         assert any("without a valid MAC were ignored" in m for m in r.json()["remarks"])
 
 
+@pytest.mark.slow
 def test_without_the_key_the_whole_history_is_checked_and_said_so(site: Site,
                                                                   tmp_path: Path) -> None:
     (good,) = publish(site, 1)
-    assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
+    assert ci_clone(site, tmp_path, "ci0").run_here("confirm").code == 0
     evil, bad = tamper_on_top(site, tmp_path, good)
     notes = forged_notes_commit(evil, ["Gitpub-Confirm-Ledger: v2",
                                        f"Gitpub-Checked-Through: {bad}"])
     git(evil, "push", "-q", "origin", "HEAD:main", f"{notes}:refs/notes/pub")
     total = int(git(site.remote, "rev-list", "--count", "main").strip())
     for run in range(2):  # and the next run still finds it: nothing is remembered, all re-judged
-        r = keyless(site, tmp_path, f"plain{run}").run("confirm", "--json")
+        r = keyless(site, tmp_path, f"plain{run}").run_here("confirm", "--json")
         assert r.code == 1, r.out + r.err
         data = r.json()
         assert data["authenticated"] is False and data["checked"] == total
         assert data["bad"] == [bad] and [b["commit"] for b in data["open_bad"]] == [bad]
         assert any("GITPUB_CONFIRM_KEY is not set" in m for m in data["remarks"])
     # and --accept needs the key: an acceptance anyone could write would accept nothing
-    r = keyless(site, tmp_path, "plain-accept").run("confirm", "--accept", bad, "--reason", "x")
+    plain = keyless(site, tmp_path, "plain-accept")
+    r = plain.run_here("confirm", "--accept", bad, "--reason", "x")
     assert r.code == 2 and "GITPUB_CONFIRM_KEY" in r.err
 
 
+@pytest.mark.slow
 def test_a_ledger_without_the_open_bad_and_a_hand_acceptance_do_not_close_it(
         site: Site, tmp_path: Path) -> None:
     """t3/t3b: after the run that found BAD, the attacker appends an acceptance line by hand,
     then pushes a ledger that copies the authentic one minus its open BAD line."""
     (good,) = publish(site, 1)
-    assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
+    assert ci_clone(site, tmp_path, "ci0").run_here("confirm").code == 0
     evil, bad = tamper_on_top(site, tmp_path, good)
     git(evil, "push", "-q", "origin", "HEAD:main")
-    assert ci_clone(site, tmp_path, "ci1").run("confirm").code == 1
+    assert ci_clone(site, tmp_path, "ci1").run_here("confirm").code == 1
     git(evil, "fetch", "-q", "origin", "+refs/notes/pub:refs/notes/pub")
     git(evil, "notes", "--ref=pub", "append", "-m",
         "gitpub-confirm: accepted by Maintainer <boss@example.com>: reviewed, fine", bad)
     git(evil, "push", "-q", "origin", "refs/notes/pub")
-    r = ci_clone(site, tmp_path, "ci2").run("confirm", "--json")
+    r = ci_clone(site, tmp_path, "ci2").run_here("confirm", "--json")
     assert r.code == 1 and [b["commit"] for b in r.json()["open_bad"]] == [bad], r.out
     authentic = git(evil, "log", "-1", "--format=%B", "refs/notes/pub~1").splitlines()
     assert any(ln.startswith("Gitpub-Open-Bad: ") for ln in authentic)
     copied = [ln for ln in authentic if ln.startswith("Gitpub-")
               and not ln.startswith("Gitpub-Open-Bad: ")]
     git(evil, "push", "-q", "origin", f"{forged_notes_commit(evil, copied)}:refs/notes/pub")
-    r = ci_clone(site, tmp_path, "ci3").run("confirm", "--json")
+    r = ci_clone(site, tmp_path, "ci3").run_here("confirm", "--json")
     assert r.code == 1 and [b["commit"] for b in r.json()["open_bad"]] == [bad], r.out
 
 
@@ -114,7 +118,7 @@ def test_an_erased_index_note_does_not_hide_a_second_publication(site: Site,
     """t22: the job-id index note is removed from the notes, then the job's message is pushed
     again on a commit that changes nothing."""
     (good,) = publish(site, 1)
-    assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
+    assert ci_clone(site, tmp_path, "ci0").run_here("confirm").code == 0
     evil = attacker_clone(site, tmp_path)
     git(evil, "fetch", "-q", "origin", "+refs/notes/pub:refs/notes/pub")
     for line in git(evil, "notes", "--ref=pub", "list").splitlines():
@@ -124,7 +128,7 @@ def test_an_erased_index_note_does_not_hide_a_second_publication(site: Site,
     git(evil, "push", "-q", "-f", "origin", "refs/notes/pub")
     again = commit_as(evil, message_of(evil, good), {})
     git(evil, "push", "-q", "origin", "HEAD:main")
-    r = ci_clone(site, tmp_path, "ci1").run("confirm", "--json")
+    r = ci_clone(site, tmp_path, "ci1").run_here("confirm", "--json")
     assert r.code == 1 and r.json()["bad"] == [again], r.out
 
 
@@ -136,7 +140,7 @@ def test_a_claim_that_changes_nothing_is_bad(site: Site, tmp_path: Path) -> None
     commit_as(evil, b"Add it\n", files)
     empty = commit_as(evil, job_commit_message(files), {})
     git(evil, "push", "-q", "origin", "HEAD:main")
-    r = ci_clone(site, tmp_path, "ci").run("confirm", "--json")
+    r = ci_clone(site, tmp_path, "ci").run_here("confirm", "--json")
     assert r.code == 1 and r.json()["bad"] == [empty], r.out
     row = next(c for c in r.json()["commits"] if c["commit"] == empty)
     assert row["problems"] == ["it changes nothing against its first parent"]
@@ -152,7 +156,7 @@ def test_a_job_id_that_is_no_uuid_is_bad_and_never_shown(site: Site, tmp_path: P
     ok = commit_as(evil, job_commit_message({"posts/m.md": "m\n"}, job_id=FORGED_JOB),
                    {"posts/m.md": "m\n"})
     git(evil, "push", "-q", "origin", "HEAD:main")
-    r = ci_clone(site, tmp_path, "ci").run("confirm", "--json")
+    r = ci_clone(site, tmp_path, "ci").run_here("confirm", "--json")
     assert r.code == 1 and r.json()["bad"] == [bad], r.out
     assert secret not in r.out and secret not in r.err
     row = next(c for c in r.json()["commits"] if c["commit"] == bad)
@@ -160,7 +164,7 @@ def test_a_job_id_that_is_no_uuid_is_bad_and_never_shown(site: Site, tmp_path: P
     assert any("is not a gitpub job id (a UUID)" in p for p in row["problems"])
     assert next(c for c in r.json()["commits"] if c["commit"] == ok)["ok"]
     assert secret not in remote_notes(site, bad)
-    r = ci_clone(site, tmp_path, "ci-text").run("confirm")
+    r = ci_clone(site, tmp_path, "ci-text").run_here("confirm")
     assert secret not in r.out and secret not in r.err
 
 
@@ -173,13 +177,14 @@ def use_prefix(site: Site, prefix: str) -> None:
     site.git("push", "-q", "origin", "HEAD:main")
 
 
+@pytest.mark.slow
 def test_a_force_push_that_switches_the_prefix_does_not_hide_a_rewritten_publication(
         site: Site, tmp_path: Path) -> None:
     """t7: the site uses ``Site``; a force-push amends the publication (tampered content, a CI
     workflow, message kept) and switches the prefix at the tip to ``Other``."""
     use_prefix(site, "Site")
     (good,) = publish(site, 1)
-    assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
+    assert ci_clone(site, tmp_path, "ci0").run_here("confirm").code == 0
     evil = attacker_clone(site, tmp_path)
     text = (evil / "posts/p0.md").read_text() + "<script>evil()</script>\n"
     rewritten = commit_as(evil, message_of(evil, good),
@@ -190,14 +195,14 @@ def test_a_force_push_that_switches_the_prefix_does_not_hide_a_rewritten_publica
     commit_as(evil, b"tweak config\n", {".gitpub.yaml": config})
     git(evil, "push", "-q", "-f", "origin", "HEAD:main")
     for name in ("ci1", "ci2"):  # and it stays red
-        r = ci_clone(site, tmp_path, name).run("confirm", "--json")
+        r = ci_clone(site, tmp_path, name).run_here("confirm", "--json")
         assert r.code == 1, r.out + r.err
         data = r.json()
         assert rewritten in data["bad"] or rewritten in [b["commit"] for b in data["open_bad"]]
         assert good in data["rewritten"] or good in [b["commit"] for b in data["open_bad"]]
         assert "Site" in data["prefixes"]
     # a fresh clone without the key: the claim is judged too (the prefix its own tree names)
-    r = keyless(site, tmp_path, "plain").run("confirm", "--json")
+    r = keyless(site, tmp_path, "plain").run_here("confirm", "--json")
     assert r.code == 1 and rewritten in r.json()["bad"], r.out
 
 
@@ -207,18 +212,18 @@ def test_a_prefix_switch_over_two_pushes_keeps_the_old_prefix_checked(
     commit claiming ``Site-Job-Id``."""
     use_prefix(site, "Site")
     (good,) = publish(site, 1)
-    assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
+    assert ci_clone(site, tmp_path, "ci0").run_here("confirm").code == 0
     evil = attacker_clone(site, tmp_path)
     config = (evil / ".gitpub.yaml").read_text().replace("trailer_prefix: Site",
                                                           "trailer_prefix: Other")
     switch = commit_as(evil, b"config: tidy\n", {".gitpub.yaml": config})
     git(evil, "push", "-q", "origin", "HEAD:main")
-    r = ci_clone(site, tmp_path, "ci1").run("confirm", "--json")
+    r = ci_clone(site, tmp_path, "ci1").run_here("confirm", "--json")
     assert r.code == 0, r.out + r.err
     assert r.json()["config_changes"] == [switch]
     bad = commit_as(evil, message_of(evil, good), {".github/workflows/evil.yml": "on: push\n"})
     git(evil, "push", "-q", "origin", "HEAD:main")
-    r = ci_clone(site, tmp_path, "ci2").run("confirm", "--json")
+    r = ci_clone(site, tmp_path, "ci2").run_here("confirm", "--json")
     assert r.code == 1 and r.json()["bad"] == [bad], r.out
     assert r.json()["prefixes"][:1] == ["Other"] and "Site" in r.json()["prefixes"]
 
@@ -238,7 +243,7 @@ def test_a_replace_ref_does_not_hide_a_tampered_publication(site: Site, tmp_path
     ci = ci_clone(site, tmp_path, "ci", depth=None)
     git(ci.path, "fetch", "-q", "origin", "refs/replace/*:refs/replace/*")
     assert git(ci.path, "log", "-1", "--format=%s", "main").strip() == "An ordinary change"
-    r = ci.run("confirm", "--json")
+    r = ci.run_here("confirm", "--json")
     assert r.code == 1 and r.json()["bad"] == [bad], r.out
 
 

@@ -30,9 +30,12 @@ from test_confirm import (
 
 def keyed_run(site: Site, tmp_path: Path, name: str, *args: str, first_runs: bool = False,  # type: ignore[no-untyped-def]
               env: dict[str, str] | None = None):
-    """One CI run in a fresh clone; no automatic ``--first-run`` unless asked."""
-    return ci_clone(site, tmp_path, name, depth=None, first_runs=first_runs).run(
-        "confirm", "--json", *args, env=env)
+    """One CI run in a fresh clone; no automatic ``--first-run`` unless asked. In a process of
+    its own when it is to be killed."""
+    ci = ci_clone(site, tmp_path, name, depth=None, first_runs=first_runs)
+    if env and "GITPUB_CRASH_AT" in env:
+        return ci.run("confirm", "--json", *args, env=env)
+    return ci.run_here("confirm", "--json", *args, env=env)
 
 
 def anchored(site: Site, tmp_path: Path) -> list[str]:
@@ -53,6 +56,7 @@ def push_forged(site: Site, tmp_path: Path, files: dict[str, str], name: str = "
 
 # -- 1. the notes rolled back to an older authentic ledger -------------------------------------
 
+@pytest.mark.slow
 def test_a_rollback_of_the_notes_is_refused(site: Site, tmp_path: Path) -> None:
     """An open BAD is recorded; the attacker sets refs/notes/pub back to the ledger before it,
     force-pushes the bad commit away and deletes a job ref: exit 1, naming the rollback."""
@@ -82,6 +86,7 @@ def test_deleted_notes_are_refused(site: Site, tmp_path: Path) -> None:
     assert r.code == 1 and "rolled back or deleted" in r.out, r.out + r.err
 
 
+@pytest.mark.slow
 def test_a_forged_ledger_on_top_of_a_rollback_is_refused(site: Site, tmp_path: Path) -> None:
     """Rolled back, then a notes commit on top whose ledger claims a high serial: its MAC is
     wrong, the authentic one below is older than the anchor."""
@@ -117,6 +122,7 @@ def test_the_notes_moving_on_from_the_anchor_are_fine(site: Site, tmp_path: Path
 
 # -- the anchor itself -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_first_keyed_run_needs_a_persons_first_run(site: Site, tmp_path: Path) -> None:
     publish(site, 1)
     r = keyed_run(site, tmp_path, "ci0")
@@ -126,6 +132,7 @@ def test_a_first_keyed_run_needs_a_persons_first_run(site: Site, tmp_path: Path)
     assert keyed_run(site, tmp_path, "ci2").code == 0  # anchored from now on
 
 
+@pytest.mark.slow
 def test_a_lost_anchor_is_refused_until_a_first_run(site: Site, tmp_path: Path) -> None:
     anchored(site, tmp_path)
     (tmp_path / "ci-cache/confirm-anchor.json").unlink()
@@ -150,7 +157,7 @@ def test_a_tampered_anchor_is_refused(site: Site, tmp_path: Path, tamper: str) -
         path.write_text("{not json")
     elif tamper == "other key":
         ci = ci_clone(site, tmp_path, "other", depth=None, first_runs=False)
-        r = ci.run("confirm", env={"GITPUB_CONFIRM_KEY": "another-secret-0123456789"})
+        r = ci.run_here("confirm", env={"GITPUB_CONFIRM_KEY": "another-secret-0123456789"})
         assert r.code == 1 and "not written with this" in r.out + r.err, r.out + r.err
         return
     else:
@@ -163,12 +170,12 @@ def test_a_tampered_anchor_is_refused(site: Site, tmp_path: Path, tamper: str) -
 def test_with_the_key_an_anchor_or_no_anchor_must_be_said(site: Site, tmp_path: Path) -> None:
     publish(site, 1)
     ci = ci_clone(site, tmp_path, "ci0", depth=None)
-    r = ci.run("confirm", env={"GITPUB_CONFIRM_ANCHOR": ""})
+    r = ci.run_here("confirm", env={"GITPUB_CONFIRM_ANCHOR": ""})
     assert r.code == 2 and "--anchor FILE" in r.err + r.out, r.out + r.err
-    r = ci.run("confirm", "--json", "--no-anchor", "--first-run",
+    r = ci.run_here("confirm", "--json", "--no-anchor", "--first-run",
                env={"GITPUB_CONFIRM_ANCHOR": ""})
     assert r.code == 0, r.out + r.err
-    r = ci_clone(site, tmp_path, "ci1", depth=None).run(
+    r = ci_clone(site, tmp_path, "ci1", depth=None).run_here(
         "confirm", "--json", "--no-anchor", env={"GITPUB_CONFIRM_ANCHOR": ""})
     assert r.code == 0 and any("--no-anchor" in m for m in r.json()["remarks"]), r.out
 
@@ -212,6 +219,7 @@ def test_deleting_the_notes_after_a_force_push_does_not_hide_it(site: Site,
 
 # -- 3. a pushed .gitpub.yaml names another branch -------------------------------------------
 
+@pytest.mark.slow
 def test_a_pushed_branch_decoy_does_not_redirect_confirm(site: Site, tmp_path: Path) -> None:
     anchored(site, tmp_path)
     evil = attacker_clone(site, tmp_path)
@@ -247,7 +255,7 @@ def test_the_branch_comes_from_ci_then_the_ledger(site: Site, tmp_path: Path) ->
 @pytest.mark.parametrize("value", ["--upload-pack=x", "a..b", "main.lock", "-x", "a b"])
 def test_a_hostile_branch_argument_is_refused(site: Site, tmp_path: Path, value: str) -> None:
     ci = ci_clone(site, tmp_path, "ci0", depth=None)
-    r = ci.run("confirm", f"--branch={value}", "--no-anchor")
+    r = ci.run_here("confirm", f"--branch={value}", "--no-anchor")
     assert r.code == 2, r.out + r.err
 
 
@@ -309,7 +317,8 @@ def test_a_published_symlink_must_stay_inside(site: Site, tmp_path: Path, target
 def test_without_the_key_no_anchor_is_needed(site: Site, tmp_path: Path) -> None:
     publish(site, 1)
     ci = ci_clone(site, tmp_path, "ci0", depth=None)
-    r = ci.run("confirm", "--json", env={"GITPUB_CONFIRM_KEY": "", "GITPUB_CONFIRM_ANCHOR": ""})
+    r = ci.run_here("confirm", "--json",
+                    env={"GITPUB_CONFIRM_KEY": "", "GITPUB_CONFIRM_ANCHOR": ""})
     assert r.code == 0, r.out + r.err
     assert not r.json()["authenticated"]
     assert KEY not in r.out

@@ -83,6 +83,7 @@ def test_kill_then_rerun_ends_like_an_uninterrupted_run(
     assert len(site.job_refs()) == 1
 
 
+@pytest.mark.slow
 def test_repeated_kills_at_successive_points(site: Site, tmp_path: Path) -> None:
     """One job killed at every point in turn still ends with one commit, drafted once."""
     counter = configure(site, tmp_path)

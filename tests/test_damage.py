@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from conftest import Site, git
-from hypothesis import HealthCheck, given, settings
+from conftest import SEED, Site, git, rounds
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from test_delivery import commit_file, other_writer, remote_job_ids
 from test_fonts import build_font
@@ -279,16 +280,19 @@ def damage(site: Site, job_id: str, how: str) -> Callable[[], None]:
 
 
 def check_matrix_case(site: Site, kinds: Sequence[str], damaged: int, how: str,
-                      command: str) -> None:
-    ids = [make_job(site, i, kind) for i, kind in enumerate(kinds)]
+                      command: str, ids: list[str] | None = None) -> None:
+    """Damage job ``damaged`` among jobs of ``kinds`` (made here, or given as ``ids``), then run
+    ``command``, ``status`` and ``reconcile`` in this process (no kill after the damage)."""
+    if ids is None:
+        ids = [make_job(site, i, kind) for i, kind in enumerate(kinds)]
     bad = ids[damaged]
     repair = damage(site, bad, how)
     ref_file = site.path / ".git/refs/pub/jobs" / bad
     before = ref_file.read_bytes()
-    first = site.run(command)
+    first = site.call(command)
     after_first = remote_job_ids(site)
-    listing = site.run("status")
-    then = site.run("reconcile")
+    listing = site.call("status")
+    then = site.call("reconcile")
     for r in (first, listing, then):
         no_traceback(r.out, r.err)
     if how in UNREADABLE:
@@ -320,14 +324,41 @@ def check_matrix_case(site: Site, kinds: Sequence[str], damaged: int, how: str,
     repair()
 
 
+#: The matrix's jobs, made once per worker (five killed processes) and copied into each case's
+#: site: (the template's directory, the job ids).
+_MATRIX_JOBS: dict[tuple[str, ...], tuple[Site, list[str]]] = {}
+
+
+def jobs_copied_in(site: Site, kinds: tuple[str, ...],
+                   tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """Jobs of ``kinds`` in ``site``, as ``make_job`` makes them: made once in a template site
+    (the same first commit: dates are fixed), whose repositories are copied over the site's."""
+    from conftest import make_site
+
+    if kinds not in _MATRIX_JOBS:
+        template = make_site(tmp_path_factory.mktemp("matrix-template"), site.env)
+        _MATRIX_JOBS[kinds] = template, [make_job(template, i, k) for i, k in enumerate(kinds)]
+    template, ids = _MATRIX_JOBS[kinds]
+    for src, dst in ((template.path, site.path), (template.remote, site.remote)):
+        shutil.rmtree(dst)
+        shutil.copytree(src, dst, symlinks=True)
+    site.git("remote", "set-url", "origin", str(site.remote))
+    return ids
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["push", "reconcile"])
 @pytest.mark.parametrize("how", DAMAGES)
-def test_damage_matrix(site: Site, how: str, command: str) -> None:
-    check_matrix_case(site, KINDS, 1, how, command)
+def test_damage_matrix(site: Site, how: str, command: str,
+                       tmp_path_factory: pytest.TempPathFactory) -> None:
+    check_matrix_case(site, KINDS, 1, how, command,
+                      jobs_copied_in(site, KINDS, tmp_path_factory))
 
 
-@settings(max_examples=int(os.environ.get("DAMAGE_EXAMPLES", "4")), deadline=None,
+@pytest.mark.slow
+@settings(max_examples=int(os.environ.get("DAMAGE_EXAMPLES", rounds(2, 4))), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@seed(SEED)
 @given(kinds=st.lists(st.sampled_from(KINDS), min_size=2, max_size=4),
        pick=st.integers(min_value=0, max_value=5), how=st.sampled_from(DAMAGES),
        command=st.sampled_from(["push", "reconcile"]))

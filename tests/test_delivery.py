@@ -207,6 +207,7 @@ def test_stale_lease_holder_cannot_overwrite(site: Site) -> None:
 
 # -- two writers -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_two_writers_ten_jobs_each_all_land_once(site: Site, tmp_path: Path,
                                                  hermetic: dict[str, str]) -> None:
     second = Site(other_writer(tmp_path, site, "writer2"), site.remote, site.env)

@@ -59,6 +59,7 @@ def test_every_delivery_crash_point_is_reached(site: Site, tmp_path: Path) -> No
     assert not missing, f"delivery crash points never reached: {missing}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", DELIVERY_POINTS)
 def test_kill_push_then_reconcile_and_push(site: Site, tmp_path: Path, point: str) -> None:
     job_id, counter = setup_job(site, tmp_path)
@@ -67,11 +68,11 @@ def test_kill_push_then_reconcile_and_push(site: Site, tmp_path: Path, point: st
     assert r.code == -9, f"expected SIGKILL at {point}: {r.out}{r.err}"
     if url:
         site.git("remote", "set-url", "origin", url)
-    r = site.run("reconcile")
+    r = site.run_here("reconcile")
     assert r.code in (0, 5), r.out + r.err
-    r = site.run("push", "--json")
+    r = site.run_here("push", "--json")
     assert r.code == 0, r.out + r.err
-    status = site.run("status", "--json", job_id).json()
+    status = site.run_here("status", "--json", job_id).json()
     assert status["state"] == "PUBLISHED"
     assert remote_job_ids(site) == [job_id], "exactly one remote commit for the job"
     assert git(site.remote, "show", "main:posts/theirs.md") == article("theirs")
@@ -89,7 +90,7 @@ def test_kill_reconcile_mid_push_then_reconcile(site: Site, tmp_path: Path) -> N
     job_id, _ = setup_job(site, tmp_path)
     r = site.run("reconcile", env={"GITPUB_CRASH_AT": "delivery.pushed"})
     assert r.code == -9
-    r = site.run("reconcile", "--json")
+    r = site.run_here("reconcile", "--json")
     assert r.code == 0, r.out + r.err
     assert r.json()["jobs"][0]["state"] == "PUBLISHED"
     assert remote_job_ids(site) == [job_id]

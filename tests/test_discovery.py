@@ -103,6 +103,7 @@ def test_dash_c_resolves_source_in_that_directory(two: tuple[Site, Site]) -> Non
     assert untouched(bystander, before)
 
 
+@pytest.mark.slow
 def test_from_a_subdirectory_to_is_from_the_root(site: Site) -> None:
     site.write_config("content: ['images/**']\n")
     posts = site.path / "posts"
@@ -204,6 +205,7 @@ def test_git_subprocesses_never_inherit_an_index_or_object_directory(site: Site,
     assert site.git("status", "--porcelain") == ""
 
 
+@pytest.mark.slow
 def test_git_dir_from_a_subdirectory_never_publishes_every_file_as_deleted(site: Site) -> None:
     """``GIT_DIR`` without ``GIT_WORK_TREE``: git takes the current directory for the top of
     the working tree, so from ``posts/`` every file looks deleted (``git status`` says so).

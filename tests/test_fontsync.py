@@ -82,6 +82,7 @@ def test_missing_characters_are_reported_not_fatal(fonted: Site) -> None:
     assert "not in the font" in job and "龘" in job
 
 
+@pytest.mark.slow
 def test_two_writers_with_new_characters_both_land(fonted: Site, tmp_path: Path) -> None:
     second = Site(other_writer(tmp_path, fonted, "writer2"), fonted.remote, fonted.env)
     for s in (fonted, second):

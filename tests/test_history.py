@@ -7,6 +7,7 @@ import random
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import git
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -62,6 +63,7 @@ def test_walk_matches_git_rev_list(tmp_path_factory: object, hermetic: dict[str,
         assert set(walked) == expected
 
 
+@pytest.mark.slow
 def test_confirmation_with_many_commits_jobs_and_multiline_bodies(
         tmp_path: Path, hermetic: dict[str, str]) -> None:
     """The reference's trap: a log parser that only got the first record right. Twelve jobs

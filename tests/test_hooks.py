@@ -323,6 +323,7 @@ def test_cache_is_trusted_only_for_the_exact_configuration(tmp_path: Path) -> No
     assert shared.read_cache(str(tmp_path), None) is None
 
 
+@pytest.mark.slow
 def test_concurrent_note_writers_keep_every_note(site: Site) -> None:
     tree = site.git("rev-parse", "HEAD^{tree}").strip()
     commits = [site.git("commit-tree", tree, "-m", f"c{i}").strip() for i in range(100)]

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import Result, Site, git, make_site
-from hypothesis import HealthCheck, Phase, event, example, given, note, settings
+from conftest import SEED, Result, Site, git, make_site, rounds
+from hypothesis import HealthCheck, Phase, event, example, given, note, seed, settings
 from hypothesis import strategies as st
 from netfaults import DropReplyProxy, GitDaemon
 
@@ -172,9 +172,13 @@ PHASES = (Phase.explicit, Phase.generate) + (
     (Phase.shrink,) if os.environ.get("INTERLEAVINGS_SHRINK") else ())
 
 
-@settings(max_examples=12, deadline=None, derandomize=True, database=None,
+@pytest.mark.slow
+#: Three scenarios per run (about 3 s each) from the run's seed, twelve with GITPUB_TEST_LONG=1;
+#: the explicit examples below run every time.
+@settings(max_examples=rounds(3, 12), deadline=None, database=None,
           phases=PHASES, print_blob=False,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@seed(SEED)
 @given(scenario=scenarios())
 @example(scenario=(3, [  # a push killed after its second job landed; the rival moves on
     ("prepare", 0, None), ("prepare", 1, None), ("prepare", 2, None),
@@ -202,7 +206,7 @@ def test_random_interleavings_publish_every_job_once(
     why = render(world.log)
 
     # every prepared job is PUBLISHED (disjoint articles: nothing needs a person)
-    status = site.run("status", "--all", "--json")
+    status = site.run_here("status", "--all", "--json")
     assert status.code == 0, status.out + status.err
     states = {j["job_id"]: j["state"] for j in status.json()["jobs"]}
     expected = {job_id_for_key(job_key(i)) for i in world.prepared}
@@ -229,6 +233,7 @@ def test_random_interleavings_publish_every_job_once(
 
 # -- every delivery crash point, one job -----------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", DELIVERY_POINTS)
 def test_kill_push_at_each_delivery_point_then_recover(
         site: Site, tmp_path: Path, point: str) -> None:
@@ -277,6 +282,7 @@ def test_kill_push_at_each_delivery_point_then_recover(
 
 # -- a push that landed below an older-dated commit ------------------------------------------
 
+@pytest.mark.slow
 def test_probe_finds_a_push_below_an_older_dated_commit(site: Site, tmp_path: Path) -> None:
     """Promise 5 with a rival writer whose clock is behind (or a commit that keeps an old date).
 

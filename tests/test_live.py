@@ -6,13 +6,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from channelkit import channel, command_channel, configure, posts, prepare, status
-from conftest import Site
+from conftest import Clock, Site
 from httpfaults import LiveSite
 
 PAGE = "<html><head><title>Post k1</title></head><body><h1>Post k1</h1></body></html>"
 
 
+@pytest.mark.slow
 def test_not_live_yet_then_live_then_the_channel_goes(site: Site, tmp_path: Path) -> None:
     platform = tmp_path / "platform.jsonl"
     with LiveSite(delay=None) as web:  # the build is still running: starts serving below
@@ -40,7 +42,8 @@ def test_not_live_yet_then_live_then_the_channel_goes(site: Site, tmp_path: Path
         assert len(posts(platform)) == 1
 
 
-def test_a_page_that_never_comes_ends_the_bounded_wait_visibly(site: Site) -> None:
+@pytest.mark.slow
+def test_a_page_that_never_comes_ends_the_bounded_wait_visibly(site: Site, clock: Clock) -> None:
     with LiveSite(delay=None) as web:
         configure(site, site_url=web.url, live="{timeout: 1, interval: 0.2, give_up: 3}")
         job_id = prepare(site)
@@ -51,7 +54,7 @@ def test_a_page_that_never_comes_ends_the_bounded_wait_visibly(site: Site) -> No
         live = status(site, job_id)["live"]
         assert live["status"] == "not_live_yet" and live["checks"] >= 3
         assert took < 15, "the wait is bounded"
-        time.sleep(2.5)
+        clock.advance(2.5)  # past give_up
         r = site.call("reconcile")
         assert r.code == 4, "past give_up a person has to look"
         assert "gave up waiting for" in r.out
@@ -62,6 +65,7 @@ def test_a_page_that_never_comes_ends_the_bounded_wait_visibly(site: Site) -> No
         assert site.call("status", job_id).out.count("live      gave_up") == 1
 
 
+@pytest.mark.slow
 def test_match_by_embedded_hash(site: Site) -> None:
     with LiveSite(delay=0) as web:
         configure(site, site_url=web.url, live="{match: hash, timeout: 1, interval: 0.2}")

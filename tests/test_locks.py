@@ -27,8 +27,10 @@ from gitpub.runtime.session import open_repository
 
 
 def prepare(site: Site, key: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    r = site.run("prepare", "--json", "--key", key, "--to", f"posts/{key}.md", "-",
-                 input=f"# {key}\n\nThe text of {key}.\n", env=env)
+    """``prepare`` of ``key``: in a process of its own with ``env`` (to be killed), else here."""
+    args = ("prepare", "--json", "--key", key, "--to", f"posts/{key}.md", "-")
+    text = f"# {key}\n\nThe text of {key}.\n"
+    r = site.call(*args, input=text) if env is None else site.run(*args, input=text, env=env)
     return r.code, r.out + r.err
 
 
@@ -176,6 +178,7 @@ def test_a_users_index_lock_is_never_touched(site: Site) -> None:
 
 # -- SIGKILL while a lock is held ----------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["git.object-locked", "git.ref-locked"])
 def test_prepare_killed_while_holding_a_lock_repeatedly(site: Site, tmp_path: Path,
                                                         point: str) -> None:
@@ -189,11 +192,12 @@ def test_prepare_killed_while_holding_a_lock_repeatedly(site: Site, tmp_path: Pa
     code, out = prepare(site, "k")  # a lock still in the way would fail it (LockedError)
     assert code == 0, out
     assert "Traceback" not in out and "FileLocked" not in out
-    r = site.run("reconcile")  # sweeps what no write ran into (a lock of an unneeded object)
+    r = site.call("reconcile")  # sweeps what no write ran into (a lock of an unneeded object)
     assert r.code == 0, r.out + r.err
     assert leftover_locks(site) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["git.object-locked", "git.ref-locked"])
 def test_prepare_killed_at_every_locked_write(site: Site, tmp_path: Path, point: str) -> None:
     """One job per write position, killed while that write's lock is held; one reconcile
@@ -205,13 +209,13 @@ def test_prepare_killed_at_every_locked_write(site: Site, tmp_path: Path, point:
         code, out = prepare(site, key, {"GITPUB_CRASH_AT": f"{point}:{n}"})
         assert code == -9, f"write {n} of {reached} was not reached: {out}"
     assert leftover_locks(site) != []
-    r = site.run("reconcile")
+    r = site.call("reconcile")
     assert r.code == 0, r.out + r.err
     assert "Traceback" not in r.err and "FileLocked" not in r.err
     for key in keys:  # a kill before the job's ref existed accepted nothing: ask again
         code, out = prepare(site, key)
         assert code == 0, out
-    r = site.run("push")
+    r = site.call("push")
     assert r.code == 0, r.out + r.err
     published = remote_job_ids(site)
     ids = {j["job_id"] for j in site.call("status", "--all", "--json").json()["jobs"]}
@@ -219,6 +223,7 @@ def test_prepare_killed_at_every_locked_write(site: Site, tmp_path: Path, point:
     assert leftover_locks(site) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["git.object-locked", "git.ref-locked"])
 def test_push_killed_at_every_locked_write(site: Site, tmp_path: Path, point: str) -> None:
     code, out = prepare(site, "probe")
@@ -230,10 +235,10 @@ def test_push_killed_at_every_locked_write(site: Site, tmp_path: Path, point: st
                         input=f"# W{n}\n").json()["job_id"]
         r = site.run("push", job, env={"GITPUB_CRASH_AT": f"{point}:{n}"})
         assert r.code == -9, f"write {n} of {reached} was not reached: {r.out + r.err}"
-    r = site.run("push")  # a lock still in the way would fail it (LockedError)
+    r = site.call("push")  # a lock still in the way would fail it (LockedError)
     assert r.code == 0, r.out + r.err
     assert "Traceback" not in r.err and "FileLocked" not in r.err
-    r = site.run("reconcile")
+    r = site.call("reconcile")
     assert r.code == 0, r.out + r.err
     ids = {j["job_id"] for j in site.call("status", "--all", "--json").json()["jobs"]}
     assert sorted(remote_job_ids(site)) == sorted(ids)  # each exactly once
@@ -284,6 +289,7 @@ def test_post_commit_killed_at_every_locked_write(site: Site, point: str, kind: 
     assert leftover_locks(site) == []
 
 
+@pytest.mark.slow
 def test_post_commit_never_waits_long_on_a_notes_lock(site: Site) -> None:
     install_hooks(site)
     lock = site.path / ".git/refs/notes/pub.lock"

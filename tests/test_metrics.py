@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import pytest
 from channelkit import command_channel, configure, prepare
 from conftest import Site
 from prometheus_client.parser import text_string_to_metric_families
@@ -19,6 +20,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return found
 
 
+@pytest.mark.slow
 def test_metrics_parse_and_count(site: Site, tmp_path: Path) -> None:
     platform = tmp_path / "platform.jsonl"
     configure(site, command_channel(platform),

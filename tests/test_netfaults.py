@@ -138,6 +138,7 @@ def test_refuse_fails_fast_and_changes_nothing(site: Site, proxy: DropReplyProxy
     assert r.code not in (0, None), r.describe()
 
 
+@pytest.mark.slow
 def test_blackhole_push_never_completes_and_changes_nothing(site: Site,
                                                            proxy: DropReplyProxy) -> None:
     proxy.mode = "blackhole"

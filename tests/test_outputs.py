@@ -111,6 +111,7 @@ def test_every_error_is_json_under_json(site: Site, tmp_path: Path) -> None:
                      "hint: run inside a git repository, or pass -C PATH\n")
 
 
+@pytest.mark.slow
 def test_version_and_demo_under_json(site: Site) -> None:
     assert site.run("--version", "--json").json()["version"]
     r = site.run("demo", "--json", timeout=120)

@@ -536,8 +536,8 @@ def test_rerun_of_a_review_job_does_not_draft_again(site: Site, counter: Path) -
     again = review(prepare(site, "--key", "r1", "--to", "posts/hello.md", "-", input=ARTICLE))
     assert again["job_id"] == first["job_id"] and again["created"] is False
     assert again["failure_code"] == first["failure_code"] == "draft_failed"
-    r = site.run("prepare", "--json", "--key", "r1", "--to", "posts/hello.md", "-",
-                 input=ARTICLE)
+    r = site.run_here("prepare", "--json", "--key", "r1", "--to", "posts/hello.md", "-",
+                      input=ARTICLE)
     assert r.code == 4 and r.json()["job_id"] == first["job_id"]
     assert runs(counter) == 1
     assert all_refs(site) == refs

@@ -76,6 +76,7 @@ def test_a_persons_push_of_a_good_job_commit_is_still_checked(site: Site,
     assert observed.read_text() == "pre-push slow path\n"  # the observation works
 
 
+@pytest.mark.slow
 def test_a_mark_for_another_commit_ref_old_value_or_repository_does_not_skip_the_check(
         site: Site, observed: Path, tmp_path: Path) -> None:
     hooks.install(site.path)

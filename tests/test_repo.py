@@ -68,6 +68,7 @@ def read_every_object(path: Path) -> int:
 
 # -- how git stores it -------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_packed_objects_and_refs_read_as_loose_ones(site: Site) -> None:
     ids = jobs_site(site)
     before = outputs(site, ids)
@@ -80,6 +81,7 @@ def test_packed_objects_and_refs_read_as_loose_ones(site: Site) -> None:
     assert outputs(site, ids) == before
 
 
+@pytest.mark.slow
 def test_a_multi_pack_index_and_64_bit_offsets_read_as_packs(site: Site) -> None:
     ids = jobs_site(site)
     before = outputs(site, ids)
@@ -98,6 +100,7 @@ def test_a_multi_pack_index_and_64_bit_offsets_read_as_packs(site: Site) -> None
     assert read_every_object(site.path) > 30
 
 
+@pytest.mark.slow
 def test_objects_only_in_an_alternate_are_read(site: Site, tmp_path: Path) -> None:
     """A clone made with ``--shared`` borrows its objects from the original's store
     (``objects/info/alternates``): a job prepared there reads and publishes."""

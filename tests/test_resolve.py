@@ -583,18 +583,18 @@ def test_from_accepts_only_a_regular_file(site: Site, conflict: tuple[str, Path]
 def test_from_empty_stdin_is_refused_unless_allowed(site: Site,
                                                     conflict: tuple[str, Path]) -> None:
     job_id, _ = conflict
-    r = site.run("--json", "resolve", job_id, "--from", "-", input=b"")
+    r = site.run_here("--json", "resolve", job_id, "--from", "-", input=b"")
     assert r.code == 2 and "is empty" in r.json()["error"], r.out + r.err
     assert "--allow-empty" in r.json()["hint"]
     assert remote_file(site) == THEIRS and state_of(site, job_id) == "CONFLICT"
-    r = site.run("--json", "resolve", job_id, "--from", "-", "--allow-empty", input=b"")
+    r = site.run_here("--json", "resolve", job_id, "--from", "-", "--allow-empty", input=b"")
     assert r.code == 0, r.out + r.err
     assert remote_file(site) == "", "asked for explicitly: the file becomes empty"
 
 
 def test_allow_empty_needs_from(site: Site, conflict: tuple[str, Path]) -> None:
     job_id, _ = conflict
-    r = site.run("--json", "resolve", job_id, "--retry", "--allow-empty")
+    r = site.run_here("--json", "resolve", job_id, "--retry", "--allow-empty")
     assert r.code == 2 and "--from" in r.json()["error"], r.out + r.err
 
 
@@ -604,6 +604,6 @@ def test_from_reads_a_bounded_size(site: Site, conflict: tuple[str, Path],
     huge = tmp_path / "huge.md"
     with huge.open("wb") as f:
         f.truncate(MAX_MERGED_BYTES + 1)  # sparse: costs no disk
-    r = site.run("--json", "resolve", job_id, "--from", str(huge))
+    r = site.run_here("--json", "resolve", job_id, "--from", str(huge))
     assert r.code == 2 and "more than 100 MiB" in r.json()["error"], r.out + r.err
     assert remote_file(site) == THEIRS and state_of(site, job_id) == "CONFLICT"

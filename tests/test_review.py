@@ -201,6 +201,7 @@ def test_a_missing_token_stops_before_anything_is_pushed(
     assert status(site, job_id)["state"] == "LOCAL_COMMITTED"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["review.pushing-recorded", "review.pushed",
                                    "review.request-opened"])
 def test_a_crash_never_opens_a_second_request(site: Site, forge: ForgeServer,
@@ -208,9 +209,9 @@ def test_a_crash_never_opens_a_second_request(site: Site, forge: ForgeServer,
     job_id = str(prepare(site, "k1", "posts/hello.md", article("hello"))["job_id"])
     r = site.run("push", env={"GITPUB_CRASH_AT": point, TOKEN_ENV: TOKEN})
     assert r.code == -9, r.out + r.err
-    r = site.run("reconcile", env={TOKEN_ENV: TOKEN})
+    r = site.run_here("reconcile", env={TOKEN_ENV: TOKEN})
     assert r.code == 5, r.out + r.err
-    r = site.run("push", env={TOKEN_ENV: TOKEN})
+    r = site.run_here("push", env={TOKEN_ENV: TOKEN})
     assert r.code == 5, r.out + r.err
     data = status(site, job_id)
     assert data["state"] == "IN_REVIEW"
@@ -218,7 +219,7 @@ def test_a_crash_never_opens_a_second_request(site: Site, forge: ForgeServer,
     assert forge.created() == 1
     assert len(forge.requests) == 1
     forge.merge(1, "squash")
-    r = site.run("push", env={TOKEN_ENV: TOKEN})
+    r = site.run_here("push", env={TOKEN_ENV: TOKEN})
     assert r.code == 0, r.out + r.err
     assert status(site, job_id)["state"] == "PUBLISHED"
     no_token_anywhere(site, forge, r.out, r.err)
@@ -257,6 +258,7 @@ def test_metrics_and_the_status_list_show_the_jobs_in_review(site: Site,
     assert samples(site.call("metrics").out)["gitpub_in_review", ()] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forge", ["github"], indirect=True)
 def test_confirm_accepts_a_squash_by_content_and_a_merge_waiting_to_be_recorded(
         site: Site, forge: ForgeServer, tmp_path: Path) -> None:
@@ -459,6 +461,7 @@ def test_another_clone_records_the_squash_and_this_one_adopts_it(
     assert forge.created() == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forge", ["github"], indirect=True)
 @pytest.mark.parametrize("point", [None, "shared.pushing-pushed", "shared.content-pushed"])
 def test_without_atomic_push_a_crash_after_the_branch_push_goes_on_from_there(
@@ -470,7 +473,7 @@ def test_without_atomic_push_a_crash_after_the_branch_push_goes_on_from_there(
         assert r.code == -9, r.out + r.err
         pushed = git(site.remote, "for-each-ref", "--format=%(objectname)", "refs/heads/gitpub/")
         assert bool(pushed.strip()) == (point == "shared.content-pushed")
-    r = site.run("push", env={TOKEN_ENV: TOKEN})
+    r = site.run_here("push", env={TOKEN_ENV: TOKEN})
     assert r.code == 5, r.out + r.err
     data = status(site, job_id)
     assert data["state"] == "IN_REVIEW"
@@ -480,7 +483,7 @@ def test_without_atomic_push_a_crash_after_the_branch_push_goes_on_from_there(
     record = json.loads(git(site.remote, "show", f"refs/pub/jobs/{job_id}:job.json"))
     assert record["state"] == "IN_REVIEW"
     forge.merge(1, "rebase")
-    assert site.run("push", env={TOKEN_ENV: TOKEN}).code == 0
+    assert site.run_here("push", env={TOKEN_ENV: TOKEN}).code == 0
     record = json.loads(git(site.remote, "show", f"refs/pub/jobs/{job_id}:job.json"))
     assert record["state"] == "PUBLISHED"
 

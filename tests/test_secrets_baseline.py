@@ -38,7 +38,7 @@ def publish_by_hand(site: Site, files: dict[str, str]) -> None:
 def test_baseline_writes_a_rule_per_finding_and_never_the_value(site: Site) -> None:
     publish_by_hand(site, {"posts/creds.md": PAGE + f"\nAgain: {AWS}\n",
                            "docs/ci.md": f"token: {GHP}\n"})
-    r = site.run("secrets", "baseline", "--json")
+    r = site.run_here("secrets", "baseline", "--json")
     assert r.code == 0, r.out + r.err
     data = r.json()
     assert data["written"] is True and data["dry_run"] is False
@@ -60,27 +60,27 @@ def test_baseline_writes_a_rule_per_finding_and_never_the_value(site: Site) -> N
 
 def test_baseline_is_idempotent_and_keeps_what_is_there(site: Site) -> None:
     publish_by_hand(site, {"posts/creds.md": PAGE, ALLOWLIST: "# ours\nposts/** re:write\n"})
-    assert site.run("secrets", "baseline").code == 0
+    assert site.run_here("secrets", "baseline").code == 0
     first = (site.path / ALLOWLIST).read_bytes()
     assert first.startswith(b"# ours\nposts/** re:write\n\n# git pub secrets baseline: ")
-    r = site.run("secrets", "baseline", "--json")
+    r = site.run_here("secrets", "baseline", "--json")
     assert r.code == 0, r.out + r.err
     assert r.json()["added"] == [] and r.json()["written"] is False
     assert r.json()["already_allowed"] == 1
     assert (site.path / ALLOWLIST).read_bytes() == first
-    r = site.run("secrets", "baseline")
+    r = site.run_here("secrets", "baseline")
     assert "nothing to add" in r.out and "left as it was" in r.out
 
 
 def test_baseline_dry_run_writes_nothing(site: Site) -> None:
     publish_by_hand(site, {"posts/creds.md": PAGE})
-    r = site.run("secrets", "baseline", "--dry-run", "--json")
+    r = site.run_here("secrets", "baseline", "--dry-run", "--json")
     assert r.code == 0, r.out + r.err
     data = r.json()
     assert data["dry_run"] is True and data["written"] is False
     assert [a["rule"] for a in data["added"]] == [f"posts/creds.md {fp(AWS)}"]
     assert not (site.path / ALLOWLIST).exists()
-    r = site.run("secrets", "baseline", "--dry-run")
+    r = site.run_here("secrets", "baseline", "--dry-run")
     assert f"would add to {site.path / ALLOWLIST}" in r.out and "nothing written" in r.out
     assert not (site.path / ALLOWLIST).exists()
 
@@ -91,10 +91,10 @@ def test_following_the_next_steps_lets_an_edit_of_the_keys_line_publish(site: Si
     the next steps say; the same value in another file is still a secret."""
     publish_by_hand(site, {"posts/creds.md": PAGE})
     edited = PAGE.replace("    aws_access_key_id = ", "    aws_access_key_id=")
-    r = site.run("prepare", "--json", "--key", "before", "--to", "posts/creds.md", "-",
-                 input=edited)
+    r = site.run_here("prepare", "--json", "--key", "before", "--to", "posts/creds.md", "-",
+                      input=edited)
     assert r.json()["state"] == "REVIEW", r.out  # the line changed: the finding is the job's
-    r = site.run("secrets", "baseline", "--json")
+    r = site.run_here("secrets", "baseline", "--json")
     steps = r.json()["next_steps"]
     command = steps[-1].split(": ", 1)[1]
     assert command.startswith("git add .gitpub-allowlist && git commit")
@@ -102,13 +102,13 @@ def test_following_the_next_steps_lets_an_edit_of_the_keys_line_publish(site: Si
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert site.git("show", f"origin/main:{ALLOWLIST}") == (site.path / ALLOWLIST).read_text()
-    r = site.run("prepare", "--json", "--key", "after", "--to", "posts/creds.md", "-",
-                 input=edited)
+    r = site.run_here("prepare", "--json", "--key", "after", "--to", "posts/creds.md", "-",
+                      input=edited)
     assert r.json()["state"] == "LOCAL_COMMITTED", r.out + r.err
-    assert site.run("push").code == 0
+    assert site.run_here("push").code == 0
     assert site.git("show", "origin/main:posts/creds.md") == edited
-    r = site.run("prepare", "--json", "--key", "elsewhere", "--to", "posts/other.md", "-",
-                 input=f"# Other\n\n{AWS}\n")
+    r = site.run_here("prepare", "--json", "--key", "elsewhere", "--to", "posts/other.md", "-",
+                      input=f"# Other\n\n{AWS}\n")
     assert r.json()["state"] == "REVIEW", r.out
 
 
@@ -116,7 +116,7 @@ def test_baseline_refuses_when_the_branch_has_an_allowlist_the_work_tree_lacks(
         site: Site) -> None:
     publish_by_hand(site, {"posts/creds.md": PAGE, ALLOWLIST: "posts/** re:write\n"})
     (site.path / ALLOWLIST).unlink()
-    r = site.run("secrets", "baseline")
+    r = site.run_here("secrets", "baseline")
     assert r.code == 2, r.out + r.err
     assert "not in the working tree" in r.err and "git pull" in r.err
     assert not (site.path / ALLOWLIST).exists()
@@ -125,7 +125,7 @@ def test_baseline_refuses_when_the_branch_has_an_allowlist_the_work_tree_lacks(
 def test_baseline_refuses_an_allowlist_that_does_not_parse(site: Site) -> None:
     publish_by_hand(site, {"posts/creds.md": PAGE})
     (site.path / ALLOWLIST).write_text("posts/creds.md not-a-fingerprint\n")
-    r = site.run("secrets", "baseline")
+    r = site.run_here("secrets", "baseline")
     assert r.code == 2, r.out + r.err
     assert f"{ALLOWLIST}:1" in r.err
     assert (site.path / ALLOWLIST).read_text() == "posts/creds.md not-a-fingerprint\n"
@@ -135,7 +135,7 @@ def test_baseline_with_no_branch_yet_writes_nothing(tmp_path: Path, site: Site) 
     fresh = tmp_path / "fresh"
     subprocess.run(["git", "init", "-q", "-b", "main", str(fresh)], check=True, env=site.env)
     (fresh / ".gitpub.yaml").write_text("remote: origin\nbranch: main\n")
-    r = site.run("-C", str(fresh), "secrets", "baseline", "--json")
+    r = site.run_here("-C", str(fresh), "secrets", "baseline", "--json")
     assert r.code == 0, r.out + r.err
     assert r.json()["ref"] is None and r.json()["added"] == []
     assert not (fresh / ALLOWLIST).exists()

@@ -39,30 +39,30 @@ def leaks(site: Site, *texts: str) -> list[str]:
 @pytest.mark.parametrize("secret", [GITHUB, AWS, PEM, URL])
 def test_secret_in_source_goes_to_review_and_is_never_written(site: Site, secret: str) -> None:
     article = f"# Notes\n\nHow we deploy:\n\n    {secret}\n"
-    r = site.run("prepare", "--key", "leaky", "--to", "posts/leak.md", "-", input=article)
+    r = site.run_here("prepare", "--key", "leaky", "--to", "posts/leak.md", "-", input=article)
     assert r.code == 4, r.out + r.err
     assert "REVIEW" in r.out
-    logs = [site.run("log", r.out.split()[1]), site.run("status", "--all", "--json")]
+    logs = [site.run_here("log", r.out.split()[1]), site.run_here("status", "--all", "--json")]
     assert not leaks(site, r.out, r.err, *(x.out + x.err for x in logs))
     assert "secret" in logs[0].out
 
 
 def test_secret_in_gate_output_is_redacted(site: Site, tmp_path: Path) -> None:
     site.write_config(f"gates:\n  - name: loud\n    run: 'echo token={GITHUB}; exit 1'\n")
-    r = site.run("prepare", "--key", "gate-output", "--to", "posts/a.md", "-",
-                 input="# Fine\n\nNothing secret here.\n")
+    r = site.run_here("prepare", "--key", "gate-output", "--to", "posts/a.md", "-",
+                      input="# Fine\n\nNothing secret here.\n")
     assert r.code == 4, r.err
     job = r.out.split()[1]
-    logs = site.run("log", job)
-    status = site.run("status", "--json", job)
+    logs = site.run_here("log", job)
+    status = site.run_here("status", "--json", job)
     assert not leaks(site, r.out, r.err, logs.out, logs.err, status.out)
     assert "[REDACTED" in status.out
 
 
 def test_secret_in_the_key_is_refused_and_stored_nowhere(site: Site) -> None:
     refs = site.git("for-each-ref", "refs/pub")
-    r = site.run("prepare", "--key", f"key-with-{AWS}", "--to", "posts/a.md", "-",
-                 input="# Fine\n\nNothing secret here.\n")
+    r = site.run_here("prepare", "--key", f"key-with-{AWS}", "--to", "posts/a.md", "-",
+                      input="# Fine\n\nNothing secret here.\n")
     assert r.code == 2, r.err
     assert "secret" in r.err and "[REDACTED" in r.err
     assert site.git("for-each-ref", "refs/pub") == refs == ""
@@ -70,7 +70,7 @@ def test_secret_in_the_key_is_refused_and_stored_nowhere(site: Site) -> None:
 
 
 def test_secret_in_error_message_is_redacted(site: Site) -> None:
-    r = site.run("prepare", "--key", "k", "--to", "posts/a.md", f"/nonexistent/{GITHUB}")
+    r = site.run_here("prepare", "--key", "k", "--to", "posts/a.md", f"/nonexistent/{GITHUB}")
     assert r.code == 2
     assert GITHUB not in r.err and GITHUB not in r.out
 
@@ -93,9 +93,10 @@ def test_caches_hold_no_secret_from_the_configuration(site: Site) -> None:
     works for a file without one."""
     from gitpub.hooks import shared
 
-    assert site.run("hooks", "install").code == 0
+    assert site.run_here("hooks", "install").code == 0
     site.write_config(SECRET_GATE)
-    r = site.run("prepare", "--key", "cached", "--to", "posts/a.md", "-", input="# A\n\nText.\n")
+    r = site.run_here("prepare", "--key", "cached", "--to", "posts/a.md", "-",
+                      input="# A\n\nText.\n")
     assert r.code == 0, r.err
     (site.path / "posts" / "hand.md").write_text("# Hand\n")
     site.git("add", "posts/hand.md")
@@ -107,7 +108,7 @@ def test_caches_hold_no_secret_from_the_configuration(site: Site) -> None:
     assert shared.read_cache(git_dir, config_bytes + b"\n") is None
 
     site.write_config()  # no secret: the hook cache is written with the file's data again
-    assert site.run("status").code == 0
+    assert site.run_here("status").code == 0
     (site.path / "posts" / "hand2.md").write_text("# Hand 2\n")
     site.git("add", "posts/hand2.md")
     site.git("commit", "-q", "-m", "another hand edit")
@@ -121,7 +122,7 @@ def test_a_secret_as_node_or_trailer_prefix_is_refused(site: Site, key: str) -> 
     config = site.path / ".gitpub.yaml"
     kept = [ln for ln in config.read_text().splitlines() if not ln.startswith(f"{key}:")]
     config.write_text("\n".join([*kept, f"{key}: {AWS}"]) + "\n")
-    r = site.run("prepare", "--key", "k", "--to", "posts/a.md", "-", input="# Fine\n")
+    r = site.run_here("prepare", "--key", "k", "--to", "posts/a.md", "-", input="# Fine\n")
     assert r.code == 2, r.out + r.err
     assert f"{key}: looks like a secret" in r.err
     assert site.git("for-each-ref", "refs/pub") == ""
@@ -131,9 +132,10 @@ def test_a_secret_as_node_or_trailer_prefix_is_refused(site: Site, key: str) -> 
 def test_a_secret_in_the_author_is_not_published(site: Site) -> None:
     """The author of a job commit comes from git's user.name: sanitized before it is stored."""
     site.git("config", "user.name", f"Deploy {GITHUB}")
-    r = site.run("prepare", "--json", "--key", "k", "--to", "posts/a.md", "-", input="# Fine\n")
+    r = site.run_here("prepare", "--json", "--key", "k", "--to", "posts/a.md", "-",
+                      input="# Fine\n")
     assert r.code == 0, r.out + r.err
-    assert site.run("push").code == 0
+    assert site.run_here("push").code == 0
     assert not leaks(site, r.out, r.err)
     assert GITHUB not in site.git("log", "-1", "--format=%an %ae", "origin/main")
 
@@ -150,7 +152,7 @@ def follow(site: Site, command: list[str], env: dict[str, str] | None = None) ->
     """Run a command of a hint as written: ``git pub …`` through gitpub, ``git …`` as git."""
     assert command[0] == "git", command
     if command[1] == "pub":
-        return site.run(*command[2:], env=env)
+        return site.run_here(*command[2:], env=env)
     proc = subprocess.run(command, cwd=site.path, env={**site.env, **(env or {})},
                           capture_output=True, text=True)
     return Result(proc.returncode, proc.stdout, proc.stderr)
@@ -177,11 +179,12 @@ def remote_objects_text(site: Site) -> bytes:
 
 def review_hint(site: Site) -> tuple[str, str]:
     """The job in REVIEW (exactly one) and its hint."""
-    jobs = site.run("status", "--json").json()["jobs"]
+    jobs = site.run_here("status", "--json").json()["jobs"]
     (job,) = [j for j in jobs if j["state"] == "REVIEW"] or [jobs]
     return str(job["job_id"]), str(job["hint"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["last", "earlier"])
 def test_a_hand_commit_with_a_secret_has_a_way_out_that_works(site: Site, where: str) -> None:
     """Issue 24.3: the hint used to say "remove the secret, then --retry", and the retry
@@ -200,7 +203,7 @@ def test_a_hand_commit_with_a_secret_has_a_way_out_that_works(site: Site, where:
         (site.path / "posts" / "later.md").write_text("# Later\n")
         site.git("add", ".")
         site.git("commit", "-q", "-m", "A later page")
-    r = site.run("sync")
+    r = site.run_here("sync")
     assert r.code == 4, r.out + r.err
     job_id, hint = review_hint(site)
     assert f"commit {leaky[:12]} brings the secret" in hint, hint
@@ -224,13 +227,13 @@ def test_a_hand_commit_with_a_secret_has_a_way_out_that_works(site: Site, where:
     r = follow(site, sync)
     assert r.code == 0, r.out + r.err
     assert "vault" in site.git("show", "origin/main:posts/leak.md")
-    assert site.run("status", "--json").json()["jobs"] == []
+    assert site.run_here("status", "--json").json()["jobs"] == []
     assert site.git("ls-remote", "origin", "refs/pub/archive")  # the abandoned job went there
     assert GITHUB.encode() not in remote_objects_text(site)
     assert GITHUB.encode() not in gitpub_objects_text(site.path)
     assert pub_files_holding(site, GITHUB) == []  # no cache, log or scratch file under .git/pub
     # (the person's own objects still hold the commit they made: only gitpub's are checked)
-    assert GITHUB not in r.out + r.err + site.run("log", job_id).out
+    assert GITHUB not in r.out + r.err + site.run_here("log", job_id).out
 
 
 def test_a_drafted_secret_has_a_way_out_that_works(site: Site) -> None:
@@ -239,7 +242,7 @@ def test_a_drafted_secret_has_a_way_out_that_works(site: Site) -> None:
     draft = 'mkdir -p "$GITPUB_OUTPUT/posts" && printf "# Notes\\n\\n{}\\n" > ' \
             '"$GITPUB_OUTPUT/posts/notes.md"'
     site.write_config(f"draft: {json.dumps(draft.format('token = ' + GITHUB))}\n")
-    r = site.run("prepare", "--key", "drafted", "--to", "posts/notes.md", "-", input="notes")
+    r = site.run_here("prepare", "--key", "drafted", "--to", "posts/notes.md", "-", input="notes")
     assert r.code == 4, r.out + r.err
     job_id, hint = review_hint(site)
     assert hint.startswith("make the draft command write no secret"), hint
@@ -255,8 +258,8 @@ def test_a_secret_in_the_source_has_a_way_out_that_works(site: Site, tmp_path: P
     """The source was stored redacted: a retry finds the same. The hint's way out, followed as
     written: the page without the secret, given with --retry --from FILE, publishes under the
     same job, and the secret is nowhere."""
-    r = site.run("prepare", "--key", "leaky", "--to", "posts/leak.md", "-",
-                 input=f"# Deploy\n\nThe token: {GITHUB}\n")
+    r = site.run_here("prepare", "--key", "leaky", "--to", "posts/leak.md", "-",
+                      input=f"# Deploy\n\nThe token: {GITHUB}\n")
     assert r.code == 4, r.out + r.err
     job_id, hint = review_hint(site)
     assert hint.startswith("write posts/leak.md as it should be published"), hint
@@ -266,10 +269,10 @@ def test_a_secret_in_the_source_has_a_way_out_that_works(site: Site, tmp_path: P
     fixed.write_text("# Deploy\n\nThe token is in the vault.\n")
     r = follow(site, [str(fixed) if a == "FILE" else a for a in retry])
     assert r.code == 0 and "LOCAL_COMMITTED" in r.out, r.out + r.err
-    r = site.run("push", "--json", job_id)
+    r = site.run_here("push", "--json", job_id)
     assert r.json()["jobs"][0]["state"] == "PUBLISHED", r.out + r.err
     assert "vault" in site.git("show", "origin/main:posts/leak.md")
-    assert not leaks(site, r.out, r.err, site.run("log", job_id).out)
+    assert not leaks(site, r.out, r.err, site.run_here("log", job_id).out)
     assert GITHUB.encode() not in remote_objects_text(site)
 
 
@@ -277,8 +280,8 @@ def test_a_public_example_is_allowed_then_given_as_it_was(site: Site, tmp_path: 
     """The other way the hint names: the value is a documented example; allowed by its
     fingerprint (committed and pushed), the same content given with --from publishes."""
     page = f"# Setup\n\nExample: {AWS}\n"
-    r = site.run("prepare", "--json", "--key", "example", "--to", "posts/setup.md", "-",
-                 input=page)
+    r = site.run_here("prepare", "--json", "--key", "example", "--to", "posts/setup.md", "-",
+                      input=page)
     assert r.code == 4, r.out + r.err
     _job_id, hint = review_hint(site)
     assert "a public example value can be allowed instead (docs/content-rules.md)" in hint
@@ -302,8 +305,8 @@ def test_several_files_with_a_secret_have_a_way_out_that_works(site: Site,
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.md").write_text(f"# A\n\n{GITHUB}\n")
     (tmp_path / "in" / "b.md").write_text("# B\n")
-    r = site.run("prepare", "--key", "leaky", "--to", "posts/a.md", "--to", "posts/b.md",
-                 str(tmp_path / "in" / "a.md"), str(tmp_path / "in" / "b.md"))
+    r = site.run_here("prepare", "--key", "leaky", "--to", "posts/a.md", "--to", "posts/b.md",
+                      str(tmp_path / "in" / "a.md"), str(tmp_path / "in" / "b.md"))
     assert r.code == 4, r.out + r.err
     job_id, hint = review_hint(site)
     (abandon,) = commands_in(hint)
@@ -311,8 +314,8 @@ def test_several_files_with_a_secret_have_a_way_out_that_works(site: Site,
     assert "then prepare the content without it under a new --key" in hint
     assert follow(site, abandon).code == 0
     (tmp_path / "in" / "a.md").write_text("# A\n\nIn the vault.\n")
-    r = site.run("prepare", "--key", "clean", "--to", "posts/a.md", "--to", "posts/b.md",
-                 str(tmp_path / "in" / "a.md"), str(tmp_path / "in" / "b.md"))
+    r = site.run_here("prepare", "--key", "clean", "--to", "posts/a.md", "--to", "posts/b.md",
+                      str(tmp_path / "in" / "a.md"), str(tmp_path / "in" / "b.md"))
     assert r.code == 0 and "LOCAL_COMMITTED" in r.out, r.out + r.err
     assert not leaks(site, r.out, r.err)
 
@@ -326,14 +329,14 @@ def test_a_hand_commit_failing_a_gate_is_retried_from_its_commit(site: Site) -> 
     (site.path / "posts" / "hand.md").write_text("# Hand\n\nWritten by hand.\n")
     site.git("add", ".")
     site.git("commit", "-q", "-m", "A page by hand")
-    assert site.run("sync").code == 4
+    assert site.run_here("sync").code == 4
     job_id, hint = review_hint(site)
     retry = commands_in(hint)[0]
     assert retry[2:] == ["resolve", job_id[:13], "--retry"], hint
     site.write_config()  # the gate fixed (here: gone)
     r = follow(site, retry)
     assert r.code == 0 and "LOCAL_COMMITTED" in r.out, r.out + r.err
-    r = site.run("sync")
+    r = site.run_here("sync")
     assert r.code == 0, r.out + r.err
     assert "Written by hand." in site.git("show", "origin/main:posts/hand.md")
 
@@ -345,9 +348,9 @@ def test_uncommitted_changes_with_a_secret_are_never_committed(site: Site) -> No
     leak = site.path / "posts" / "leak.md"
     leak.write_text(f"# Deploy\n\nThe token: {GITHUB}\n")
     head, status = site.git("rev-parse", "HEAD"), site.git("status", "--porcelain")
-    plan = site.run("sync", "--dry-run", "--json")
+    plan = site.run_here("sync", "--dry-run", "--json")
     assert "bring a secret" in plan.json()["hand_edits"]["refused"], plan.out
-    r = site.run("sync", "--json")
+    r = site.run_here("sync", "--json")
     assert r.code == 4, r.out + r.err
     refused = r.json()["refused"]
     assert "posts/leak.md:3: possible secret (github-token" in refused, r.out
@@ -372,7 +375,7 @@ def test_a_hand_commit_fixing_a_typo_next_to_a_key_still_commits(site: Site) -> 
     site.git("commit", "-q", "-m", "Setup page")
     site.git("push", "-q", "origin", "main")
     (site.path / "posts" / "setup.md").write_text(page.replace("teh", "the"))
-    r = site.run("sync", "--json")
+    r = site.run_here("sync", "--json")
     assert r.code == 0, r.out + r.err
     assert r.json()["refused"] is None
     assert "Run the command" in site.git("show", "origin/main:posts/setup.md")
@@ -385,7 +388,7 @@ def test_a_hand_commit_whose_message_holds_a_secret_has_a_way_out_that_works(
     site.git("add", ".")
     site.git("commit", "-q", "-m", f"Add a page\n\nDeployed with {GITHUB}")
     leaky = site.git("rev-parse", "HEAD").strip()
-    r = site.run("sync")
+    r = site.run_here("sync")
     assert r.code == 4, r.out + r.err
     _job_id, hint = review_hint(site)
     assert f"commit {leaky[:12]} brings the secret" in hint, hint
@@ -406,8 +409,8 @@ def test_a_secret_in_a_draft_input_has_a_way_out_that_works(site: Site, tmp_path
     the draft does not run again on it."""
     draft = 'mkdir -p "$GITPUB_OUTPUT/posts" && cp "$GITPUB_SOURCE" "$GITPUB_OUTPUT/posts/n.md"'
     site.write_config(f"draft: {json.dumps(draft)}\n")
-    r = site.run("prepare", "--key", "drafted", "--to", "posts/n.md", "-",
-                 input=f"notes with {GITHUB}")
+    r = site.run_here("prepare", "--key", "drafted", "--to", "posts/n.md", "-",
+                      input=f"notes with {GITHUB}")
     assert r.code == 4, r.out + r.err
     job_id, hint = review_hint(site)
     (retry,) = commands_in(hint)
@@ -415,9 +418,9 @@ def test_a_secret_in_a_draft_input_has_a_way_out_that_works(site: Site, tmp_path
     article.write_text("# Notes\n\nWritten by a person.\n")
     r = follow(site, [str(article) if a == "FILE" else a for a in retry])
     assert r.code == 0 and "LOCAL_COMMITTED" in r.out, r.out + r.err
-    assert site.run("push").code == 0
+    assert site.run_here("push").code == 0
     assert site.git("show", "origin/main:posts/n.md") == article.read_text()
-    assert not leaks(site, r.out, r.err, site.run("log", job_id).out)
+    assert not leaks(site, r.out, r.err, site.run_here("log", job_id).out)
 
 
 def test_an_allowlist_that_does_not_parse_has_a_way_out_that_works(site: Site) -> None:
@@ -431,7 +434,7 @@ def test_an_allowlist_that_does_not_parse_has_a_way_out_that_works(site: Site) -
     site.git("add", ".")
     site.git("commit", "-q", "-m", "Allow the example (badly)")
     site.git("push", "-q", "origin", "main")
-    r = site.run("prepare", "--key", "setup", "--to", "posts/setup.md", "-", input="setup")
+    r = site.run_here("prepare", "--key", "setup", "--to", "posts/setup.md", "-", input="setup")
     assert r.code == 4, r.out + r.err
     job_id, hint = review_hint(site)
     assert hint.startswith(".gitpub-allowlist of the job's base does not parse"), hint
@@ -441,5 +444,5 @@ def test_an_allowlist_that_does_not_parse_has_a_way_out_that_works(site: Site) -
     assert follow(site, push).code == 0
     assert follow(site, abandon).code == 0
     assert abandon[2:] == ["resolve", job_id[:13], "--abandon"]
-    r = site.run("prepare", "--key", "setup-2", "--to", "posts/setup.md", "-", input="setup")
+    r = site.run_here("prepare", "--key", "setup-2", "--to", "posts/setup.md", "-", input="setup")
     assert r.code == 0 and "LOCAL_COMMITTED" in r.out, r.out + r.err

@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
-from conftest import Site, git, spawn, wait_stopped
+from conftest import Clock, Site, git, seeds, spawn, wait_stopped
 from netfaults import GitDaemon
 from test_delivery import article, prepare, remote_job_ids
 
@@ -85,7 +84,7 @@ def test_state_travels_with_the_content_in_one_atomic_push(site: Site, daemon: G
     data = prepare(site, "k1", "posts/a.md", article("a"))
     job_id = str(data["job_id"])
     trace = tmp_path / "packets"
-    r = site.run("push", "--json", env={"GIT_TRACE_PACKET": str(trace)})
+    r = site.run_here("push", "--json", env={"GIT_TRACE_PACKET": str(trace)})
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
     local = site.git("rev-parse", JOBS + job_id).strip()
@@ -105,8 +104,9 @@ def test_state_travels_with_the_content_in_one_atomic_push(site: Site, daemon: G
     assert history.code == 0
 
 
+@pytest.mark.slow
 def test_racing_claim_refuses_the_whole_atomic_push(site: Site, daemon: GitDaemon,
-                                                    tmp_path: Path) -> None:
+                                                    tmp_path: Path, clock: Clock) -> None:
     """Node A is frozen (SIGSTOP) after recording PUSHING, past its lease; node B takes the
     job over by compare-and-swap on the remote and dies (SIGKILL) right after its claim.
     Resumed, A's atomic push would fast-forward the branch, but its job ref's lease no
@@ -116,13 +116,14 @@ def test_racing_claim_refuses_the_whole_atomic_push(site: Site, daemon: GitDaemo
     job_id = str(data["job_id"])
     b = node(site, tmp_path, "node-b", FAST + "lease_seconds: 2\n")
     before = branch_tip(site)
-    a = spawn(site, "push", env={"GITPUB_PAUSE_AT": "delivery.pushing-recorded"})
+    a = spawn(site, "push", env={**clock.env(site),
+                                 "GITPUB_PAUSE_AT": "delivery.pushing-recorded"})
     try:
         wait_stopped(a.pid)
         claim = remote_state(site, job_id)
         assert claim is not None and claim["state"] == "LOCAL_COMMITTED", "A claimed it"
-        time.sleep(2.3)  # A's lease runs out while it is frozen
-        r = b.run("reconcile", env={"GITPUB_CRASH_AT": "delivery.claimed"})
+        clock.advance(2.3)  # A's lease runs out while it is frozen
+        r = b.run("reconcile", env={**clock.env(b), "GITPUB_CRASH_AT": "delivery.claimed"})
         assert r.code == -signal.SIGKILL, r.out + r.err
         taken = remote_state(site, job_id)
         assert taken is not None and taken != claim
@@ -134,7 +135,7 @@ def test_racing_claim_refuses_the_whole_atomic_push(site: Site, daemon: GitDaemo
     assert remote_state(site, job_id) == taken, "A never overwrote B's claim"
     assert b"this node leaves it" in err + out, (out, err)
     # B died on this host: its claim is free at once; A's clone takes it over and publishes
-    r = site.run("reconcile")
+    r = site.run_here("reconcile")
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
     events = site.call("log", "--json", job_id).json()
@@ -176,6 +177,7 @@ def test_same_key_other_content_on_another_clone_exits_3(site: Site, daemon: Git
     assert_store_agrees(site, [str(data["job_id"])])
 
 
+@pytest.mark.slow
 def test_same_key_on_two_racing_clones(site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
     """Both nodes deliver the same key at once: the claim's compare-and-swap picks one; the
     other adopts its record. One publication."""
@@ -186,7 +188,7 @@ def test_same_key_on_two_racing_clones(site: Site, daemon: GitDaemon, tmp_path: 
     procs = [spawn(n, "push", "--json") for n in (site, b)]
     results = [p.communicate(timeout=180) for p in procs]
     for n in (site, b):  # a loser fenced for its run finishes on the next one
-        r = n.run("push")
+        r = n.run_here("push")
         assert r.code == 0, (results, r.out, r.err)
         assert n.call("status", "--json", str(data["job_id"])).json()["state"] == "PUBLISHED"
     assert_store_agrees(site, [str(data["job_id"])])
@@ -194,6 +196,7 @@ def test_same_key_on_two_racing_clones(site: Site, daemon: GitDaemon, tmp_path: 
 
 # -- take-over -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["delivery.claimed", "delivery.pushing-recorded"])
 def test_a_dead_nodes_job_is_taken_over_by_another_clone(site: Site, daemon: GitDaemon,
                                                          tmp_path: Path, point: str) -> None:
@@ -205,16 +208,16 @@ def test_a_dead_nodes_job_is_taken_over_by_another_clone(site: Site, daemon: Git
     assert r.code == -signal.SIGKILL, r.out + r.err
     assert remote_state(site, job_id) is not None and remote_job_ids(site) == []
     b = node(site, tmp_path, "node-b")
-    r = b.run("status", "--json", job_id)  # any clone sees any job
+    r = b.run_here("status", "--json", job_id)  # any clone sees any job
     assert r.code == 0 and json.loads(r.out)["job_id"] == job_id, r.out + r.err
-    r = b.run("reconcile")
+    r = b.run_here("reconcile")
     assert r.code == 0, r.out + r.err
     assert "taken over from" in r.err + r.out
     assert_store_agrees(site, [job_id])
     log = b.call("log", "--json", job_id).json()
     assert any("taken over from" in str(e["reason"]) for e in log["events"])
     tip = branch_tip(site)
-    r = site.run("push", "--json")  # A's clone comes back: adopts, pushes nothing
+    r = site.run_here("push", "--json")  # A's clone comes back: adopts, pushes nothing
     assert r.code == 0, r.out + r.err
     assert branch_tip(site) == tip
     assert site.call("status", "--json", job_id).json()["state"] == "PUBLISHED"
@@ -230,7 +233,7 @@ def test_a_live_lease_is_left_alone(site: Site, daemon: GitDaemon, tmp_path: Pat
         wait_stopped(a.pid)
         claim = remote_state(site, job_id)
         b = node(site, tmp_path, "node-b")
-        r = b.run("reconcile")
+        r = b.run_here("reconcile")
         assert r.code == 0, r.out + r.err
         assert remote_state(site, job_id) == claim, "B left A's live claim alone"
         assert b.git("for-each-ref", JOBS).strip() == ""
@@ -255,7 +258,7 @@ def test_without_atomic_push_the_safe_order(site: Site, daemon: GitDaemon,
         pushing = remote_state(site, job_id)
         assert pushing is not None and pushing["state"] == "PUSHING", "claim, PUSHING first"
         assert remote_job_ids(site) == ([job_id] if point == "shared.content-pushed" else [])
-    r = site.run("push")
+    r = site.run_here("push")
     assert r.code == 0, r.out + r.err
     if point != "shared.content-pushed":  # (then the probe finds it: nothing to push)
         assert "does not support atomic pushes" in r.err + r.out
@@ -283,8 +286,10 @@ def test_another_clone_resolves_a_job_it_never_had(site: Site, daemon: GitDaemon
 
 # -- three nodes, random kills ---------------------------------------------------------------
 
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", seeds("three-nodes-random-kills", 1, 3))
 def test_three_nodes_with_random_kills_publish_each_job_once(site: Site, daemon: GitDaemon,
-                                                             tmp_path: Path) -> None:
+                                                             tmp_path: Path, seed: int) -> None:
     """Three clones deliver three jobs each at once; each node's first run is SIGKILLed at a
     delivery crash point drawn from a seeded generator. Reconcile (take-over included) on
     every node until nothing is left: every job on the branch exactly once, the remote's job
@@ -293,7 +298,7 @@ def test_three_nodes_with_random_kills_publish_each_job_once(site: Site, daemon:
 
     points = ["delivery.fetched", "delivery.claimed", "delivery.pushing-recorded",
               "delivery.pushed", "delivery.published-recorded"]
-    rng = random.Random(15)
+    rng = random.Random(seed)
     site.write_config(FAST)
     nodes = [site, node(site, tmp_path, "node-b", FAST), node(site, tmp_path, "node-c", FAST)]
     expected = []
@@ -315,6 +320,7 @@ def test_three_nodes_with_random_kills_publish_each_job_once(site: Site, daemon:
 
 # -- hand commits follow their author's branch -------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("who", ["another clone's reconcile", "the author's own push"])
 def test_a_hand_commit_amended_while_its_job_was_claimed_is_never_published_stale(
         site: Site, daemon: GitDaemon, tmp_path: Path, who: str) -> None:
@@ -334,14 +340,14 @@ def test_a_hand_commit_amended_while_its_job_was_claimed_is_never_published_stal
     tip = branch_tip(site)
     if who == "another clone's reconcile":
         b = node(site, tmp_path, "node-b")
-        r = b.run("reconcile")
+        r = b.run_here("reconcile")
         assert "hand commit" in r.out + r.err and job_id[:13] in r.out + r.err, r.out + r.err
     else:
-        r = site.run("push")
+        r = site.run_here("push")
         assert "is no longer among local main's unpushed commits" in r.out + r.err, r.out + r.err
     assert branch_tip(site) == tip, "nothing published: " + r.out + r.err
     assert (remote_state(site, job_id) or {}).get("state") != "PUBLISHED"
-    r = site.run("sync", "--json")
+    r = site.run_here("sync", "--json")
     assert r.code == 0, r.out + r.err
     assert git(site.remote, "show", "main:posts/welcome.md") == "# Welcome\n\nSecond try.\n"
     out = git(site.remote, "log", "--format=%(trailers:key=Blog-Sync-Id,valueonly)", "main")

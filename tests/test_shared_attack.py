@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Site, git, spawn, wait_stopped
+from conftest import Clock, Site, git, seeds, spawn, wait_stopped
 from netfaults import GitDaemon
 from test_delivery import article, prepare, remote_job_ids
 from test_shared import (
@@ -93,6 +93,7 @@ def all_refs_text(repos: list[Path]) -> str:
 
 # -- forged and damaged remote job refs ------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_forged_published_record_does_not_drop_the_job(site: Site, daemon: GitDaemon,
                                                          tmp_path: Path) -> None:
     """A hostile clone moves the remote's job ref to a record saying PUBLISHED, for a commit
@@ -103,12 +104,12 @@ def test_a_forged_published_record_does_not_drop_the_job(site: Site, daemon: Git
     welcome = hostile.git("rev-parse", "HEAD").strip()
     forge_state(hostile, job_id, lambda r: {**r, "state": "PUBLISHED", "lease": None,
                                              "remote_commit": welcome})
-    r = site.run("push", "--json")
+    r = site.run_here("push", "--json")
     no_traceback(r.out, r.err)
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
     c = node(site, tmp_path, "node-c")
-    r = c.run("reconcile")
+    r = c.run_here("reconcile")
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
 
@@ -139,6 +140,7 @@ def _garbage_state(site: Site, job_id: str) -> str:
     return commit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["garbage", "tree", "blob", "other-job", "format"])
 def test_a_damaged_remote_job_ref_is_reported_and_left_for_repair(
         site: Site, daemon: GitDaemon, tmp_path: Path, kind: str) -> None:
@@ -149,26 +151,26 @@ def test_a_damaged_remote_job_ref_is_reported_and_left_for_repair(
     local = site.git("rev-parse", JOBS + job_id).strip()
     hostile = node(site, tmp_path, "hostile")
     bad = damage(hostile, job_id, kind)
-    r = site.run("push")
+    r = site.run_here("push")
     no_traceback(r.out, r.err)
     assert r.code == 1, r.out + r.err
     assert job_id in r.out + r.err and "hint:" in r.out + r.err, r.err
     assert remote_sha(site, job_id) == bad, "left intact for repair"
     assert site.git("rev-parse", JOBS + job_id).strip() == local
     c = node(site, tmp_path, "node-c")
-    r = c.run("reconcile")
+    r = c.run_here("reconcile")
     no_traceback(r.out, r.err)
     assert r.code == 1 and job_id in r.out + r.err, r.out + r.err
     assert remote_sha(site, job_id) == bad
     assert c.git("for-each-ref", JOBS).strip() == ""
-    r = c.run("status", job_id)
+    r = c.run_here("status", job_id)
     no_traceback(r.out, r.err)
     assert r.code == 1 and job_id in r.err and "hint:" in r.err, r.out + r.err
-    r = c.run("log", job_id)
+    r = c.run_here("log", job_id)
     no_traceback(r.out, r.err)
     assert r.code == 1, r.out + r.err
     git(site.remote, "update-ref", "-d", JOBS + job_id)  # a person repairs the remote
-    r = site.run("push")
+    r = site.run_here("push")
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
 
@@ -184,7 +186,7 @@ def test_a_lease_that_never_ends_does_not_squat_the_job(site: Site, daemon: GitD
     hostile = node(site, tmp_path, "hostile")
     squat = {"token": "f" * 32, "owner": "elsewhere:4242:1", "expires_at": time.time() + 3e8}
     forge_state(hostile, job_id, lambda r: {**r, "lease": squat})
-    r = site.run("push")
+    r = site.run_here("push")
     no_traceback(r.out, r.err)
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
@@ -197,7 +199,7 @@ def test_a_squatted_job_is_taken_over(site: Site, daemon: GitDaemon, tmp_path: P
     squat = {"token": "f" * 32, "owner": "elsewhere:4242:1", "expires_at": time.time() + 3e8}
     forge_state(hostile, job_id, lambda r: {**r, "lease": squat})
     c = node(site, tmp_path, "node-c")
-    r = c.run("reconcile")
+    r = c.run_here("reconcile")
     no_traceback(r.out, r.err)
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
@@ -206,6 +208,7 @@ def test_a_squatted_job_is_taken_over(site: Site, daemon: GitDaemon, tmp_path: P
 SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("owner", [f"evil\x1b[2J\x1b]0;pwned\x07 {SECRET}\r\nforged line",
                                    "x" * 1_000_000])
 def test_a_hostile_lease_holder_reaches_no_terminal_and_no_ref(
@@ -220,7 +223,7 @@ def test_a_hostile_lease_holder_reaches_no_terminal_and_no_ref(
     forge_state(hostile, job_id, lambda r: {**r, "lease": lease})
     c = node(site, tmp_path, "node-c")
     for args in (("reconcile",), ("status", job_id), ("log", job_id), ("log", "--json", job_id)):
-        r = c.run(*args)
+        r = c.run_here(*args)
         no_traceback(r.out, r.err)
         assert r.code == 0, r.out + r.err
         for text in (r.out, r.err):
@@ -237,6 +240,7 @@ def test_a_hostile_lease_holder_reaches_no_terminal_and_no_ref(
 
 # -- a person on one clone, a take-over on another -------------------------------------------
 
+@pytest.mark.slow
 def test_abandon_racing_a_take_over_does_not_say_abandoned(
         site: Site, daemon: GitDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """B abandons a dead node's job (it probed the branch: absent) while C takes it over: C's
@@ -331,11 +335,12 @@ def test_a_remote_refusing_the_branch_is_a_rejection_not_a_race(site: Site, daem
         status["failure_detail"]), status
     assert "moved" not in str(status["failure_detail"]), status
     path.unlink()
-    r = site.run("push", job_id)
+    r = site.run_here("push", job_id)
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
 
 
+@pytest.mark.slow
 def test_a_remote_refusing_non_fast_forwards_of_job_refs_still_works(
         site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
     """A server that refuses every non-fast-forward update, job refs included (an ``update``
@@ -353,15 +358,15 @@ def test_a_remote_refusing_non_fast_forwards_of_job_refs_still_works(
     c = node(site, tmp_path, "node-c")
     first = str(prepare(site, "shared", "posts/a.md", article("a"))["job_id"])
     prepare(b, "shared", "posts/a.md", article("a"))
-    assert site.run("push").code == 0
-    r = b.run("push")
+    assert site.run_here("push").code == 0
+    r = b.run_here("push")
     assert r.code == 0, r.out + r.err
     second = claimed_and_killed(site, "k2", "posts/b.md", article("b"))
-    r = c.run("reconcile")
+    r = c.run_here("reconcile")
     assert r.code == 0 and "taken over" in r.err, r.out + r.err
     assert_store_agrees(site, [first, second])
-    assert site.run("push").code == 0
-    assert b.run("reconcile").code == 0
+    assert site.run_here("push").code == 0
+    assert b.run_here("reconcile").code == 0
     third = str(prepare(site, "k3", "posts/welcome.md", "# Welcome\n\nMine.\n")["job_id"])
     b.git("fetch", "-q", "origin")
     b.git("reset", "-q", "--hard", "origin/main")
@@ -373,7 +378,7 @@ def test_a_remote_refusing_non_fast_forwards_of_job_refs_still_works(
     assert r.code == 0, r.out + r.err
     assert remote_state(site, third) == remote_state(c, third)
     assert (remote_state(site, third) or {}).get("state") == "SKIPPED"
-    assert site.run("reconcile").code == 0
+    assert site.run_here("reconcile").code == 0
     assert_store_agrees(site, [first, second])
     forced = subprocess.run(["git", "push", "--force", "origin", f"HEAD:{JOBS}{first}"],
                             cwd=site.path, capture_output=True)
@@ -382,14 +387,17 @@ def test_a_remote_refusing_non_fast_forwards_of_job_refs_still_works(
 
 # -- clocks that disagree --------------------------------------------------------------------
 
-def elsewhere(tmp_path: Path, host: str, seconds: float = 0.0) -> dict[str, str]:
+def elsewhere(tmp_path: Path, host: str, seconds: float = 0.0,
+              clock: Clock | None = None) -> dict[str, str]:
     """The environment of a node on another host (``os.uname``'s node name) whose clock is
-    ``seconds`` off (Python's ``time.time``; its git commands keep the hermetic dates)."""
-    where = tmp_path / f"{host}{seconds:+.0f}"
+    ``seconds`` off (Python's ``time.time``; its git commands keep the hermetic dates), and
+    moved on with ``clock`` if given."""
+    where = tmp_path / f"{host}{seconds:+.0f}{'-clock' if clock else ''}"
     where.mkdir(exist_ok=True)
+    moved = "0.0" if clock is None else f"float(open({str(clock.file)!r}).read())"
     (where / "sitecustomize.py").write_text(
         "import os, time\n_real, _uname = time.time, os.uname()\n"
-        f"time.time = lambda: _real() + {seconds!r}\n"
+        f"time.time = lambda: _real() + {seconds!r} + {moved}\n"
         f"_other = os.uname_result((_uname.sysname, {host!r}, _uname.release, "
         "_uname.version, _uname.machine))\n"
         "os.uname = lambda: _other\n")
@@ -397,6 +405,7 @@ def elsewhere(tmp_path: Path, host: str, seconds: float = 0.0) -> dict[str, str]
                           f"{os.pathsep}{Path(__file__).resolve().parent.parent}"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("who", ["thief-ahead", "holder-ahead"])
 def test_clocks_an_hour_apart_never_publish_twice(site: Site, daemon: GitDaemon,
                                                   tmp_path: Path, who: str) -> None:
@@ -432,6 +441,7 @@ def test_clocks_an_hour_apart_never_publish_twice(site: Site, daemon: GitDaemon,
 
 # -- lost replies ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lost", ["delivery", "claim", "content-without-atomic"])
 def test_a_lost_push_reply_then_another_node(site: Site, daemon: GitDaemon, tmp_path: Path,
                                              lost: str) -> None:
@@ -472,6 +482,7 @@ def test_a_lost_push_reply_then_another_node(site: Site, daemon: GitDaemon, tmp_
 
 # -- one key on three nodes at once ----------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("contents", [("a", "a", "a"), ("a", "b", "a"), ("a", "b", "c")])
 def test_one_key_on_three_nodes_at_once(site: Site, daemon: GitDaemon, tmp_path: Path,
                                         contents: tuple[str, str, str]) -> None:
@@ -493,7 +504,7 @@ def test_one_key_on_three_nodes_at_once(site: Site, daemon: GitDaemon, tmp_path:
         for _ in range(3):  # a node fenced in its run (exit 5) finishes on the next one
             if code != 5:
                 break
-            r = n.run("push")
+            r = n.run_here("push")
             no_traceback(r.out, r.err)
             code = r.code
         codes.append(code)
@@ -519,6 +530,7 @@ ATOMIC_POINTS = ["delivery.fetched", "delivery.claimed", "delivery.pushing-recor
 IN_ORDER_POINTS = ["shared.pushing-pushed", "shared.content-pushed", "delivery.pushed"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("atomic", "point"),
                          [(True, p) for p in ATOMIC_POINTS] +
                          [(False, p) for p in IN_ORDER_POINTS])
@@ -539,7 +551,7 @@ def test_killed_while_delivering_and_again_while_taking_over(
         no_traceback(r.out, r.err)
         assert r.code in (-signal.SIGKILL, 0), (n.path.name, r.code, r.out + r.err)
     for n in (c, site, b, c):
-        r = n.run("reconcile")
+        r = n.run_here("reconcile")
         no_traceback(r.out, r.err)
         assert r.code == 0, (n.path.name, r.out + r.err)
     assert_store_agrees(site, [job_id])
@@ -547,10 +559,12 @@ def test_killed_while_delivering_and_again_while_taking_over(
         assert n.call("status", "--json", job_id).json()["state"] == "PUBLISHED", n.path.name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["delivery.claimed", "delivery.pushing-recorded",
                                    "shared.pushing-pushed"])
 def test_frozen_past_its_lease_without_atomic_push(site: Site, daemon: GitDaemon,
-                                                   tmp_path: Path, point: str) -> None:
+                                                   tmp_path: Path, point: str,
+                                                   clock: Clock) -> None:
     """On a server without atomic push, node A (another host) is frozen (SIGSTOP) past its
     lease at a point of its in-order delivery; node C takes the job over and publishes it.
     Resumed, A's late writes — the PUSHING state, the content, PUBLISHED — are each refused
@@ -559,11 +573,12 @@ def test_frozen_past_its_lease_without_atomic_push(site: Site, daemon: GitDaemon
     site.write_config(FAST + "lease_seconds: 2\n")
     job_id = str(prepare(site, "k1", "posts/a.md", article("a"))["job_id"])
     c = node(site, tmp_path, "node-c", FAST + "lease_seconds: 2\n")
-    a = spawn(site, "push", env={**elsewhere(tmp_path, "host-a"), "GITPUB_PAUSE_AT": point})
+    a = spawn(site, "push", env={**elsewhere(tmp_path, "host-a", clock=clock),
+                                 "GITPUB_PAUSE_AT": point})
     try:
         wait_stopped(a.pid)
-        time.sleep(2.5)  # A's lease runs out while it is frozen
-        r = c.run("reconcile")
+        clock.advance(2.5)  # A's lease runs out while it is frozen
+        r = c.run_here("reconcile")
         no_traceback(r.out, r.err)
         assert r.code == 0 and "taken over" in r.err, r.out + r.err
         assert_store_agrees(site, [job_id])
@@ -576,7 +591,7 @@ def test_frozen_past_its_lease_without_atomic_push(site: Site, daemon: GitDaemon
     assert a.returncode in (0, 5), out + err
     assert branch_tip(site) == tip, "A's late content push landed nothing"
     assert remote_state(site, job_id) == taken, "A never overwrote C's state"
-    r = site.run("push", env=elsewhere(tmp_path, "host-a"))
+    r = site.run("push", env=elsewhere(tmp_path, "host-a", clock=clock))
     assert r.code == 0, r.out + r.err
     assert site.call("status", "--json", job_id).json()["state"] == "PUBLISHED"
     assert_store_agrees(site, [job_id])
@@ -584,16 +599,17 @@ def test_frozen_past_its_lease_without_atomic_push(site: Site, daemon: GitDaemon
 
 # -- any clone, any job ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_clone_that_never_saw_the_job(site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
     """``status``, ``log`` (by id or unique prefix) on a clone that never had the job read the
     remote's job store; an id nobody has is a usage error; a remote that does not answer is
     said so, with a hint — never a traceback, and nothing is adopted by looking."""
     job_id = str(prepare(site, "k1", "posts/a.md", article("a"))["job_id"])
-    assert site.run("push").code == 0
+    assert site.run_here("push").code == 0
     c = node(site, tmp_path, "node-c")
     for args in (("status", "--json", job_id), ("status", "--json", job_id[:8]),
                  ("log", "--json", job_id), ("log", job_id[:13])):
-        r = c.run(*args)
+        r = c.run_here(*args)
         no_traceback(r.out, r.err)
         assert r.code == 0, (args, r.out + r.err)
         if "--json" in args:
@@ -601,16 +617,16 @@ def test_a_clone_that_never_saw_the_job(site: Site, daemon: GitDaemon, tmp_path:
     events = c.call("log", "--json", job_id).json()["events"]
     assert [e["to"] for e in events][-1] == "PUBLISHED", events
     assert c.git("for-each-ref", JOBS).strip() == "", "looking adopts nothing"
-    r = c.run("status", "0" * 8 + job_id[8:])
+    r = c.run_here("status", "0" * 8 + job_id[8:])
     no_traceback(r.out, r.err)
     assert r.code == 2 and "neither here nor on the remote" in r.err, r.out + r.err
     git(site.remote, "update-ref", f"{JOBS}{job_id[:4]}-squat", f"{JOBS}{job_id}")
-    r = c.run("status", job_id[:4])  # a hostile ref sharing the prefix
+    r = c.run_here("status", job_id[:4])  # a hostile ref sharing the prefix
     no_traceback(r.out, r.err)
     assert r.code == 2 and "ambiguous" in r.err and "hint:" in r.err, r.out + r.err
     git(site.remote, "update-ref", "-d", f"{JOBS}{job_id[:4]}-squat")
     daemon.stop()
-    r = c.run("log", job_id)
+    r = c.run_here("log", job_id)
     no_traceback(r.out, r.err)
     assert r.code in (2, 5) and "hint:" in r.err, r.out + r.err
 
@@ -656,7 +672,7 @@ def test_a_job_waiting_for_a_person_is_not_taken_over(site: Site, daemon: GitDae
     c = node(site, tmp_path, "node-c")
     job_id = conflicted_by(site, b)
     conflict = remote_state(site, job_id)
-    r = c.run("reconcile")
+    r = c.run_here("reconcile")
     no_traceback(r.out, r.err)
     assert r.code == 0, r.out + r.err
     assert "taken over" not in r.out + r.err
@@ -674,18 +690,19 @@ def test_a_ref_named_like_the_job_store_itself(site: Site, daemon: GitDaemon,
     careless = node(site, tmp_path, "careless")
     careless.git("push", "-q", "origin", "HEAD:refs/pub/jobs")
     job_id = str(prepare(site, "k1", "posts/a.md", article("a"))["job_id"])
-    r = site.run("push")
+    r = site.run_here("push")
     no_traceback(r.out, r.err)
     assert r.code == 5, r.out + r.err
     assert "another node" not in r.out + r.err
     status = site.call("status", "--json", job_id).json()
     assert status["state"] == "RETRY_WAIT" and "refs/pub/jobs" in status["failure_detail"]
     git(site.remote, "update-ref", "-d", "refs/pub/jobs")
-    r = site.run("push", job_id)
+    r = site.run_here("push", job_id)
     assert r.code == 0, r.out + r.err
     assert_store_agrees(site, [job_id])
 
 
+@pytest.mark.slow
 def test_a_huge_remote_record_is_taken_over_and_published(site: Site, daemon: GitDaemon,
                                                           tmp_path: Path) -> None:
     """Another clone left a 4 MB record (a failure detail of that size): another node still
@@ -737,6 +754,7 @@ def forge_artifact(site: Site, job_id: str, path: str, text: bytes) -> str:
     return commit
 
 
+@pytest.mark.slow
 def test_forged_artifacts_are_not_published_by_a_take_over(site: Site, daemon: GitDaemon,
                                                            tmp_path: Path) -> None:
     """A clone that may push ``refs/pub/*`` (but not the branch: its protection asks for a
@@ -784,7 +802,7 @@ def test_abandon_of_a_job_another_node_is_delivering(site: Site, daemon: GitDaem
     try:
         wait_stopped(a.pid)
         claim = remote_state(site, job_id)
-        r = b.run("resolve", job_id, "--abandon")
+        r = b.run_here("resolve", job_id, "--abandon")
         no_traceback(r.out, r.err)
         assert r.code == 5 and "hint:" in r.err, r.out + r.err
         assert remote_state(site, job_id) == claim
@@ -802,9 +820,11 @@ CHAOS_POINTS = ["delivery.fetched", "delivery.claimed", "delivery.pushing-record
                 "git.ref-locked", "git.object-locked", None]
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", seeds("three-nodes-shared-keys", 1, 3))
 def test_three_nodes_random_kills_and_shared_keys(site: Site, daemon: GitDaemon,
-                                                  tmp_path: Path, seed: int) -> None:
+                                                  tmp_path: Path, seed: int,
+                                                  clock: Clock) -> None:
     """Three nodes, each with jobs of its own and one key all three were given (same
     content), run ``push`` and ``reconcile`` concurrently for three rounds, each process
     SIGKILLed at a crash point drawn from a seeded generator (or not at all). Then every
@@ -828,14 +848,14 @@ def test_three_nodes_random_kills_and_shared_keys(site: Site, daemon: GitDaemon,
         for w in nodes:
             point = rng.choice(CHAOS_POINTS)
             env = {} if point is None else {"GITPUB_CRASH_AT": f"{point}:{rng.randint(1, 4)}"}
-            procs.append(spawn(w, rng.choice(["push", "reconcile"]), env=env))
+            procs.append(spawn(w, rng.choice(["push", "reconcile"]), env={**clock.env(w), **env}))
         for p in procs:
             out, err = p.communicate(timeout=300)
             no_traceback(out.decode(), err.decode())
             assert p.returncode in (0, 5, -signal.SIGKILL), (out, err)
-    time.sleep(3.1)  # every lease a killed process left has run out
+    clock.advance(3.1)  # every lease a killed process left has run out
     for _ in range(6):
-        codes = [w.run("reconcile", timeout=300).code for w in nodes]
+        codes = [w.run("reconcile", env=clock.env(w), timeout=300).code for w in nodes]
         if codes == [0, 0, 0] and sorted(remote_job_ids(site)) == sorted(expected):
             break
     assert_store_agrees(site, expected)
@@ -852,7 +872,7 @@ def test_reconcile_with_the_remote_down(site: Site, daemon: GitDaemon, tmp_path:
     prepare(site, "k1", "posts/a.md", article("a"))
     daemon.stop()
     for n in (c, site):
-        r = n.run("reconcile")
+        r = n.run_here("reconcile")
         no_traceback(r.out, r.err)
         assert r.code == 5, (n.path.name, r.out + r.err)
         assert "negotiation-tip" not in r.out + r.err

@@ -212,6 +212,7 @@ def test_a_secret_in_the_key_is_refused(site: Site) -> None:
     assert TOKEN.encode() not in site.all_objects_text()
 
 
+@pytest.mark.slow
 def test_a_directory_swapped_for_a_link_out_while_a_link_is_read_is_never_followed(
         tmp_path: Path) -> None:
     """t9, the race: ``bundle/l`` links to ``sub/f.md`` inside; another process keeps swapping

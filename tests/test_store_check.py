@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import Site, git
 from test_confirm import ci_clone, publish, remote_notes
 
@@ -28,7 +29,7 @@ def job_ids(site: Site) -> list[str]:
 
 def fold(site: Site) -> None:
     site.write_config("archive_after: 1\n")
-    r = site.run("reconcile")
+    r = site.run_here("reconcile")
     assert r.code == 0 and "folded" in r.err, r.out + r.err
     site.write_config()
 
@@ -58,19 +59,20 @@ def root_commit(site: Site) -> str:
     return git(site.remote, "rev-list", "--max-parents=0", "main").strip()
 
 
+@pytest.mark.slow
 def test_confirm_agrees_with_the_store_and_marks_the_archive(site: Site,
                                                              tmp_path: Path) -> None:
     publish(site, 2)
     fold(site)
     publish(site, 1, start=2)
-    r = ci_clone(site, tmp_path, "ci").run("confirm", "--json")
+    r = ci_clone(site, tmp_path, "ci").run_here("confirm", "--json")
     assert r.code == 0, r.out + r.err
     archive = git(site.remote, "rev-parse", "refs/pub/archive").strip()
     assert ARCHIVE_CHECKED in remote_notes(site, archive)
     full = ci_clone(site, tmp_path, "full", depth=None)
-    r = full.run("confirm", "--json", env={"GITPUB_CONFIRM_KEY": ""})  # nothing believed
+    r = full.run_here("confirm", "--json", env={"GITPUB_CONFIRM_KEY": ""})  # nothing believed
     assert r.code == 0, r.out + r.err
-    r = ci_clone(site, tmp_path, "ci2").run("confirm", "--json")
+    r = ci_clone(site, tmp_path, "ci2").run_here("confirm", "--json")
     assert r.code == 0 and r.json()["checked"] <= 1, r.out + r.err
 
 
@@ -78,21 +80,21 @@ def test_a_published_job_ref_naming_an_unverified_commit_is_bad(site: Site,
                                                                 tmp_path: Path) -> None:
     publish(site, 1)
     (job_id,) = job_ids(site)
-    assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
+    assert ci_clone(site, tmp_path, "ci0").run_here("confirm").code == 0
     evil = attacker(site, tmp_path)
     wrong = root_commit(site)  # on the branch, but no publication of the job
     with Repository.discover(evil) as repo:
         forged = forged_state(repo, git(evil, "rev-parse", JOBS + job_id).strip(),
                               remote_commit=wrong)
     git(evil, "push", "-q", "-f", "origin", f"{forged}:{JOBS}{job_id}")
-    r = ci_clone(site, tmp_path, "ci1").run("confirm", "--json")
+    r = ci_clone(site, tmp_path, "ci1").run_here("confirm", "--json")
     assert r.code == 1, r.out + r.err
     assert r.json()["bad"] == [wrong], r.out
     (bad,) = [c for c in r.json()["commits"] if not c["ok"]]
     assert bad["job_id"] == job_id and f"refs/pub/jobs/{job_id} says PUBLISHED by {wrong}" \
         in bad["problems"][0], bad
     assert "BAD" in remote_notes(site, wrong)
-    again = ci_clone(site, tmp_path, "ci2").run("confirm", "--json")
+    again = ci_clone(site, tmp_path, "ci2").run_here("confirm", "--json")
     assert again.code == 1 and [b["commit"] for b in again.json()["open_bad"]] == [wrong]
 
 
@@ -102,7 +104,7 @@ def test_a_job_commit_without_its_record_is_bad_unless_reported(site: Site,
     (job_id,) = job_ids(site)
     git(site.remote, "update-ref", "-d", JOBS + job_id)  # the store lost the job's record
     keyless = {"GITPUB_CONFIRM_KEY": ""}
-    r = ci_clone(site, tmp_path, "ci0", depth=None).run("confirm", "--json", env=keyless)
+    r = ci_clone(site, tmp_path, "ci0", depth=None).run_here("confirm", "--json", env=keyless)
     assert r.code == 1, r.out + r.err
     assert r.json()["bad"] == [commit]
     assert f"job {job_id} has no record in the remote's job store" in r.out
@@ -110,7 +112,7 @@ def test_a_job_commit_without_its_record_is_bad_unless_reported(site: Site,
     site.write_config("confirm_unrecorded: report\n")
     site.git("commit", "-qam", "confirm: report unrecorded job commits")
     site.git("push", "-q", "origin", "main")
-    r = ci_clone(site, tmp_path, "ci1", depth=None).run("confirm", "--json", env=keyless)
+    r = ci_clone(site, tmp_path, "ci1", depth=None).run_here("confirm", "--json", env=keyless)
     assert r.code == 0, r.out + r.err
     assert any(m.startswith(f"unrecorded: {commit}") for m in r.json()["remarks"]), r.out
 
@@ -124,18 +126,19 @@ def test_a_record_that_contradicts_the_branch_is_bad(site: Site, tmp_path: Path)
         forged = forged_state(repo, git(evil, "rev-parse", JOBS + job_id).strip(),
                               state="SKIPPED", failure_code="abandoned")
     git(evil, "push", "-q", "-f", "origin", f"{forged}:{JOBS}{job_id}")
-    r = ci_clone(site, tmp_path, "ci").run("confirm", "--json")
+    r = ci_clone(site, tmp_path, "ci").run_here("confirm", "--json")
     assert r.code == 1 and r.json()["bad"] == [commit], r.out + r.err
     assert "says SKIPPED (abandoned), but the job's commit is on the branch" in r.out
 
 
+@pytest.mark.slow
 def test_a_forged_archive_entry_is_bad(site: Site, tmp_path: Path) -> None:
     """After an authenticated run marked the archive checked, someone pushes a fold of their
     own: an entry saying a job nobody published is PUBLISHED (so no clone would publish its
     key). The next run walks only that fold and names it."""
     publish(site, 2)
     fold(site)
-    assert ci_clone(site, tmp_path, "ci0").run("confirm").code == 0
+    assert ci_clone(site, tmp_path, "ci0").run_here("confirm").code == 0
     evil = attacker(site, tmp_path)
     wrong = root_commit(site)
     ghost = "0badf00d-1111-5000-8000-000000000000"
@@ -148,7 +151,7 @@ def test_a_forged_archive_entry_is_bad(site: Site, tmp_path: Path) -> None:
         forged = Archive(repo, tip).fold([Final(ghost, state, blob.sha)], "gitpub archive\n")
     git(evil, "push", "-q", "origin", f"{forged}:refs/pub/archive")
     ci = ci_clone(site, tmp_path, "ci1")
-    r = ci.run("confirm", "--json")
+    r = ci.run_here("confirm", "--json")
     assert r.code == 1 and "bad" in r.json(), r.out + r.err
     assert r.json()["bad"] == [wrong], r.out
     assert f"archive entry says PUBLISHED by {wrong}" in r.out and ghost in r.out

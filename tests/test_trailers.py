@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import HERMETIC, Site
-from hypothesis import HealthCheck, given, settings
+from conftest import HERMETIC, SEED, Site, rounds
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from gitpub.proof import trailers
@@ -223,11 +223,14 @@ def _git_hangs_on(message: bytes) -> bool:
     return cut in message and b"\n---" in (b"\n" + message).split(cut)[0]
 
 
-#: More examples for a deeper search: TRAILER_EXAMPLES=4000 (4,000 agreed when written).
-EXAMPLES = int(os.environ.get("TRAILER_EXAMPLES", "300"))
+#: More examples for a deeper search: TRAILER_EXAMPLES=4000 (4,000 agreed when written). 100 a
+#: run, a new search every run (the run's seed), 300 with GITPUB_TEST_LONG=1.
+EXAMPLES = int(os.environ.get("TRAILER_EXAMPLES", rounds(100, 300)))
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@seed(SEED)
 @given(message=messages)
 def test_any_message_reads_as_git_reads_it(oracle: Oracle, message: bytes) -> None:
     if not _git_hangs_on(message):
