@@ -117,3 +117,32 @@ def test_merge_drivers_and_merge_config_are_never_used(site: Site, tmp_path: Pat
     assert code == 4 and job["state"] == "CONFLICT", job
     assert not pwned.exists()
     fsck_strict(site.remote)
+
+
+def test_a_merge_after_resolve_from_file_uses_the_new_snapshot(site: Site,
+                                                               tmp_path: Path) -> None:
+    """A job merged once (its ``merge-base/`` recorded), then a CONFLICT resolved with
+    ``--from FILE``: a new snapshot against the tip. The old merge base is stale; a later
+    non-overlapping edit merges against the new snapshot (not a CONFLICT for a base that no
+    longer names the job's condition)."""
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "ours", PAGE, page(first="Ours."), tmp_path)
+    theirs(other, PAGE, page(last="Theirs."))
+    r = site.run("push", env={"GITPUB_CRASH_AT": "delivery.pushing-recorded"})
+    assert r.code == -9, r.out + r.err
+    theirs(other, PAGE, page(first="Their first.", last="Theirs."))
+    code, job = push(site)
+    assert code == 4 and job["state"] == "CONFLICT", job
+    merged = tmp_path / "merged.md"
+    merged.write_bytes(page(first="Ours, and their first.", last="Theirs."))
+    r = site.run("resolve", job_id, "--from", str(merged),
+                 env={"GITPUB_CRASH_AT": "delivery.fetched"})
+    assert r.code == -9, r.out + r.err
+    theirs(other, PAGE, page(first="Their first.", middle="A middle.", last="Theirs."))
+    code, job = push(site)
+    assert code == 0 and job["state"] == "PUBLISHED", job.get("failure_detail")
+    assert remote_blob(site, "main", PAGE) == page(first="Ours, and their first.",
+                                                   middle="A middle.", last="Theirs.")
+    assert remote_job_ids(site) == [job_id]
+    fsck_strict(site.remote)
