@@ -100,17 +100,20 @@ class Review:
 
 
 def merge_base(ctx: Context, job: Job, target: Target) -> Entry | None:
-    """The version of ``target`` the job's change was made against: the remote's version of an
-    earlier merge (``merge-base/``), else the file in the job's base; None when that is not the
-    content the compare-and-swap condition names."""
+    """The version of ``target`` the job's change was made against: the content its
+    compare-and-swap condition names, found as the remote's version of an earlier merge
+    (``merge-base/``) or the file in the job's base (a new snapshot, ``resolve --from``,
+    leaves an earlier merge's base behind: whichever holds that content); None when neither
+    does."""
     repo, record = ctx.repo, job.record
-    entry = repo.lookup(job.tree, f"{MERGE_BASES}/{target.path}")
-    if entry is None and record.base_commit is not None and repo.has_object(record.base_commit):
-        entry = repo.lookup(repo.commit(record.base_commit).tree, target.path)
-    if entry is None or entry.mode not in MERGEABLE_MODES or \
-            content_sha256(repo.blob(entry.sha)) != target.base_sha256:
-        return None
-    return entry
+    found = [repo.lookup(job.tree, f"{MERGE_BASES}/{target.path}")]
+    if record.base_commit is not None and repo.has_object(record.base_commit):
+        found.append(repo.lookup(repo.commit(record.base_commit).tree, target.path))
+    for entry in found:
+        if entry is not None and entry.mode in MERGEABLE_MODES and \
+                content_sha256(repo.blob(entry.sha)) == target.base_sha256:
+            return entry
+    return None
 
 
 def merge_contents(ctx: Context, job: Job, artifacts: Artifacts, tree: str | None,
