@@ -3,9 +3,11 @@ that could make the three-way merge lie, lose a change, run someone's code or pu
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import Site, git
 from test_delivery import commit_file, other_writer, remote_job_ids
 from test_fonts import build_font
@@ -146,3 +148,112 @@ def test_a_merge_after_resolve_from_file_uses_the_new_snapshot(site: Site,
                                                    middle="A middle.", last="Theirs.")
     assert remote_job_ids(site) == [job_id]
     fsck_strict(site.remote)
+
+
+def parsed_trailers(site: Site, commit: str) -> dict[str, str]:
+    """The commit's trailers as ``git interpret-trailers --parse`` reads its message."""
+    message = site.git("log", "-1", "--format=%B", commit)
+    proc = subprocess.run(["git", "interpret-trailers", "--parse"], input=message,
+                          capture_output=True, text=True, check=True, cwd=site.path)
+    return dict(line.split(": ", 1) for line in proc.stdout.splitlines() if ": " in line)
+
+
+def manifest_sha(site: Site, commit: str, paths: list[str]) -> str:
+    from test_merge_edits import manifest_of
+    return hashlib.sha256(manifest_of(site, commit, paths)).hexdigest()
+
+
+@pytest.mark.parametrize("point", ["merge.gated", "delivery.pushing-recorded",
+                                   "delivery.pushed", "delivery.published-recorded"])
+def test_killed_around_the_merge_then_reconcile_publishes_once(site: Site, tmp_path: Path,
+                                                               point: str) -> None:
+    """SIGKILL around the merge, then ``reconcile`` (not ``push``): published exactly once,
+    its trailers (as git interpret-trailers reads them) naming the merged content."""
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "crash", PAGE, page(first="Ours."), tmp_path)
+    theirs(other, PAGE, page(last="Theirs."))
+    r = site.run("push", env={"GITPUB_CRASH_AT": point})
+    assert r.code == -9, f"expected SIGKILL at {point}: {r.out}{r.err}"
+    r = site.run("reconcile", "--json")
+    assert r.code == 0, r.out + r.err
+    job = site.call("status", "--json", job_id).json()
+    assert job["state"] == "PUBLISHED", job
+    published = str(job["remote_commit"])
+    assert remote_blob(site, "main", PAGE) == page(first="Ours.", last="Theirs.")
+    assert remote_job_ids(site) == [job_id]
+    site.git("fetch", "-q", "origin")
+    trailers = parsed_trailers(site, published)
+    assert trailers["Blog-Job-Id"] == job_id
+    assert trailers["Blog-Manifest-Sha256"] == manifest_sha(site, published, [PAGE])
+    assert site.run("reconcile").code == 0 and site.run("push").code == 0
+    assert remote_job_ids(site) == [job_id]
+    fsck_strict(site.remote)
+
+
+def test_two_clones_merge_onto_the_same_third_version(site: Site, tmp_path: Path) -> None:
+    """Two clones each edit another paragraph of the page, a third writer the middle: both
+    jobs merge, the second against the first one's publication; all three edits land, each
+    job once."""
+    start(site, PAGE, page())
+    second = Site(other_writer(tmp_path, site, "second"), site.remote, site.env)
+    third = other_writer(tmp_path, site, "third")
+    a = prepare(site, "a", PAGE, page(first="A's first."), tmp_path)
+    b = prepare(second, "b", PAGE, page(last="B's last."), tmp_path)
+    theirs(third, PAGE, page(middle="The third's middle."))
+    code, job = push(site)
+    assert code == 0 and job["state"] == "PUBLISHED", job
+    code, job = push(second)
+    assert code == 0 and job["state"] == "PUBLISHED", job
+    assert remote_blob(site, "main", PAGE) == page(first="A's first.",
+                                                   middle="The third's middle.",
+                                                   last="B's last.")
+    assert sorted(remote_job_ids(site)) == sorted([a, b])
+    for s in (site, second):
+        s.git("fetch", "-q", "origin")
+    for job_id, s in ((a, site), (b, second)):
+        commit = str(s.call("status", "--json", job_id).json()["remote_commit"])
+        assert parsed_trailers(s, commit)["Blog-Manifest-Sha256"] == \
+            manifest_sha(s, commit, [PAGE])
+    fsck_strict(site.remote)
+
+
+def test_marker_like_lines_in_the_page_merge_as_git_merges_them(site: Site,
+                                                                tmp_path: Path) -> None:
+    """A page about git holds conflict-marker-like lines (``<<<<<<<``, ``=======``,
+    ``>>>>>>>``): a clean merge is not mistaken for a conflict, nor a conflict for clean."""
+    body = ["---", "title: Markers", "---", "", "First.", "", "```", "<<<<<<< ours", "x",
+            "=======", "y", ">>>>>>> theirs", "```", "", "Middle.", "", "Last.", ""]
+
+    def marked(**changes: str) -> bytes:
+        lines = list(body)
+        for at, text in changes.items():
+            lines[{"first": 4, "middle": 14, "last": 16}[at]] = text
+        return "\n".join(lines).encode()
+
+    start(site, PAGE, marked())
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "markers", PAGE, marked(first="Our first."), tmp_path)
+    theirs(other, PAGE, marked(last="Their last."))
+    code, job = push(site)
+    assert code == 0 and job["state"] == "PUBLISHED", job
+    assert remote_blob(site, "main", PAGE) == marked(first="Our first.", last="Their last.")
+    assert remote_job_ids(site) == [job_id]
+    fsck_strict(site.remote)
+
+
+def test_their_page_turned_into_a_symlink_is_a_conflict(site: Site, tmp_path: Path) -> None:
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    prepare(site, "ours", PAGE, page(first="Ours."), tmp_path)
+    git(other, "pull", "-q", "origin", "main")
+    (other / PAGE).unlink()
+    (other / PAGE).symlink_to("elsewhere.md")
+    git(other, "add", PAGE)
+    git(other, "commit", "-q", "-m", "a symlink")
+    git(other, "push", "-q", "origin", "HEAD:main")
+    tip = git(site.remote, "rev-parse", "main").strip()
+    code, job = push(site)
+    assert code == 4 and job["state"] == "CONFLICT", job
+    assert git(site.remote, "rev-parse", "main").strip() == tip
+    assert git(site.remote, "ls-tree", "main", "--", PAGE).split()[0] == "120000"
