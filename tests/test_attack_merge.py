@@ -257,3 +257,47 @@ def test_their_page_turned_into_a_symlink_is_a_conflict(site: Site, tmp_path: Pa
     assert code == 4 and job["state"] == "CONFLICT", job
     assert git(site.remote, "rev-parse", "main").strip() == tip
     assert git(site.remote, "ls-tree", "main", "--", PAGE).split()[0] == "120000"
+
+
+@pytest.mark.parametrize("overlapping", [False, True])
+def test_the_remote_moves_again_between_the_merge_and_the_push(site: Site, tmp_path: Path,
+                                                               overlapping: bool) -> None:
+    """A gate that runs on the merged page makes the other writer push once more: the push's
+    compare-and-swap fails, the next round merges again against the new tip (or stays a
+    CONFLICT when that change overlaps ours); their latest version is never overwritten."""
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    armed = tmp_path / "armed"
+    again = page(first="Their first.", middle="Their middle.", last="Theirs.") \
+        if overlapping else page(middle="Their middle, again.", last="Theirs.")
+    (tmp_path / "again.md").write_bytes(again)
+    script = tmp_path / "move.sh"
+    script.write_text(
+        "#!/bin/sh\nset -e\n"
+        f"[ -e {armed} ] || exit 0\nrm {armed}\n"
+        f"cp {tmp_path / 'again.md'} {other / PAGE}\n"
+        f"git -C {other} commit -q -am 'again' >/dev/null\n"
+        f"git -C {other} push -q origin HEAD:main >/dev/null 2>&1\n")
+    script.chmod(0o755)
+    site.write_config(f"gates:\n  - name: mover\n    run: [{script}]\n")
+    site.git("commit", "-q", "-am", "a gate")
+    site.git("push", "-q", "origin", "main")
+    job_id = prepare(site, "ours", PAGE, page(first="Ours."), tmp_path)
+    theirs(other, PAGE, page(middle="Their middle.", last="Theirs."))
+    armed.touch()
+    code, job = push(site)
+    assert not armed.exists(), "the gate did not run on the merged page"
+    moved = git(site.remote, "rev-parse", "main").strip()
+    if overlapping:
+        assert code == 4 and job["state"] == "CONFLICT", job
+        assert remote_blob(site, "main", PAGE) == again
+        assert git(other, "rev-parse", "HEAD").strip() == moved
+        assert remote_job_ids(site) == []
+    else:
+        assert code == 0 and job["state"] == "PUBLISHED", job
+        assert remote_blob(site, "main", PAGE) == page(
+            first="Ours.", middle="Their middle, again.", last="Theirs.")
+        assert remote_job_ids(site) == [job_id]
+        assert git(site.remote, "rev-parse", "main^").strip() == \
+            git(other, "rev-parse", "HEAD").strip()
+    fsck_strict(site.remote)
