@@ -301,3 +301,21 @@ def test_the_remote_moves_again_between_the_merge_and_the_push(site: Site, tmp_p
         assert git(site.remote, "rev-parse", "main^").strip() == \
             git(other, "rev-parse", "HEAD").strip()
     fsck_strict(site.remote)
+
+
+def test_a_job_skipped_as_already_on_remote_leaves_nothing_for_sync(site: Site,
+                                                                    tmp_path: Path) -> None:
+    """After SKIPPED (already_on_remote) neither ``sync`` nor ``reconcile`` pushes the
+    job's own commit as a hand commit, nor any copy of the page."""
+    start(site, PAGE, page())
+    other = other_writer(tmp_path, site)
+    job_id = prepare(site, "same", PAGE, page(first="The same fix."), tmp_path)
+    their_commit = theirs(other, PAGE, page(first="The same fix."))
+    code, job = push(site)
+    assert code == 0 and job["state"] == "SKIPPED", job
+    for command in ("sync", "reconcile", "sync"):
+        r = site.call(command, "--json")
+        assert r.code == 0, command + r.out + r.err
+        assert git(site.remote, "rev-parse", "main").strip() == their_commit, command
+    assert site.call("status", "--json", job_id).json()["state"] == "SKIPPED"
+    assert remote_job_ids(site) == []
