@@ -331,18 +331,13 @@ class Deliverer:
         entries: dict[str, Entry | None] = {}
         note = ""
         if artifacts is not None:  # edits to the same page: merged when they do not overlap
-            merged = merge_edits(self.ctx, job, record, artifacts, tip, articles)
+            merged = merge_edits(self.ctx, job, record, artifacts, tip, articles,
+                                 derived=bool(fonts))
             if isinstance(merged, Review):
                 return to_review(self.ctx, job, Stage.REBASE, merged.code,
                                  merged.problems), False
             if isinstance(merged, Present):  # the same edit is there: nothing to publish
-                detail = merged.describe()
-                self.ctx.progress(f"{job.job_id[:13]}: {detail}")
-                return store.transition(
-                    job, record.evolve(state=S.SKIPPED,
-                                       failure_code=FailureCode.ALREADY_ON_REMOTE,
-                                       failure_detail=detail, next_retry_at=None),
-                    phase=Stage.REBASE, reason=f"at {tip}: {detail}"), False
+                return self._already_on_remote(job, record, tip, merged), False
             if isinstance(merged, Merged):
                 artifacts, record, problems = merged.artifacts, merged.record, []
                 files, entries = dict(merged.files), dict(merged.entries)
@@ -369,6 +364,13 @@ class Deliverer:
             if regenerated:
                 note += "; font-only resolution: regenerated " + ", ".join(
                     sorted(p for p in regenerated if p != "manifest"))
+            left = {p: e for p, e in artifacts.entries.items() if p not in fonts}
+            if not left and all(tip_tree is not None and repo.lookup(tip_tree, p) == e
+                                for p, e in artifacts.entries.items()):
+                # every article was there already, and the tip's subsets are what the job's
+                # would be: nothing to publish (a font left behind is published alone)
+                return self._already_on_remote(job, job.record, tip, Present(
+                    tuple(sorted({t.path for t in job.record.targets})))), False
         try:
             commit = build_commit(repo, record, artifacts, tip, self.ctx.config.trailer_prefix)
         except ManifestError as e:
@@ -416,6 +418,17 @@ class Deliverer:
             return job, True
         kind = "rejected" if outcome.result == PushResult.REJECTED else "outcome unknown"
         return self.transient(job, f"push {kind}: {outcome.detail}"), False
+
+    def _already_on_remote(self, job: Job, record: JobRecord, tip: str | None,
+                           present: Present) -> Job:
+        """SKIPPED (``already_on_remote``): the remote holds every file of the job as the job
+        would leave it."""
+        detail = present.describe()
+        self.ctx.progress(f"{job.job_id[:13]}: {detail}")
+        return self.ctx.store.transition(
+            job, record.evolve(state=S.SKIPPED, failure_code=FailureCode.ALREADY_ON_REMOTE,
+                               failure_detail=detail, next_retry_at=None),
+            phase=Stage.REBASE, reason=f"at {tip}: {detail}")
 
     def _prefixes(self) -> list[str]:
         """The prefixes a built commit is verified under: the configured one and, as pre-push

@@ -100,17 +100,20 @@ class Review:
 
 
 def merge_base(ctx: Context, job: Job, target: Target) -> Entry | None:
-    """The version of ``target`` the job's change was made against: the remote's version of an
-    earlier merge (``merge-base/``), else the file in the job's base; None when that is not the
-    content the compare-and-swap condition names."""
+    """The version of ``target`` the job's change was made against: the content its
+    compare-and-swap condition names, found as the remote's version of an earlier merge
+    (``merge-base/``) or the file in the job's base (a new snapshot, ``resolve --from``,
+    leaves an earlier merge's base behind: whichever holds that content); None when neither
+    does."""
     repo, record = ctx.repo, job.record
-    entry = repo.lookup(job.tree, f"{MERGE_BASES}/{target.path}")
-    if entry is None and record.base_commit is not None and repo.has_object(record.base_commit):
-        entry = repo.lookup(repo.commit(record.base_commit).tree, target.path)
-    if entry is None or entry.mode not in MERGEABLE_MODES or \
-            content_sha256(repo.blob(entry.sha)) != target.base_sha256:
-        return None
-    return entry
+    found = [repo.lookup(job.tree, f"{MERGE_BASES}/{target.path}")]
+    if record.base_commit is not None and repo.has_object(record.base_commit):
+        found.append(repo.lookup(repo.commit(record.base_commit).tree, target.path))
+    for entry in found:
+        if entry is not None and entry.mode in MERGEABLE_MODES and \
+                content_sha256(repo.blob(entry.sha)) == target.base_sha256:
+            return entry
+    return None
 
 
 def merge_contents(ctx: Context, job: Job, artifacts: Artifacts, tree: str | None,
@@ -161,11 +164,14 @@ def _merge_one(ctx: Context, job: Job, artifacts: Artifacts, tree: str | None,
 
 
 def merge_edits(ctx: Context, job: Job, record: JobRecord, artifacts: Artifacts,
-                tip: str | None, targets: list[Target]
+                tip: str | None, targets: list[Target], *, derived: bool = False
                 ) -> Merged | Present | Review | list[str]:
     """Merge the job's changed targets with the remote tip's versions and gate the result:
     the merge, Present when the remote already holds every file as the job would leave it,
-    REVIEW for merged content that fails a gate, or the problems of a CONFLICT."""
+    REVIEW for merged content that fails a gate, or the problems of a CONFLICT. ``derived``:
+    the job has files derived from ``targets`` besides them (font outputs): with every target
+    present, the Merged job of those alone (whether the remote holds them too is the
+    caller's to judge once they are derived again), never Present."""
     repo = ctx.repo
     tree = None if tip is None else repo.commit(tip).tree
     found = merge_contents(ctx, job, artifacts, tree, targets)
@@ -173,7 +179,7 @@ def merge_edits(ctx: Context, job: Job, record: JobRecord, artifacts: Artifacts,
         return [p for p in found if isinstance(p, str)]
     merges = [m for m in found if isinstance(m, FileMerged)]
     present = frozenset(m.path for m in merges if m.present)
-    if present == {t.path for t in targets}:
+    if present == {t.path for t in targets} and not derived:
         return Present(tuple(sorted(present)))
     files = [m for m in merges if not m.present]
     by_path = {m.path: m for m in files}
@@ -185,9 +191,9 @@ def merge_edits(ctx: Context, job: Job, record: JobRecord, artifacts: Artifacts,
     # writer published is there already, unchanged and in place (inherited); one our side
     # brings, or one the merge itself makes, is new.
     verdict = run_gates(ctx, contents, job_id=job.job_id, base_commit=tip,
-                        targets=[t.path for t in targets])
+                        targets=[t.path for t in targets]) if contents else None
     crash_point("merge.gated")
-    if verdict.code is not None:
+    if verdict is not None and verdict.code is not None:
         what = (f"the content merged with the remote's changes to {', '.join(sorted(by_path))}"
                 if by_path else "the job's content, judged against the remote tip")
         return Review(verdict.code, [f"{what}: " + "; ".join(verdict.problems)])
@@ -211,4 +217,4 @@ def merge_edits(ctx: Context, job: Job, record: JobRecord, artifacts: Artifacts,
         | {f"artifacts/{m.path}": entries[m.path] for m in files}  # with its mode
         | {f"artifacts/{p}": None for p in present},
         paths=tuple(sorted(by_path)), present=tuple(sorted(present)),
-        allowed=tuple(verdict.allowed))
+        allowed=() if verdict is None else tuple(verdict.allowed))
