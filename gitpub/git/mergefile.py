@@ -45,7 +45,10 @@ def merge_file(base: bytes, ours: bytes, theirs: bytes, scratch: Path) -> FileMe
         where = Path(tmp)
         for name, data in (("ours", ours), ("base", base), ("theirs", theirs)):
             (where / name).write_bytes(data)
-        proc = run_git(["merge-file", "-p", "-q", "ours", "base", "theirs"], cwd=where)
+        # The conflict style is the only configuration merge-file reads: fixed, so that the
+        # number of conflicting regions reported does not depend on anyone's config.
+        proc = run_git(["-c", "merge.conflictStyle=merge", "merge-file", "-p", "-q", "ours",
+                        "base", "theirs"], cwd=where)
     if proc.returncode == 0:
         return FileMerge(proc.stdout)
     if 0 < proc.returncode < 128:
