@@ -46,7 +46,8 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
         driver = driver_for(ctx)
         driver.expect(jobs)
         done = deliver_all(ctx, jobs, deliverer, failures)
-        done, channels = distribute(ctx, driver, done, errors, only_named=bool(job_refs))
+        done, channels = distribute(ctx, driver, done, errors, only_named=bool(job_refs),
+                                    deliverer=deliverer)
         fold_if_due(ctx, deliverer, failures)
         maintain(ctx, failures)
         return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), hints=next_steps(ctx, done),
@@ -93,7 +94,7 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
                 if job.state in LOCAL:
                     failures.contain(ctx, job, lambda j: drive(ctx, j))
             raise
-        done, channels = distribute(ctx, driver, done, errors)
+        done, channels = distribute(ctx, driver, done, errors, deliverer=deliverer)
         pending = None
         try:
             pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))

@@ -1,13 +1,14 @@
 """The intent's claim on the remote: no send without a claim that another clone can see.
 
-A channel's state lives in the job's refs, and those are local to a clone (until a shared job
-store puts them on the remote). Two clones can both hold the same published job — one pushed
-it, the other found it published by that push — and each would have its own ``pending``
-channel, and send. So before every send (every attempt) the intent is claimed *on the remote*:
-``refs/pub/channel-claims/<intent key>``, pushed without force, pointing at a root commit that
-names the claimer. A push without force to a ref that exists with another commit is refused
-(not a fast-forward): that refusal is the compare-and-swap that lets exactly one clone create
-the claim, as far as the remote can tell.
+Channel state is shared through the remote (``channels.state``): a send's SENDING record lands
+on the remote's job ref by compare-and-swap before the send, so two clones that both hold the
+job cannot both start it. The claim adds what survives that record: before every send (every
+attempt) the intent is claimed *on the remote*, ``refs/pub/channel-claims/<intent key>``, in
+the same atomic push as the SENDING record, pushed without force, pointing at a root commit
+that names the claimer. A push without force to a ref that exists with another commit is
+refused (not a fast-forward): that refusal is the compare-and-swap that lets exactly one clone
+create the claim — even if the job's shared record is later lost, forged back to ``pending``,
+or never reached a remote an older gitpub wrote to. Claims are never folded.
 
 - ``ours``: the remote ref is our claim commit (pushed now, or "up to date": an earlier attempt
   of ours, or a push whose answer was lost, made it) — the send may go ahead;
@@ -17,6 +18,9 @@ the claim, as far as the remote can tell.
 - ``failed``: the remote could not be asked (unreachable, timeout, credentials): nothing was
   sent, retryable;
 - ``refused``: the remote refuses the ref (a hook): nothing was sent; a person decides.
+
+A person's ``git pub resolve --channel NAME --not-sent`` (nothing went out) deletes the claim
+with the record's move back to ``pending``, in one push: any clone may claim the intent again.
 
 The claim commit is made once per intent and clone and kept at the same ref name locally (so
 each retry pushes the very same commit, and it is never garbage-collected). It carries a random
@@ -33,13 +37,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gitpub.channels.model import ChannelRecord
+from gitpub.channels.shared import Change
 from gitpub.core.errors import GitpubError
 from gitpub.core.sanitize import sanitize
 from gitpub.git.remote import PushResult, Remote, classify_push
 from gitpub.git.repo import Repository
 from gitpub.git.run import GitTimeout
 
-CLAIM_PREFIX = "refs/pub/channel-claims/"
+CLAIMS = "channel-claims/"
+CLAIM_PREFIX = "refs/pub/" + CLAIMS
 #: The longest a claim's push may take (it is inside the lease, before the send's timeout).
 CLAIM_TIMEOUT = 30.0
 
@@ -85,6 +91,17 @@ class Claims:
             if self.repo.cas_ref(ref, None, new, "gitpub: channel claim"):
                 return new
         raise GitpubError(f"could not record the channel claim {ref}: it kept moving")
+
+    def change(self, job_id: str, record: ChannelRecord, seen: str | None) -> Change:
+        """The claim as one change of the push that records SENDING (``seen``: the remote's
+        claim as last fetched)."""
+        return Change(CLAIMS + record.intent_key, self.commit_for(job_id, record), seen,
+                      lease=False)
+
+    @staticmethod
+    def released(intent_key: str, seen: str) -> Change:
+        """The remote's claim ``seen`` deleted (a person found nothing went out)."""
+        return Change(CLAIMS + intent_key, None, seen)
 
     def claim(self, job_id: str, record: ChannelRecord) -> Verdict:
         """Push our claim of ``record``'s intent to the remote (see the module docstring)."""
