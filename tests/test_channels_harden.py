@@ -20,6 +20,7 @@ from httpfaults import Platform
 
 from gitpub.channels.adapters import send_outcome
 from gitpub.channels.claim import Claimed, Claims, claim_ref
+from gitpub.channels.lease import lease_ref
 from gitpub.channels.model import ChannelRecord, Status, Unknown
 from gitpub.channels.webhook import MAX_RETRY_AFTER, WebhookAdapter, retry_after
 from gitpub.git import writing
@@ -75,7 +76,10 @@ def test_second_clone_publishing_the_same_job_never_posts_again(site: Site,
     assert social == first, "the second clone reads the first one's record"
     assert social["evidence"] == "send" and social["remote_id"] == "post-1"
     assert len(posts(platform)) == 1, "one intent, one post, whichever clone drives it"
-    assert remote_claims(site) == [claim_ref(social["intent_key"])]
+    # The intent settled: its claim is folded into the account's ledger (no ref left).
+    assert remote_claims(site) == []
+    ledger = json.loads(git(site.remote, "cat-file", "blob", lease_ref("social", "news")))
+    assert ledger["settled"] == [social["intent_key"]]
 
 
 def test_two_clones_one_commit_one_post(site: Site, tmp_path: Path) -> None:

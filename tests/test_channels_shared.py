@@ -7,6 +7,7 @@ platform received.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -27,6 +28,8 @@ from channelkit import (
 from conftest import Site, git, spawn, wait_stopped
 from httpfaults import Platform, Received
 from test_metrics import samples
+
+from gitpub.channels.lease import lease_ref
 
 SLOW_RETRY = "{max_attempts: 3, backoff_base: 30, backoff_max: 30, jitter: 0}"
 HOUR = 3600.0
@@ -317,3 +320,53 @@ def test_no_webhook_secret_in_any_remote_object_or_ref(site: Site, tmp_path: Pat
     for leaked in (token, secret, "c3D4c3D4"):
         for where in (objects, refs, packed, (r.out + r.err + b.out + b.err).encode()):
             assert leaked.encode() not in where
+
+
+# -- claim refs do not pile up ---------------------------------------------------------------
+
+def claim_refs(site: Site) -> tuple[int, int]:
+    """Claim refs on the remote, and in the clone (its own copies and its tracking refs)."""
+    local = git(site.path, "for-each-ref", "--format=%(refname)", "refs/pub/").split()
+    return (len(remote_refs(site, "refs/pub/channel-claims/")),
+            sum("channel-claims/" in ref for ref in local))
+
+
+def test_claim_refs_are_folded_once_the_send_settles(site: Site, tmp_path: Path) -> None:
+    """Every send claims its intent on the remote; the write that settles it folds the claim
+    into the account's ledger in the same push. Batch after batch of sends, no claim ref is
+    left anywhere; one waiting for a person keeps its claim exactly until the person decides.
+    A settled intent is still never sent again (the ledger lists it)."""
+    platform = tmp_path / "platform.jsonl"
+    configure(site, command_channel(platform))
+    share_config(site)
+    jobs, counts = [], []
+    for batch in range(3):
+        jobs += [prepare(site, f"k{batch}-{n}", f"posts/p{batch}-{n}.md") for n in range(4)]
+        assert site.call("push").code == 0
+        counts.append(claim_refs(site))
+    assert counts == [(0, 0)] * 3
+    assert len(posts(platform)) == 12
+    intents = sorted(channel(site, j)["intent_key"] for j in jobs)
+    ledger = json.loads(git(site.remote, "cat-file", "blob", lease_ref("social", "news")))
+    assert ledger["settled"] == intents and ledger["attempted"] == 12
+    # Unknown, no probe: the claim stays while a person must look, and goes with the decision.
+    configure(site, command_channel(platform, probe=False))
+    stuck = prepare(site, "stuck", "posts/stuck.md")
+    assert site.run("push", env={"CHANNEL_TOOL_MODE": "unknown"}).code == 4
+    assert claim_refs(site) == (1, 2)  # ours, and the tracking ref of the remote's
+    r = site.call("resolve", stuck, "--channel", "social", "--skip")
+    assert r.code == 0, r.out + r.err
+    assert claim_refs(site) == (0, 0)
+    # The job's shared record lost (deleted by hand), a clone that never saw it tries again:
+    # the ledger still says the intent settled: its probe finds the post, nothing is posted.
+    first = jobs[0]
+    git(site.remote, "update-ref", "-d", f"refs/pub/jobs/{first}")
+    other = clone(site, tmp_path)
+    assert prepare(other, "k0-0", "posts/p0-0.md") == first
+    r = other.call("push")
+    assert r.code == 0, r.out + r.err
+    assert "another clone settled this intent on the remote" in r.out
+    again = channel(other, first)
+    assert again["status"] == "confirmed" and again["evidence"] == "probe"
+    assert len(posts(platform)) == 13
+    assert claim_refs(other) == (0, 0)

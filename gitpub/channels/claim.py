@@ -8,7 +8,15 @@ the same atomic push as the SENDING record, pushed without force, pointing at a 
 that names the claimer. A push without force to a ref that exists with another commit is
 refused (not a fast-forward): that refusal is the compare-and-swap that lets exactly one clone
 create the claim — even if the job's shared record is later lost, forged back to ``pending``,
-or never reached a remote an older gitpub wrote to. Claims are never folded.
+or never reached a remote an older gitpub wrote to.
+
+Claims do not pile up: once the intent's record settles (confirmed, skipped), the write that
+records it — whichever clone makes it — deletes the claim on the remote (compare-and-swap) and
+folds its intent key into the account's ledger (``channels.lease``: ``settled``), in the same
+atomic push; this clone's own copy goes too. A send whose intent the ledger lists as settled is
+never made (another clone settled it: ``unknown``, reconciled as below), and every send pushes
+the ledger by compare-and-swap with its claim, so a claim folded meanwhile is never re-created
+by a send. The remote keeps one claim ref per intent in flight or waiting for a person.
 
 - ``ours``: the remote ref is our claim commit (pushed now, or "up to date": an earlier attempt
   of ours, or a push whose answer was lost, made it) — the send may go ahead;
@@ -22,8 +30,9 @@ or never reached a remote an older gitpub wrote to. Claims are never folded.
 A person's ``git pub resolve --channel NAME --not-sent`` (nothing went out) deletes the claim
 with the record's move back to ``pending``, in one push: any clone may claim the intent again.
 
-The claim commit is made once per intent and clone and kept at the same ref name locally (so
-each retry pushes the very same commit, and it is never garbage-collected). It carries a random
+The claim commit is made once per intent and clone and kept at the same ref name locally until
+the intent settles (so each retry pushes the very same commit, and it is never
+garbage-collected). It carries a random
 nonce: two clones driven by one process (or by two with the same host name and pid, in
 containers) in the same second would otherwise make the very same commit, and the second's push
 would read "up to date" — ``ours`` — and send again. The local ref is not

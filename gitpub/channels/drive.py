@@ -383,6 +383,8 @@ class Driver:
                          f"({shown_owner(ledger.holder.owner)})")
             return job, False
         sends = action == Action.SEND
+        if sends and ledger.is_settled(record.intent_key):
+            return self._settled_elsewhere(job, spec, record, now, notes), True
         counts = sends or spec.kind == "webhook"  # a webhook's reconciliation resends
         if counts:
             wait = rate_wait(ledger, spec.rate, now)
@@ -495,6 +497,18 @@ class Driver:
     def _give_back(self, key: Account, release: Callable[[Ledger], Ledger]) -> None:
         with contextlib.suppress(Offline, CorruptStateError):  # else it expires by itself
             self.state.push_ledgers({key: release})
+
+    def _settled_elsewhere(self, job: Job, spec: ChannelSpec, record: ChannelRecord,
+                           now: float, notes: list[str]) -> Job:
+        """The intent settled on the remote already (its claim folded into the account's
+        ledger) though this record says it is to be sent (the job's shared record was lost,
+        or never reached this clone): another clone may have sent it — unknown, reconciled
+        (probe, or the same-key resend), never sent as new."""
+        detail = "another clone settled this intent on the remote (the account's ledger)"
+        notes.append(f"{spec.name}: not sent: {detail}")
+        after = decide.after_send(record, Unknown("claimed_elsewhere"), spec, now)
+        return self._write(job, record, after, Stage.SEND, f"{spec.name}: not sent, "
+                                                           f"{detail}")
 
     def _rate_limited(self, job: Job, spec: ChannelSpec, record: ChannelRecord, now: float,
                       wait: float, notes: list[str]) -> Job:

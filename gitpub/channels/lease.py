@@ -1,12 +1,14 @@
 """The per-(channel, account) ledger on the remote: one sender at a time, the rate window, and
 the counters of ``git pub metrics`` — shared by every clone.
 
-The ledger is a small JSON blob at ``refs/pub/channel-leases/<channel>/<hash of the account>``
+The ledger is a JSON blob at ``refs/pub/channel-leases/<channel>/<hash of the account>``
 *on the remote* (fetched with the job store, read here under
 ``refs/pub/remote/<remote>/channel-leases/…``): who holds the account's lease (token, owner,
-expiry), when the recent sends under it started (the ``rate`` window), and two counters that
+expiry), when the recent sends under it started (the ``rate`` window), two counters that
 only ever grow — sends attempted and sends confirmed, for every job of that account, including
-jobs folded into the archive long ago. It is never written here and never moved by an
+jobs folded into the archive long ago — and the intents whose claim was folded in once their
+record settled (``channels.claim``: so claim refs do not pile up, and a settled intent is still
+never sent again). It is never written here and never moved by an
 unconditional push: every change is a compare-and-swap on the remote
 (``--force-with-lease=<ref>:<the value fetched>``), in the same atomic push as the channel
 record it goes with (``channels.state``) — so a send is counted in the window exactly when its
@@ -24,8 +26,10 @@ Everything here is pure (values and their changes), except ``Ledgers.read``.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from gitpub.channels.model import ChannelRecordError, Holder, load_object
@@ -39,7 +43,8 @@ from gitpub.store.lease import owner_alive
 LEASES = "channel-leases/"
 LEASE_PREFIX = "refs/pub/" + LEASES
 LEDGER_FORMAT = 2
-_FIELDS = {"format", "channel", "account", "holder", "sends", "attempted", "confirmed"}
+_FIELDS = {"format", "channel", "account", "holder", "sends", "attempted", "confirmed",
+           "settled"}
 
 
 def ledger_name(channel: str, account: str) -> str:
@@ -61,6 +66,9 @@ class Ledger:
     sends: tuple[float, ...] = ()  # start times of the recent sends (the rate window)
     attempted: int = 0  # sends ever started (SENDING records that landed): only grows
     confirmed: int = 0  # channel records ever confirmed: only grows
+    #: The intents of this account whose claim was folded in here when their record settled
+    #: (``channels.claim``): never sent again, whoever asks. Sorted; only grows.
+    settled: tuple[str, ...] = ()
 
     def to_blob(self) -> bytes:
         holder = None if self.holder is None else {
@@ -69,7 +77,8 @@ class Ledger:
         return (json.dumps({"format": LEDGER_FORMAT, "channel": self.channel,
                             "account": sanitize(self.account), "holder": holder,
                             "sends": list(self.sends), "attempted": self.attempted,
-                            "confirmed": self.confirmed}, sort_keys=True,
+                            "confirmed": self.confirmed, "settled": list(self.settled)},
+                           sort_keys=True,
                            allow_nan=False) + "\n").encode()
 
     def taken(self, holder: Holder, now: float, rate: Rate | None, *,
@@ -94,15 +103,24 @@ class Ledger:
         return replace(self, attempted=self.attempted + attempted,
                        confirmed=self.confirmed + confirmed)
 
+    def settling(self, intent_keys: Iterable[str]) -> Ledger:
+        """``intent_keys`` folded into the settled intents (their claims go in the same push)."""
+        return replace(self, settled=tuple(sorted({*self.settled, *intent_keys})))
+
+    def is_settled(self, intent_key: str) -> bool:
+        i = bisect.bisect_left(self.settled, intent_key)
+        return i < len(self.settled) and self.settled[i] == intent_key
+
 
 def parse_ledger(raw: bytes) -> Ledger:
     data = load_object(raw, "channel lease", LEDGER_FORMAT)
     if set(data) != _FIELDS:
         raise ChannelRecordError("channel lease has unexpected fields")
-    holder, sends = data["holder"], data["sends"]
+    holder, sends, settled = data["holder"], data["sends"], data["settled"]
     counters = (data["attempted"], data["confirmed"])
     if not (isinstance(data["channel"], str) and isinstance(data["account"], str)
-            and isinstance(sends, list)
+            and isinstance(sends, list) and isinstance(settled, list)
+            and all(isinstance(k, str) for k in settled)
             and all(isinstance(t, int | float) and not isinstance(t, bool) for t in sends)
             and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
                     for n in counters)):
@@ -114,7 +132,7 @@ def parse_ledger(raw: bytes) -> Ledger:
             raise ChannelRecordError("channel lease has a bad holder")
         holder = Holder(holder["token"], holder["owner"], float(holder["expires_at"]))
     return Ledger(data["channel"], data["account"], holder, tuple(float(t) for t in sends),
-                  counters[0], counters[1])
+                  counters[0], counters[1], tuple(sorted(set(settled))))
 
 
 def live_holder(holder: Holder | None, now: float) -> bool:

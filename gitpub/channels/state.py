@@ -33,9 +33,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from gitpub.channels.claim import CLAIMS
 from gitpub.channels.lease import Ledger, Ledgers, ledger_name
 from gitpub.channels.model import (
     ChannelRecord,
@@ -76,6 +77,10 @@ def _same(ledger: Ledger) -> Ledger:
 
 def _counting(edit: LedgerEdit, sends: int, confirmed: int) -> LedgerEdit:
     return lambda ledger: edit(ledger).counted(sends, confirmed)
+
+
+def _settling(edit: LedgerEdit, intents: list[str]) -> LedgerEdit:
+    return lambda ledger: edit(ledger).settling(intents)
 
 
 def _quiet(message: str) -> None:
@@ -256,14 +261,16 @@ class ChannelState:
         if live is not None:
             files[LIVE_FILE] = live.to_json()
         staged = self.store.stage(job, job.record, phase=phase, reason=reason, files=files)
-        ledgers = self._ledger_changes(job, counted, records, dict(edits or {}))
+        ledgers, folded = self._ledger_changes(job, counted, records, dict(edits or {}),
+                                               keep=None if claim is None else claim.name)
         job_change = Change(f"jobs/{job.job_id}", staged.commit, theirs)
-        changes = [*ledgers, job_change, *([] if claim is None else [claim])]
+        changes = [*ledgers, job_change, *([] if claim is None else [claim]), *folded]
         landing = writer.push(changes)
         if landing.sent(job_change.name):
             if landed_point is not None and landing.landed:
                 crash_point(landed_point)
             self.advance(job, staged)
+        self._forget_claims(c.name for c in folded if landing.sent(c.name))
         return Attempt(staged, landing, job_change.name, tuple(c.name for c in ledgers),
                        None if claim is None else claim.name)
 
@@ -284,6 +291,14 @@ class ChannelState:
         return Attempt(job, Landing({name: PushOutcome(PushResult.RACE, detail)}), name, (),
                        None)
 
+    def _forget_claims(self, names: Iterable[str]) -> None:
+        """This clone's own copies of claims folded into their ledger (``channels.claim``)."""
+        for name in names:
+            ref = "refs/pub/" + name
+            sha = self.repo.read_ref(ref)
+            if sha is not None:
+                self.repo.delete_ref(ref, sha)
+
     def push_ledgers(self, edits: Mapping[Account, LedgerEdit]) -> Landing:
         """Ledger changes alone (a lease given back after a write that did not land)."""
         changes = [c for c in (self._ledger_change(k, e) for k, e in edits.items())
@@ -292,13 +307,27 @@ class ChannelState:
 
     def _ledger_changes(self, job: Job, counted: str | None,
                         records: Mapping[str, ChannelRecord],
-                        edits: dict[Account, LedgerEdit]) -> list[Change]:
+                        edits: dict[Account, LedgerEdit],
+                        keep: str | None = None) -> tuple[list[Change], list[Change]]:
         """The ledger changes of one write: ``edits``, and the counters of every channel whose
         record on the remote (``counted``: the state last counted there) differs from the one
-        this write leaves (sends started: attempts gained; confirmed: newly confirmed)."""
+        this write leaves (sends started: attempts gained; confirmed: newly confirmed). And the
+        claims this write folds: every settled record's claim still on the remote (as
+        fetched) is deleted by compare-and-swap and its intent goes into its account's ledger
+        (``channels.claim``; ``keep``: a claim this write pushes itself)."""
         before = self._records_at(job, counted)
         after = dict(self._records_at(job, job.commit))
         after.update(records)
+        folded: list[Change] = []
+        settled: dict[Account, list[str]] = {}
+        for new in after.values():
+            name = CLAIMS + new.intent_key
+            seen = self._writer().value(name) if new.final and name != keep else None
+            if seen is not None:
+                folded.append(Change(name, None, seen))
+                settled.setdefault((new.channel, new.account), []).append(new.intent_key)
+        for key, intents in settled.items():
+            edits[key] = _settling(edits.get(key, _same), intents)
         deltas: dict[Account, tuple[int, int]] = {}
         for name, new in after.items():
             old = before.get(name)
@@ -314,7 +343,7 @@ class ChannelState:
         for key, (sends, confirmed) in deltas.items():
             edits[key] = _counting(edits.get(key, _same), sends, confirmed)
         return [c for c in (self._ledger_change(k, e) for k, e in edits.items())
-                if c is not None]
+                if c is not None], folded
 
     def _ledger_change(self, account: Account, edit: LedgerEdit) -> Change | None:
         assert self.ledgers is not None
@@ -429,9 +458,10 @@ class ChannelState:
         if not self.ahead(job):
             return job
         theirs, counted = self.base(job.job_id)
-        changes = [*self._ledger_changes(job, counted, {}, {}),
-                   Change(f"jobs/{job.job_id}", job.commit, theirs)]
-        self._writer().push(changes)
+        ledgers, folded = self._ledger_changes(job, counted, {}, {})
+        landing = self._writer().push([*ledgers, Change(f"jobs/{job.job_id}", job.commit,
+                                                        theirs), *folded])
+        self._forget_claims(c.name for c in folded if landing.sent(c.name))
         return job
 
     def initialize(self, job: Job, payload: bytes, records: Mapping[str, ChannelRecord],
