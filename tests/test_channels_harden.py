@@ -14,7 +14,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from channelkit import channel, command_channel, configure, posts, prepare, webhook_channel
+from channelkit import (
+    channel,
+    command_channel,
+    configure,
+    posts,
+    prepare,
+    settled_intents,
+    webhook_channel,
+)
 from conftest import Site, git
 from httpfaults import Platform
 
@@ -78,8 +86,9 @@ def test_second_clone_publishing_the_same_job_never_posts_again(site: Site,
     assert len(posts(platform)) == 1, "one intent, one post, whichever clone drives it"
     # The intent settled: its claim is folded into the account's ledger (no ref left).
     assert remote_claims(site) == []
-    ledger = json.loads(git(site.remote, "cat-file", "blob", lease_ref("social", "news")))
-    assert ledger["settled"] == [social["intent_key"]]
+    ref = lease_ref("social", "news")
+    assert json.loads(git(site.remote, "show", f"{ref}:ledger.json"))["settled"] == 1
+    assert settled_intents(site, ref) == [social["intent_key"]]
 
 
 def test_two_clones_one_commit_one_post(site: Site, tmp_path: Path) -> None:

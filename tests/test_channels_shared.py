@@ -22,6 +22,7 @@ from channelkit import (
     configure,
     posts,
     prepare,
+    settled_intents,
     status,
     webhook_channel,
 )
@@ -347,8 +348,10 @@ def test_claim_refs_are_folded_once_the_send_settles(site: Site, tmp_path: Path)
     assert counts == [(0, 0)] * 3
     assert len(posts(platform)) == 12
     intents = sorted(channel(site, j)["intent_key"] for j in jobs)
-    ledger = json.loads(git(site.remote, "cat-file", "blob", lease_ref("social", "news")))
-    assert ledger["settled"] == intents and ledger["attempted"] == 12
+    ref = lease_ref("social", "news")
+    ledger = json.loads(git(site.remote, "show", f"{ref}:ledger.json"))
+    assert ledger["settled"] == 12 and ledger["attempted"] == 12
+    assert settled_intents(site, ref) == intents
     # Unknown, no probe: the claim stays while a person must look, and goes with the decision.
     configure(site, command_channel(platform, probe=False))
     stuck = prepare(site, "stuck", "posts/stuck.md")

@@ -383,7 +383,7 @@ class Driver:
                          f"({shown_owner(ledger.holder.owner)})")
             return job, False
         sends = action == Action.SEND
-        if sends and ledger.is_settled(record.intent_key):
+        if sends and self.state.ledgers.is_settled(ledger, record.intent_key):
             return self._settled_elsewhere(job, spec, record, now, notes), True
         counts = sends or spec.kind == "webhook"  # a webhook's reconciliation resends
         if counts:

@@ -1,19 +1,24 @@
 """The per-(channel, account) ledger on the remote: one sender at a time, the rate window, and
 the counters of ``git pub metrics`` — shared by every clone.
 
-The ledger is a JSON blob at ``refs/pub/channel-leases/<channel>/<hash of the account>``
+The ledger is a commit at ``refs/pub/channel-leases/<channel>/<hash of the account>``
 *on the remote* (fetched with the job store, read here under
 ``refs/pub/remote/<remote>/channel-leases/…``): who holds the account's lease (token, owner,
 expiry), when the recent sends under it started (the ``rate`` window), two counters that
 only ever grow — sends attempted and sends confirmed, for every job of that account, including
 jobs folded into the archive long ago — and the intents whose claim was folded in once their
 record settled (``channels.claim``: so claim refs do not pile up, and a settled intent is still
-never sent again). It is never written here and never moved by an
-unconditional push: every change is a compare-and-swap on the remote
-(``--force-with-lease=<ref>:<the value fetched>``), in the same atomic push as the channel
-record it goes with (``channels.state``) — so a send is counted in the window exactly when its
-SENDING record lands, whichever clone sends it, and two clones can never both take the lease
-or both use the last free slot of the window.
+never sent again). The commit's tree holds ``ledger.json`` (all of the above but the settled
+intents, which it only counts) and one empty file per settled intent,
+``settled/<its first two characters>/<intent key>``: a write rebuilds only the trees on the
+paths it changes, so its cost stays flat however many intents settled. Each value is a new
+parentless commit (the old ones are garbage once no ref holds them).
+
+It is never written here and never moved by an unconditional push: every change is a
+compare-and-swap on the remote (``--force-with-lease=<ref>:<the value fetched>``), in the same
+atomic push as the channel record it goes with (``channels.state``) — so a send is counted in
+the window exactly when its SENDING record lands, whichever clone sends it, and two clones can
+never both take the lease or both use the last free slot of the window.
 
 The lease does not fence the platform — a worker stopped past its expiry may still wake up and
 talk to it (reference §5). What it fences is our state: the holder's token is recorded in the
@@ -21,14 +26,15 @@ channel record with SENDING, the next holder turns such a record ``unknown``, an
 worker's later write fails its compare-and-swap (``channels.state``). Before each send the
 holder checks that its lease still covers the whole send, and sends nothing otherwise.
 
-Everything here is pure (values and their changes), except ``Ledgers.read``.
+Everything here is pure (values and their changes), except ``Ledgers`` (reading); the
+ledger commits are written by ``channels.state``.
 """
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -36,13 +42,18 @@ from gitpub.channels.model import ChannelRecordError, Holder, load_object
 from gitpub.config.model import Rate
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.sanitize import sanitize
-from gitpub.git.repo import Repository
+from gitpub.git.repo import MODE_FILE, Repository
 from gitpub.store.lease import owner_alive
 
 #: Below ``refs/pub/`` (on the remote; here below the remote's tracking prefix).
 LEASES = "channel-leases/"
 LEASE_PREFIX = "refs/pub/" + LEASES
 LEDGER_FORMAT = 2
+#: The ledger's document in its commit's tree; the settled intents' directory.
+LEDGER_FILE = "ledger.json"
+SETTLED_DIR = "settled"
+#: The intent keys that may be folded (a tree entry's name); any other keeps its claim ref.
+FOLDABLE_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{2,127}")
 _FIELDS = {"format", "channel", "account", "holder", "sends", "attempted", "confirmed",
            "settled"}
 
@@ -66,9 +77,11 @@ class Ledger:
     sends: tuple[float, ...] = ()  # start times of the recent sends (the rate window)
     attempted: int = 0  # sends ever started (SENDING records that landed): only grows
     confirmed: int = 0  # channel records ever confirmed: only grows
-    #: The intents of this account whose claim was folded in here when their record settled
-    #: (``channels.claim``): never sent again, whoever asks. Sorted; only grows.
-    settled: tuple[str, ...] = ()
+    settled: int = 0  # intents whose claim was folded in here (``channels.claim``): only grows
+    #: The tree of the ledger's commit as read (None: a new ledger): the settled intents are
+    #: its ``settled/<first two characters>/<intent key>`` entries.
+    tree: str | None = None
+    folding: tuple[str, ...] = ()  # intents this change folds in (written by ``channels.state``)
 
     def to_blob(self) -> bytes:
         holder = None if self.holder is None else {
@@ -77,7 +90,7 @@ class Ledger:
         return (json.dumps({"format": LEDGER_FORMAT, "channel": self.channel,
                             "account": sanitize(self.account), "holder": holder,
                             "sends": list(self.sends), "attempted": self.attempted,
-                            "confirmed": self.confirmed, "settled": list(self.settled)},
+                            "confirmed": self.confirmed, "settled": self.settled},
                            sort_keys=True,
                            allow_nan=False) + "\n").encode()
 
@@ -104,23 +117,19 @@ class Ledger:
                        confirmed=self.confirmed + confirmed)
 
     def settling(self, intent_keys: Iterable[str]) -> Ledger:
-        """``intent_keys`` folded into the settled intents (their claims go in the same push)."""
-        return replace(self, settled=tuple(sorted({*self.settled, *intent_keys})))
-
-    def is_settled(self, intent_key: str) -> bool:
-        i = bisect.bisect_left(self.settled, intent_key)
-        return i < len(self.settled) and self.settled[i] == intent_key
+        """``intent_keys`` to fold into the settled intents (their claims go in the same
+        push)."""
+        return replace(self, folding=(*self.folding, *intent_keys))
 
 
 def parse_ledger(raw: bytes) -> Ledger:
     data = load_object(raw, "channel lease", LEDGER_FORMAT)
     if set(data) != _FIELDS:
         raise ChannelRecordError("channel lease has unexpected fields")
-    holder, sends, settled = data["holder"], data["sends"], data["settled"]
-    counters = (data["attempted"], data["confirmed"])
+    holder, sends = data["holder"], data["sends"]
+    counters = (data["attempted"], data["confirmed"], data["settled"])
     if not (isinstance(data["channel"], str) and isinstance(data["account"], str)
-            and isinstance(sends, list) and isinstance(settled, list)
-            and all(isinstance(k, str) for k in settled)
+            and isinstance(sends, list)
             and all(isinstance(t, int | float) and not isinstance(t, bool) for t in sends)
             and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
                     for n in counters)):
@@ -132,7 +141,7 @@ def parse_ledger(raw: bytes) -> Ledger:
             raise ChannelRecordError("channel lease has a bad holder")
         holder = Holder(holder["token"], holder["owner"], float(holder["expires_at"]))
     return Ledger(data["channel"], data["account"], holder, tuple(float(t) for t in sends),
-                  counters[0], counters[1], tuple(sorted(set(settled))))
+                  counters[0], counters[1], counters[2])
 
 
 def live_holder(holder: Holder | None, now: float) -> bool:
@@ -165,7 +174,7 @@ class Ledgers:
         if sha is None:
             return None, Ledger(channel, account)
         try:
-            ledger = parse_ledger(self.repo.blob(sha))
+            ledger = self._parse(sha)
             if ledger.channel != channel:
                 raise ChannelRecordError(f"it names channel {ledger.channel!r}")
         except (ChannelRecordError, KeyError, ValueError) as e:
@@ -182,7 +191,33 @@ class Ledgers:
         for rest, sha in sorted(self.repo.list_refs(self.prefix + LEASES).items()):
             name = LEASES + rest
             try:
-                found[name] = parse_ledger(self.repo.blob(sha))
+                found[name] = self._parse(sha)
             except (ChannelRecordError, KeyError, ValueError) as e:
                 found[name] = CorruptStateError(f"channel lease refs/pub/{name}: {e}")
         return found
+
+    def _parse(self, sha: str) -> Ledger:
+        """The ledger commit ``sha``: its ``ledger.json``, and its tree (the settled
+        intents)."""
+        try:
+            tree = self.repo.commit(sha).tree
+            entry = self.repo.lookup(tree, LEDGER_FILE)
+        except CorruptStateError as e:  # not a commit, or damaged
+            raise ChannelRecordError(e.message) from None
+        if entry is None or entry.mode != MODE_FILE:
+            raise ChannelRecordError(f"it has no {LEDGER_FILE}")
+        try:
+            raw = self.repo.blob(entry.sha)
+        except CorruptStateError as e:
+            raise ChannelRecordError(e.message) from None
+        return replace(parse_ledger(raw), tree=tree)
+
+    def is_settled(self, ledger: Ledger, intent_key: str) -> bool:
+        """Whether ``intent_key`` is one of ``ledger``'s settled intents."""
+        return ledger.tree is not None and FOLDABLE_KEY.fullmatch(intent_key) is not None \
+            and self.repo.lookup(ledger.tree, settled_path(intent_key)) is not None
+
+
+def settled_path(intent_key: str) -> str:
+    """Where a settled intent is in the ledger's tree."""
+    return f"{SETTLED_DIR}/{intent_key[:2]}/{intent_key}"

@@ -34,10 +34,17 @@ import contextlib
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gitpub.channels.claim import CLAIMS
-from gitpub.channels.lease import Ledger, Ledgers, ledger_name
+from gitpub.channels.lease import (
+    FOLDABLE_KEY,
+    LEDGER_FILE,
+    Ledger,
+    Ledgers,
+    ledger_name,
+    settled_path,
+)
 from gitpub.channels.model import (
     ChannelRecord,
     ChannelRecordError,
@@ -55,6 +62,7 @@ from gitpub.core.sanitize import sanitize
 from gitpub.core.states import Stage
 from gitpub.git.push import PushOutcome, PushResult
 from gitpub.git.remote import RemoteConfigError, RemoteError
+from gitpub.git.repo import MODE_FILE, Entry
 from gitpub.store.jobs import DISTRIBUTING_PREFIX, Job, JobStore
 from gitpub.store.shared import SharedView
 
@@ -322,7 +330,8 @@ class ChannelState:
         settled: dict[Account, list[str]] = {}
         for new in after.values():
             name = CLAIMS + new.intent_key
-            seen = self._writer().value(name) if new.final and name != keep else None
+            seen = self._writer().value(name) if new.final and name != keep and \
+                FOLDABLE_KEY.fullmatch(new.intent_key) else None
             if seen is not None:
                 folded.append(Change(name, None, seen))
                 settled.setdefault((new.channel, new.account), []).append(new.intent_key)
@@ -346,12 +355,23 @@ class ChannelState:
                 if c is not None], folded
 
     def _ledger_change(self, account: Account, edit: LedgerEdit) -> Change | None:
+        """The account's ledger after ``edit``, as a new ledger commit (``channels.lease``):
+        ``ledger.json``, and the intents it folds in added to the settled ones."""
         assert self.ledgers is not None
         sha, ledger = self.ledgers.read(*account)
         new = edit(ledger)
+        fresh = [k for k in dict.fromkeys(new.folding) if not self.ledgers.is_settled(ledger, k)]
+        new = replace(new, folding=(), settled=new.settled + len(fresh))
         if new == ledger:
             return None
-        return Change(ledger_name(*account), self.repo.write_blob(new.to_blob()), sha)
+        files: dict[str, Entry | None] = {LEDGER_FILE: Entry(MODE_FILE,
+                                                             self.repo.write_blob(new.to_blob()))}
+        if fresh:
+            empty = self.repo.write_blob(b"")
+            files.update({settled_path(k): Entry(MODE_FILE, empty) for k in fresh})
+        tree = self.repo.write_tree(ledger.tree, files)
+        message = sanitize(f"gitpub: channel ledger {new.channel} ({new.account})\n").encode()
+        return Change(ledger_name(*account), self.repo.write_commit(tree, [], message), sha)
 
     def _records_at(self, job: Job, sha: str | None) -> Mapping[str, ChannelRecord]:
         if sha is None:
