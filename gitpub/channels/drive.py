@@ -267,6 +267,7 @@ class Driver:
         dist = self.state.load(job)
         if dist is not None and dist.settled:
             self.state.unindex(job.job_id)
+            self.state.forget_claims(dist)
         return Report(job.job_id, dist, tuple(notes), tuple(errors), tuple(blocked))
 
     def _initialize(self, job: Job) -> Job:

@@ -299,6 +299,12 @@ class ChannelState:
         return Attempt(job, Landing({name: PushOutcome(PushResult.RACE, detail)}), name, (),
                        None)
 
+    def forget_claims(self, dist: Distribution) -> None:
+        """This clone's own copies of the claims of ``dist``'s settled intents (made by an
+        attempt of this clone, whoever settled the intent since)."""
+        self._forget_claims(CLAIMS + r.intent_key for r in dist.channels.values()
+                            if r.final and FOLDABLE_KEY.fullmatch(r.intent_key))
+
     def _forget_claims(self, names: Iterable[str]) -> None:
         """This clone's own copies of claims folded into their ledger (``channels.claim``)."""
         for name in names:
