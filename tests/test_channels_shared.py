@@ -279,6 +279,33 @@ def test_two_clones_sending_at_once_stay_within_the_rate(site: Site, tmp_path: P
     assert attempted(site, "hook") == 2
 
 
+def test_four_workers_of_two_clones_racing_send_once_under_1_per_hour(
+        site: Site, tmp_path: Path) -> None:
+    """``1/hour``; each clone has a published job whose channel is pending; two workers of
+    each clone reconcile at once against a slow platform: one post in all; the other job is
+    held back by the shared window (pending, rate_limited), on both clones alike."""
+    with Platform(default="delay:0.4") as platform:
+        configure(site, webhook_channel(platform.url, extra="    rate: 1/hour\n"))
+        share_config(site)
+        other = clone(site, tmp_path)
+        jobs = []
+        for s, key in ((site, "a1"), (other, "b1")):
+            jobs.append(prepare(s, key, f"posts/{key}.md"))
+            r = s.run("push", env={"GITPUB_CRASH_AT": "channels.initialized"})
+            assert r.code == -signal.SIGKILL, r.err
+        racers = [spawn(s, "reconcile") for s in (site, other, site, other)]
+        for proc in racers:
+            proc.communicate(timeout=120)
+        for s in (site, other):
+            s.call("reconcile")
+        assert len(platform.requests) == 1
+    records = {j: without_hint(channel(site, j, "hook")) for j in jobs}
+    assert records == {j: without_hint(channel(other, j, "hook")) for j in jobs}
+    assert sorted((r["status"], r["code"]) for r in records.values()) == [
+        ("confirmed", None), ("pending", "rate_limited")]
+    assert attempted(site, "hook") == 1
+
+
 # -- nothing secret on the remote ------------------------------------------------------------
 
 def test_no_webhook_secret_in_any_remote_object_or_ref(site: Site, tmp_path: Path) -> None:
