@@ -384,6 +384,8 @@ def test_claim_refs_are_folded_once_the_send_settles(site: Site, tmp_path: Path)
     stuck = prepare(site, "stuck", "posts/stuck.md")
     assert site.run("push", env={"CHANNEL_TOOL_MODE": "unknown"}).code == 4
     assert claim_refs(site) == (1, 2)  # ours, and the tracking ref of the remote's
+    assert site.call("reconcile").code == 4
+    assert claim_refs(site) == (1, 2), "not settled: reconcile leaves its claim"
     r = site.call("resolve", stuck, "--channel", "social", "--skip")
     assert r.code == 0, r.out + r.err
     assert claim_refs(site) == (0, 0)
@@ -400,3 +402,32 @@ def test_claim_refs_are_folded_once_the_send_settles(site: Site, tmp_path: Path)
     assert again["status"] == "confirmed" and again["evidence"] == "probe"
     assert len(posts(platform)) == 13
     assert claim_refs(other) == (0, 0)
+
+
+def test_reconcile_folds_the_claims_settled_sends_left(site: Site, tmp_path: Path) -> None:
+    """A remote an older gitpub used keeps one claim ref per send ever made, and its ledger
+    lists none of them as settled. ``reconcile`` folds every claim whose record settled on the
+    remote into its account's ledger; a claim it cannot match to a settled record stays."""
+    platform = tmp_path / "platform.jsonl"
+    configure(site, command_channel(platform))
+    jobs = [prepare(site, f"k{n}", f"posts/p{n}.md") for n in range(3)]
+    assert site.call("push").code == 0
+    intents = sorted(channel(site, j)["intent_key"] for j in jobs)
+    ledger = lease_ref("social", "news")
+    git(site.remote, "update-ref", "-d", ledger)  # as an older gitpub left it: no ledger
+    empty = git(site.path, "hash-object", "-t", "tree", "-w", "--stdin", input=b"").strip()
+    stray = "0" * 8 + "-0000-5000-8000-" + "0" * 12
+    for job_id, key in [*((j, channel(site, j)["intent_key"]) for j in jobs),
+                        (jobs[0], stray)]:
+        message = (f"gitpub: channel claim {key}\n\njob {job_id}\nchannel social\n"
+                   "account news\noperation create\nclaimed by old:1:1\nnonce 0\n")
+        claim = git(site.path, "commit-tree", empty, "-m", message).strip()
+        git(site.path, "push", "-q", str(site.remote), f"{claim}:refs/pub/channel-claims/{key}")
+    assert len(remote_refs(site, "refs/pub/channel-claims/")) == 4
+    assert site.call("reconcile").code == 0
+    assert remote_refs(site, "refs/pub/channel-claims/") == [f"refs/pub/channel-claims/{stray}"]
+    assert settled_intents(site, ledger) == intents
+    assert json.loads(git(site.remote, "show", f"{ledger}:ledger.json"))["settled"] == 3
+    assert site.call("reconcile").code == 0  # nothing more to fold; the stray claim stays
+    assert len(remote_refs(site, "refs/pub/channel-claims/")) == 1
+    assert len(posts(platform)) == 3

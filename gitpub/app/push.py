@@ -19,7 +19,7 @@ from gitpub.app.common import (
     unfinished,
 )
 from gitpub.app.results import Jobs, Progress
-from gitpub.core.errors import UsageError
+from gitpub.core.errors import GitpubError, UsageError
 from gitpub.core.states import LOCAL, TERMINAL, State
 from gitpub.delivery.anywhere import find_anywhere, find_here, take_over
 from gitpub.delivery.deliver import PUSHABLE, Deliverer
@@ -95,6 +95,10 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
                     failures.contain(ctx, job, lambda j: drive(ctx, j))
             raise
         done, channels = distribute(ctx, driver, done, errors, deliverer=deliverer)
+        try:
+            driver.fold_settled_claims()
+        except GitpubError as e:
+            failures.add(None, e)
         pending = None
         try:
             pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))

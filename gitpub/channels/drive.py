@@ -174,6 +174,20 @@ class Driver:
                                   "missing from the distribution index: indexed again")
         return found
 
+    def fold_settled_claims(self) -> int:
+        """``reconcile``: claims still on the remote whose send settled (a gitpub that kept
+        every claim left them) folded into their accounts' ledgers; how many. Quietly none
+        when the remote cannot be asked: the next run goes on."""
+        prefix = self.upstream.remote.store_prefix + CLAIMS
+        if not self.ctx.repo.list_refs(prefix):
+            return 0
+        with contextlib.suppress(Offline, RemoteError, RemoteConfigError):
+            if not self.fresh:
+                self.upstream.refresh()
+                self.fresh = True
+            return self.state.fold_settled_claims()
+        return 0
+
     def drive_all(self, named: Sequence[Job] = (), *,
                   only_named: bool = False) -> tuple[list[Report], list[str]]:
         """``named`` and (unless ``only_named``) every indexed job: their reports, and the

@@ -70,6 +70,8 @@ INDEX_PREFIX = DISTRIBUTING_PREFIX
 PAYLOAD_FILE = "payload.json"
 LIVE_FILE = "live.json"
 CHANNELS_DIR = "channels"
+#: Claims a ``fold_settled_claims`` call looks at.
+FOLD_BATCH = 200
 #: Compare-and-swap rounds against other writers of the job before this run gives up on it.
 WRITE_ROUNDS = 12
 _FILE_RE = re.compile(r"([a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?)\.json")
@@ -298,6 +300,54 @@ class ChannelState:
         detail = f"moved to {theirs} since this job was read at {job.commit}"
         return Attempt(job, Landing({name: PushOutcome(PushResult.RACE, detail)}), name, (),
                        None)
+
+    def fold_settled_claims(self, limit: int = FOLD_BATCH) -> int:
+        """Claims still on the remote (as fetched) whose intent settled there — left by a
+        gitpub that kept every claim, or by a fold whose claim deletion did not land (a server
+        without atomic push) — folded into their account's ledger, one push per account (at
+        most ``limit`` claims a call); how many went. A claim whose job or record cannot be
+        read, or is not settled, stays. Raises ``Offline``."""
+        writer = self._writer()
+        assert self.view is not None
+        prefix = writer.remote.store_prefix + CLAIMS
+        found: dict[Account, list[tuple[str, str]]] = {}
+        for key, sha in sorted(self.repo.list_refs(prefix).items())[:limit]:
+            record = self._settled(key, sha) if FOLDABLE_KEY.fullmatch(key) else None
+            if record is not None:
+                found.setdefault((record.channel, record.account), []).append((key, sha))
+        folded = 0
+        for account, claims in found.items():
+            try:
+                ledger = self._ledger_change(account, _settling(_same, [k for k, _ in claims]))
+            except CorruptStateError:
+                continue  # that account's sends stop on it, and say so
+            changes = [*([] if ledger is None else [ledger]),
+                       *(Change(CLAIMS + k, None, sha) for k, sha in claims)]
+            landing = writer.push(changes)
+            gone = [c.name for c in changes[1 if ledger else 0:] if landing.sent(c.name)]
+            self._forget_claims(gone)
+            folded += len(gone)
+        return folded
+
+    def _settled(self, key: str, claim: str) -> ChannelRecord | None:
+        """The settled record of intent ``key`` in the job its claim commit names, as the
+        remote has it (its job ref as fetched, else its archive entry); None otherwise."""
+        try:
+            message = self.repo.commit(claim).message.decode("utf-8", "replace")
+            match = re.search(r"^job ([0-9a-f-]{36})$", message, re.M)
+            if match is None or self.view is None:
+                return None
+            job_id = match.group(1)
+            sha = self._writer().value(f"jobs/{job_id}")
+            if sha is None:
+                entry = self.view.archived(job_id)
+                sha = None if entry is None else entry.state_commit
+            dist = None if sha is None else self.load(self.store.load_at(job_id, sha))
+        except CorruptStateError:
+            return None
+        record = next((r for r in (dist.channels.values() if dist else ())
+                       if r.intent_key == key), None)
+        return record if record is not None and record.final else None
 
     def forget_claims(self, dist: Distribution) -> None:
         """This clone's own copies of the claims of ``dist``'s settled intents (made by an
