@@ -3,9 +3,11 @@
 For each kind, published jobs are set up whose channel is recorded ``pending`` (a ``push``
 killed right after the payload was frozen: untimed). Then, alternating:
 
-- gitpub: ``Driver.drive(job)`` in process — the account lease taken (a ref CAS), the send
-  counted in the rate window, SENDING recorded (a job-state commit), the send, the outcome
-  recorded (another), the lease released;
+- gitpub: the job's channels driven in process (``Driver.drive_all``), as ``push`` drives
+  them: the job store fetched, then one atomic compare-and-swap push to the remote of the
+  account's ledger (the lease taken, the send counted in the rate window), the SENDING record
+  (a job-state commit) and the intent's claim; the send; one more atomic push of the outcome,
+  the lease given back and the claim folded into the ledger;
 - baseline: the same side effect alone — the same command through the same step runner, or
   the same POST with httpx to the same local server.
 
@@ -81,20 +83,19 @@ def _pending_jobs(site: Path, env: dict[str, str], n: int) -> list[str]:
 
 
 def _measure(site: Path, ids: list[str], baseline: Any) -> tuple[list[float], list[float]]:
-    from gitpub.channels.drive import Driver
+    from gitpub.app.common import driver_for
     from gitpub.runtime.session import open_session
 
     ours: list[float] = []
     theirs: list[float] = []
     with open_session(site, lambda _m: None) as ctx:
-        driver = Driver(ctx)
         for n, job_id in enumerate(ids):
             job = ctx.store.load(job_id)
             assert job is not None
 
             def send(job: Any = job) -> None:
-                report = driver.drive(job)
-                assert report is not None and report.exit_code == 0, report
+                reports, errors = driver_for(ctx).drive_all([job], only_named=True)
+                assert not errors and [r.exit_code for r in reports] == [0], (reports, errors)
 
             pair = [(send, ours), (baseline, theirs)]
             for fn, bucket in (pair if n % 2 == 0 else pair[::-1]):
@@ -157,10 +158,11 @@ def _row(scenario: str, ours: list[float], theirs: list[float],
          baseline: str) -> dict[str, object]:
     return {"scenario": scenario, "gitpub_median_s": median(ours),
             "baseline_median_s": median(theirs), "runs": len(ours),
-            "gitpub": "`Driver.drive`: lease, SENDING, send, outcome (in process)",
+            "gitpub": "`Driver.drive_all`: fetch, lease+SENDING+claim, send, outcome "
+                      "(in process)",
             "baseline": baseline,
             "notes": f"gitpub adds {1000 * (median(ours) - median(theirs)):.0f} ms per send: "
-                     "2 job-state commits + 2 lease-ref writes"}
+                     "a fetch and 2 atomic pushes to the remote (ledger, job state, claim)"}
 
 
 def run(runs: int = 9) -> list[dict[str, object]]:

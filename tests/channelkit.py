@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conftest import Site
+from conftest import Site, git
 
 TOOL = Path(__file__).resolve().parent / "channel_tool.py"
 FAST_RETRY = "{max_attempts: 3, backoff_base: 0.05, backoff_max: 0.2, jitter: 0}"
@@ -85,3 +85,9 @@ def events(site: Site, job_id: str) -> list[dict[str, Any]]:
     assert r.code == 0, r.err
     rows: list[dict[str, Any]] = r.json()["events"]
     return rows
+
+
+def settled_intents(site: Site, ledger: str) -> list[str]:
+    """The intents a ledger (on the remote) lists as settled (its commit's tree)."""
+    out = git(site.remote, "ls-tree", "-r", "--name-only", ledger, "settled/")
+    return sorted(path.rsplit("/", 1)[1] for path in out.split())

@@ -501,12 +501,14 @@ def test_corrupt_account_lease_stops_that_channel_only(site: Site, tmp_path: Pat
     platform = tmp_path / "platform.jsonl"
     configure(site, command_channel(platform), command_channel(platform, name="weibo"))
     job_id = published_pending(site)
-    assert git(site.path, "for-each-ref", "refs/pub/channel-leases/") == ""  # none taken yet
-    bad = git(site.path, "hash-object", "-w", "--stdin", input=b"garbage").strip()
-    git(site.path, "update-ref", lease_ref("social", "news"), bad)
+    # The account's ledger is shared: it lives on the remote, never in a clone.
+    assert git(site.remote, "for-each-ref", "refs/pub/channel-leases/") == ""  # none taken yet
+    bad = git(site.remote, "hash-object", "-w", "--stdin", input=b"garbage").strip()
+    git(site.remote, "update-ref", lease_ref("social", "news"), bad)
     r = site.call("reconcile")
     assert r.code == 1
-    assert f"channel lease {lease_ref('social', 'news')} (social) is unreadable" in r.out
+    assert f"channel lease {lease_ref('social', 'news')} (social) on the remote is " \
+           "unreadable" in r.out
     assert channel(site, job_id)["status"] == "pending"
     assert channel(site, job_id, "weibo")["status"] == "confirmed"
     assert [p["channel"] for p in posts(platform)] == ["weibo"]

@@ -20,14 +20,15 @@ from collections.abc import Callable, Sequence
 
 from gitpub.channels.drive import Driver, Report
 from gitpub.channels.state import ChannelState
-from gitpub.core.errors import CorruptStateError
+from gitpub.core.errors import CorruptStateError, LostRace
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import State
 from gitpub.delivery.deliver import BranchMissingError, Deliverer
 from gitpub.delivery.fold import Folded, due, fold
 from gitpub.delivery.lock import delivery_lock
+from gitpub.delivery.shared import Shared
 from gitpub.git.locks import LockedError
-from gitpub.git.remote import RemoteConfigError, RemoteError
+from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
 from gitpub.pipeline.advice import next_step
 from gitpub.runtime.contain import Failures
 from gitpub.runtime.context import Context
@@ -83,15 +84,52 @@ def maintain(ctx: Context, failures: Failures, *, sweep: bool = False) -> None:
         failures.add(None, e)
 
 
-def driver_for(ctx: Context) -> Driver:
-    return Driver(ctx)
+class ChannelUpstream:
+    """The remote's job store as the channel code needs it (``channels.shared.Upstream``):
+    fetched, and each job synced with the remote's value by the delivery's own rules
+    (``delivery.shared.Shared.sync``: a record is adopted only as a proven publication;
+    another request under the key is never written over)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.shared = Shared(ctx, ctx.remote())
+
+    @property
+    def remote(self) -> Remote:
+        return self.shared.remote
+
+    def refresh(self) -> None:
+        self.shared.fetch()
+
+    def sync(self, job: Job) -> Job | None:
+        for _ in range(5):
+            try:
+                synced = self.shared.sync(job)
+            except LostRace:  # another process of this clone moved it: again, from there
+                fresh = self.ctx.store.load(job.job_id)
+                if fresh is None:
+                    return None
+                job = fresh
+                continue
+            return None if synced.job_id in self.shared.lost else synced
+        raise LostRace(self.ctx.store.ref_name(job.job_id))
+
+
+def driver_for(ctx: Context, *, fetched: bool = False) -> Driver:
+    """The channel driver of this command (``fetched``: the job store was fetched in this
+    run already, by the delivery)."""
+    return Driver(ctx, ChannelUpstream(ctx), fresh=fetched)
 
 
 def distribute(ctx: Context, driver: Driver, done: Sequence[Job], errors: list[str], *,
-                only_named: bool = False) -> tuple[list[Job], dict[str, Report]]:
+                only_named: bool = False,
+                deliverer: Deliverer | None = None) -> tuple[list[Job], dict[str, Report]]:
     """After delivery: drive the channels of the published jobs (``done``, and unless
     ``only_named`` every job whose distribution is unsettled). Returns the jobs to show (as
-    they are now) and their channel reports."""
+    they are now) and their channel reports. ``deliverer``: the delivery of this run (when it
+    fetched the job store, the channels do not fetch it again)."""
+    if deliverer is not None and deliverer.shared.fetched:
+        driver.fresh = True
     reports, failed = driver.drive_all(done, only_named=only_named)
     errors += failed
     by_id = {r.job_id: r for r in reports}

@@ -13,4 +13,4 @@ def metrics(where: Path, progress: Progress) -> str:
     """The Prometheus text of ``git pub metrics``."""
 
     with open_session(where, progress) as ctx:
-        return render(gather(ctx.store))
+        return render(gather(ctx.store, ctx.remote().store_prefix))

@@ -39,6 +39,7 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
         driver = driver_for(ctx)
         driver.expect([job])
         job = deliverer.deliver(job)
+        driver.fresh = deliverer.shared.fetched
         reports, failed = driver.drive_all([job], only_named=True)
         job = ctx.store.load(job.job_id) or job
         report = reports[0] if reports else None

@@ -19,7 +19,7 @@ from gitpub.app.common import (
     unfinished,
 )
 from gitpub.app.results import Jobs, Progress
-from gitpub.core.errors import UsageError
+from gitpub.core.errors import GitpubError, UsageError
 from gitpub.core.states import LOCAL, TERMINAL, State
 from gitpub.delivery.anywhere import find_anywhere, find_here, take_over
 from gitpub.delivery.checkout import finish_interrupted_move
@@ -48,7 +48,8 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
         driver = driver_for(ctx)
         driver.expect(jobs)
         done = deliver_all(ctx, jobs, deliverer, failures)
-        done, channels = distribute(ctx, driver, done, errors, only_named=bool(job_refs))
+        done, channels = distribute(ctx, driver, done, errors, only_named=bool(job_refs),
+                                    deliverer=deliverer)
         fold_if_due(ctx, deliverer, failures)
         maintain(ctx, failures)
         return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), hints=next_steps(ctx, done),
@@ -105,7 +106,11 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
                 if job.state in LOCAL:
                     failures.contain(ctx, job, lambda j: drive(ctx, j))
             raise
-        done, channels = distribute(ctx, driver, done, errors)
+        done, channels = distribute(ctx, driver, done, errors, deliverer=deliverer)
+        try:
+            driver.fold_settled_claims()
+        except GitpubError as e:
+            failures.add(None, e)
         pending = None
         try:
             pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))

@@ -7,13 +7,19 @@ from pathlib import Path
 
 from gitpub.app.common import distribute, driver_for, next_steps
 from gitpub.app.results import Jobs, Progress
+from gitpub.channels.drive import Driver
 from gitpub.channels.resolve import Decision
 from gitpub.channels.resolve import resolve_channel as resolve_one
-from gitpub.delivery.anywhere import find_here, find_job_or_adopt, share
+from gitpub.core.errors import TryLaterError, UsageError
+from gitpub.core.states import State
+from gitpub.delivery.anywhere import find_anywhere, find_here, find_job_or_adopt, share
 from gitpub.delivery.resolve import Action, Resolution
 from gitpub.delivery.resolve import resolve as resolve_job
+from gitpub.git.remote import RemoteConfigError, RemoteError
 from gitpub.pipeline.sources import read_merged
+from gitpub.runtime.context import Context
 from gitpub.runtime.session import open_session
+from gitpub.store.jobs import Job
 
 __all__ = ["Action", "resolve", "resolve_channel"]
 
@@ -39,9 +45,41 @@ def resolve(where: Path, progress: Progress, job_ref: str, action: Action,
 
 def resolve_channel(where: Path, progress: Progress, job_ref: str, channel: str,
                     decision: Decision, url: str | None) -> Jobs:
-    """A person's decision on one channel, recorded; then the job's channels are driven."""
+    """A person's decision on one channel, recorded on the remote's store (so it stands for
+    every clone); then the job's channels are driven. Any clone resolves any job's channel:
+    one this clone does not have is found on the remote and adopted here (and driven from
+    here from now on)."""
     with open_session(where, progress) as ctx:
-        job = resolve_one(ctx.store, find_here(ctx, job_ref), channel, decision, url)
+        driver = driver_for(ctx)
+        job = _channel_job(ctx, driver, job_ref)
+        job = resolve_one(driver.state, job, channel, decision, url)
+        driver.found_published(job)
         errors: list[str] = []
-        done, channels = distribute(ctx, driver_for(ctx), [job], errors, only_named=True)
+        done, channels = distribute(ctx, driver, [job], errors, only_named=True)
         return Jobs(tuple(done), tuple(errors), hints=next_steps(ctx, done), channels=channels)
+
+
+def _channel_job(ctx: Context, driver: Driver, job_ref: str) -> Job:
+    """The published job ``job_ref`` names, synced with the remote's store (fetched): this
+    clone's, else the remote's (adopted here). ``TryLaterError`` when the remote cannot be
+    read: a channel is decided on the shared records only."""
+    try:
+        job = find_here(ctx, job_ref)
+    except UsageError as missing:
+        if not missing.message.startswith("no job"):
+            raise
+        job = find_anywhere(ctx, job_ref)  # fetches
+        if job.state == State.PUBLISHED and ctx.store.load(job.job_id) is None:
+            job = ctx.store.adopt(job.job_id, None, job.commit)
+    try:
+        driver.upstream.refresh()
+        driver.fresh = True
+        synced = driver.upstream.sync(ctx.store.load(job.job_id) or job)
+    except (RemoteError, RemoteConfigError) as e:
+        raise TryLaterError(f"job {job.job_id}: the remote's store could not be read "
+                            f"({e.message}): channels are decided on its records only",
+                            hint="run the command again once the remote answers") from None
+    if synced is None:
+        raise UsageError(f"job {job.job_id}: the remote's store holds another request under "
+                         "its key", hint=f"`git pub status {job.job_id[:13]}` shows it")
+    return synced

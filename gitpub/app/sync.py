@@ -42,7 +42,7 @@ def sync(where: Path, progress: Progress) -> Jobs:
         driver = driver_for(ctx)
         driver.expect(jobs)
         done = deliver_all(ctx, jobs, deliverer, failures)
-        done, channels = distribute(ctx, driver, done, errors)
+        done, channels = distribute(ctx, driver, done, errors, deliverer=deliverer)
         if unreachable is not None:
             return Jobs(tuple(done), tuple(errors), dict(deliverer.notes),
                         hints=next_steps(ctx, done),

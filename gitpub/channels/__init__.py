@@ -7,9 +7,13 @@ Each channel of a published job is a branch of the job with its own state (docs/
 - ``payload``   the frozen payload: canonical URL, title, summary, media, built once
 - ``decide``    pure rules: the next action, what an outcome makes of a record, backoff
 - ``adapters``  the Protocol and the ``command`` kind; ``webhook`` the HTTP kind (httpx)
-- ``lease``     the per-(channel, account) lease and rate window, a ref moved by CAS
-- ``claim``     the intent's claim on the remote: no send without one another clone can see
-- ``state``     channel documents in the job's state commits; the index of unsettled jobs
+- ``shared``    every channel write is an atomic compare-and-swap push to the remote first
+- ``lease``     the per-(channel, account) ledger on the remote: lease, rate window, counters,
+                the settled intents
+- ``claim``     the intent's claim on the remote: no send without one another clone can see;
+                folded into the ledger once the send settles
+- ``state``     channel documents in the job's state commits (shared through the remote);
+                the index of unsettled jobs
 - ``drive``     the driver: record the intent, send, record the outcome, reconcile
 - ``live``      the live check of the published page
 - ``resolve``   a person's way out (``--confirmed URL``, ``--not-sent``, ``--skip``)

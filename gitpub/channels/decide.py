@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 import uuid
 from enum import Enum
 
@@ -155,6 +156,27 @@ def after_reconcile(record: ChannelRecord, outcome: Outcome | None, spec: Channe
 def manual(record: ChannelRecord, now: float, why: str) -> ChannelRecord:
     return record.evolve(status=S.NEEDS_MANUAL, holder=None, next_attempt_at=None,
                          updated_at=now, detail=sanitize(why))
+
+
+def orphaned(record: ChannelRecord, now: float, what: str) -> ChannelRecord:
+    """A channel this clone's configuration no longer has (``what`` happened to it): never
+    sent or reconciled from here, it needs a person — visibly, whatever its status was."""
+    removed = what == "is no longer configured"
+    why = (f"the channel {what} in .gitpub.yaml while {record.status.value}"
+           + ("" if record.status == S.PENDING and record.attempts == 0 else
+              ": check the platform") + ", then `git pub resolve --skip` (or `--confirmed URL`, "
+           "or `--not-sent` where the channel is configured)")
+    return manual(record, now, why).evolve(
+        code="channel_removed" if removed else "channel_changed", retryable=None)
+
+
+def rate_limited(record: ChannelRecord, now: float, at: float, rate: str) -> ChannelRecord:
+    """Not sent yet: the account's rate allows the next send at ``at`` (every clone's sends
+    count in the same window)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+    return record.evolve(next_attempt_at=at, updated_at=now, code="rate_limited",
+                         detail=f"rate limit {rate}: next send at {stamp} "
+                                f"(in {max(1, round(at - now))}s)")
 
 
 def _code(outcome: Outcome) -> str:

@@ -1,92 +1,147 @@
-"""The per-(channel, account) lease: one sender at a time for one account, across processes.
+"""The per-(channel, account) ledger on the remote: one sender at a time, the rate window, and
+the counters of ``git pub metrics`` — shared by every clone.
 
-The lease is a ref, ``refs/pub/channel-leases/<channel>/<hash of the account>``, pointing at a
-small JSON blob — the account's *ledger*: who holds the lease (token, owner, expiry) and when the
-recent sends under it started (the per-account rate limit's window). Every change is a
-compare-and-swap of that ref (``set_if_equals``), like the job store's writes, so two workers
-never both believe they hold it; a holder that is gone (dead process on this host) or whose
-expiry passed may be replaced.
+The ledger is a commit at ``refs/pub/channel-leases/<channel>/<hash of the account>``
+*on the remote* (fetched with the job store, read here under
+``refs/pub/remote/<remote>/channel-leases/…``): who holds the account's lease (token, owner,
+expiry), when the recent sends under it started (the ``rate`` window), two counters that
+only ever grow — sends attempted and sends confirmed, for every job of that account, including
+jobs folded into the archive long ago — and the intents whose claim was folded in once their
+record settled (``channels.claim``: so claim refs do not pile up, and a settled intent is still
+never sent again). The commit's tree holds ``ledger.json`` (all of the above but the settled
+intents, which it only counts) and one empty file per settled intent,
+``settled/<its first two characters>/<intent key>``: a write rebuilds only the trees on the
+paths it changes, so its cost stays flat however many intents settled. Each value is a new
+parentless commit (the old ones are garbage once no ref holds them).
+
+It is never written here and never moved by an unconditional push: every change is a
+compare-and-swap on the remote (``--force-with-lease=<ref>:<the value fetched>``), in the same
+atomic push as the channel record it goes with (``channels.state``) — so a send is counted in
+the window exactly when its SENDING record lands, whichever clone sends it, and two clones can
+never both take the lease or both use the last free slot of the window.
 
 The lease does not fence the platform — a worker stopped past its expiry may still wake up and
 talk to it (reference §5). What it fences is our state: the holder's token is recorded in the
 channel record with SENDING, the next holder turns such a record ``unknown``, and the stale
 worker's later write fails its compare-and-swap (``channels.state``). Before each send the
 holder checks that its lease still covers the whole send, and sends nothing otherwise.
+
+Everything here is pure (values and their changes), except ``Ledgers`` (reading); the
+ledger commits are written by ``channels.state``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import time
-import uuid
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from gitpub.channels.model import ChannelRecordError, Holder, load_object
-from gitpub.config.model import ChannelSpec, Rate
+from gitpub.config.model import Rate
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.sanitize import sanitize
-from gitpub.git.repo import Repository
-from gitpub.store.lease import Worker, owner_alive
+from gitpub.git.repo import MODE_FILE, Repository
+from gitpub.store.lease import owner_alive
 
-LEASE_PREFIX = "refs/pub/channel-leases/"
-#: Compare-and-swap rounds before giving up on a contended lease ref for this run.
-CAS_ROUNDS = 20
+#: Below ``refs/pub/`` (on the remote; here below the remote's tracking prefix).
+LEASES = "channel-leases/"
+LEASE_PREFIX = "refs/pub/" + LEASES
+LEDGER_FORMAT = 2
+#: The ledger's document in its commit's tree; the settled intents' directory.
+LEDGER_FILE = "ledger.json"
+SETTLED_DIR = "settled"
+#: The intent keys that may be folded (a tree entry's name); any other keeps its claim ref.
+FOLDABLE_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{2,127}")
+_FIELDS = {"format", "channel", "account", "holder", "sends", "attempted", "confirmed",
+           "settled"}
 
 
-class LeaseLost(Exception):
-    """Our lease was taken over (it had expired): stop, write nothing more."""
+def ledger_name(channel: str, account: str) -> str:
+    """The ledger's ref below ``refs/pub/``. ``account`` as the channel records keep it
+    (sanitized): a record alone names its ledger, even once its channel is unconfigured."""
+    return f"{LEASES}{channel}/{hashlib.sha256(account.encode()).hexdigest()[:20]}"
 
 
 def lease_ref(channel: str, account: str) -> str:
-    return f"{LEASE_PREFIX}{channel}/{hashlib.sha256(account.encode()).hexdigest()[:20]}"
+    """The ledger's ref on the remote."""
+    return "refs/pub/" + ledger_name(channel, account)
 
 
 @dataclass(frozen=True)
 class Ledger:
     channel: str
-    account: str
-    holder: Holder | None
+    account: str  # sanitized
+    holder: Holder | None = None
     sends: tuple[float, ...] = ()  # start times of the recent sends (the rate window)
+    attempted: int = 0  # sends ever started (SENDING records that landed): only grows
+    confirmed: int = 0  # channel records ever confirmed: only grows
+    settled: int = 0  # intents whose claim was folded in here (``channels.claim``): only grows
+    #: The tree of the ledger's commit as read (None: a new ledger): the settled intents are
+    #: its ``settled/<first two characters>/<intent key>`` entries.
+    tree: str | None = None
+    folding: tuple[str, ...] = ()  # intents this change folds in (written by ``channels.state``)
 
     def to_blob(self) -> bytes:
         holder = None if self.holder is None else {
             "token": self.holder.token, "owner": self.holder.owner,
             "expires_at": self.holder.expires_at}
-        return (json.dumps({"format": 1, "channel": self.channel, "account": self.account,
-                            "holder": holder, "sends": list(self.sends)},
-                           sort_keys=True) + "\n").encode()
+        return (json.dumps({"format": LEDGER_FORMAT, "channel": self.channel,
+                            "account": sanitize(self.account), "holder": holder,
+                            "sends": list(self.sends), "attempted": self.attempted,
+                            "confirmed": self.confirmed, "settled": self.settled},
+                           sort_keys=True,
+                           allow_nan=False) + "\n").encode()
+
+    def taken(self, holder: Holder, now: float, rate: Rate | None, *,
+              count: bool) -> Ledger:
+        """The lease given to ``holder``; ``count``: a send starts now (in the window)."""
+        window = rate.per if rate is not None else 0.0
+        sends = tuple(t for t in self.sends if t > now - window)
+        return replace(self, holder=holder, sends=(*sends, now) if count else sends)
+
+    def released(self, token: str, uncount: float | None = None) -> Ledger:
+        """The lease given back if ``token`` still holds it (``uncount``: the start time of a
+        send that was counted but not made); unchanged otherwise."""
+        if self.holder is None or self.holder.token != token:
+            return self
+        sends = self.sends
+        if uncount is not None and uncount in sends:
+            i = len(sends) - 1 - sends[::-1].index(uncount)
+            sends = sends[:i] + sends[i + 1:]
+        return replace(self, holder=None, sends=sends)
+
+    def counted(self, attempted: int, confirmed: int) -> Ledger:
+        return replace(self, attempted=self.attempted + attempted,
+                       confirmed=self.confirmed + confirmed)
+
+    def settling(self, intent_keys: Iterable[str]) -> Ledger:
+        """``intent_keys`` to fold into the settled intents (their claims go in the same
+        push)."""
+        return replace(self, folding=(*self.folding, *intent_keys))
 
 
 def parse_ledger(raw: bytes) -> Ledger:
-    data = load_object(raw, "channel lease")
-    if set(data) != {"format", "channel", "account", "holder", "sends"}:
+    data = load_object(raw, "channel lease", LEDGER_FORMAT)
+    if set(data) != _FIELDS:
         raise ChannelRecordError("channel lease has unexpected fields")
     holder, sends = data["holder"], data["sends"]
+    counters = (data["attempted"], data["confirmed"], data["settled"])
     if not (isinstance(data["channel"], str) and isinstance(data["account"], str)
-            and isinstance(sends, list) and all(isinstance(t, int | float) for t in sends)):
+            and isinstance(sends, list)
+            and all(isinstance(t, int | float) and not isinstance(t, bool) for t in sends)
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                    for n in counters)):
         raise ChannelRecordError("channel lease has a field of the wrong type")
     if holder is not None:
         if not (isinstance(holder, dict) and set(holder) == {"token", "owner", "expires_at"}
+                and isinstance(holder["token"], str) and isinstance(holder["owner"], str)
                 and isinstance(holder["expires_at"], int | float)):
             raise ChannelRecordError("channel lease has a bad holder")
-        holder = Holder(str(holder["token"]), str(holder["owner"]), float(holder["expires_at"]))
-    return Ledger(data["channel"], data["account"], holder, tuple(float(t) for t in sends))
-
-
-@dataclass(frozen=True)
-class AccountLease:
-    """A lease we hold: the ledger as we wrote it and the blob the ref points at."""
-
-    ref: str
-    sha: str
-    ledger: Ledger
-    counted: bool = False  # a send is already counted in the rate window, not used yet
-
-    @property
-    def holder(self) -> Holder:
-        assert self.ledger.holder is not None
-        return self.ledger.holder
+        holder = Holder(holder["token"], holder["owner"], float(holder["expires_at"]))
+    return Ledger(data["channel"], data["account"], holder, tuple(float(t) for t in sends),
+                  counters[0], counters[1], counters[2])
 
 
 def live_holder(holder: Holder | None, now: float) -> bool:
@@ -103,76 +158,66 @@ def rate_wait(ledger: Ledger, rate: Rate | None, now: float) -> float:
     return recent[len(recent) - rate.count] + rate.per - now
 
 
-class Leases:
-    """The channel leases of one repository, taken on behalf of one process."""
+class Ledgers:
+    """The remote's ledgers as this clone last fetched them (``prefix``: the remote's tracking
+    prefix, ``refs/pub/remote/<remote>/``)."""
 
-    def __init__(self, repo: Repository, owner: str | None = None) -> None:
+    def __init__(self, repo: Repository, prefix: str) -> None:
         self.repo = repo
-        self.owner = owner or Worker.current().owner
+        self.prefix = prefix
 
-    def read(self, spec: ChannelSpec) -> tuple[str | None, Ledger]:
-        ref = lease_ref(spec.name, spec.account)
-        sha = self.repo.read_ref(ref)
+    def read(self, channel: str, account: str) -> tuple[str | None, Ledger]:
+        """The ledger's value on the remote (as fetched) and its contents; a ledger nobody
+        wrote yet is empty. An unreadable one raises, naming the remote's ref."""
+        name = ledger_name(channel, account)
+        sha = self.repo.read_ref(self.prefix + name)
         if sha is None:
-            return None, Ledger(spec.name, spec.account, None)
+            return None, Ledger(channel, account)
         try:
-            return sha, parse_ledger(self.repo.blob(sha))
+            ledger = self._parse(sha)
+            if ledger.channel != channel:
+                raise ChannelRecordError(f"it names channel {ledger.channel!r}")
         except (ChannelRecordError, KeyError, ValueError) as e:
             raise CorruptStateError(
-                f"channel lease {ref} ({spec.name}) is unreadable: {e}",
-                hint=f"no channel {spec.name!r} sends until it is repaired; inspect "
-                     f"`git cat-file -p {ref}` and delete the ref if no send is running") from None
+                f"channel lease refs/pub/{name} ({channel}) on the remote is unreadable: {e}",
+                hint=f"no channel {channel!r} sends until it is repaired; inspect "
+                     f"`git cat-file -p {self.prefix}{name}`, then delete it on the remote "
+                     f"(`git push <remote> :refs/pub/{name}`) once no send is running") from None
+        return sha, ledger
 
-    def acquire(self, spec: ChannelSpec, *, count_send: bool = False) -> AccountLease | None:
-        """The lease for ``spec``'s account, or None while another live worker holds it.
-        ``count_send``: the caller means to send at once — count it now, in the same write,
-        if the rate allows (one ref write less per send)."""
-        for _ in range(CAS_ROUNDS):
-            sha, ledger = self.read(spec)
-            now = time.time()
-            if live_holder(ledger.holder, now):
-                return None
-            holder = Holder(uuid.uuid4().hex, self.owner, now + spec.lease_seconds)
-            window = spec.rate.per if spec.rate is not None else 0.0
-            new = replace(ledger, holder=holder,
-                          sends=tuple(t for t in ledger.sends if t > now - window))
-            counted = count_send and rate_wait(new, spec.rate, now) == 0
-            if counted:
-                new = replace(new, sends=(*new.sends, now))
-            taken = self._swap(lease_ref(spec.name, spec.account), sha, new)
-            if taken is not None:
-                return replace(taken, counted=counted)
-        return None
+    def all(self) -> dict[str, Ledger | CorruptStateError]:
+        """Every ledger on the remote (as fetched), by ref name below ``refs/pub/``."""
+        found: dict[str, Ledger | CorruptStateError] = {}
+        for rest, sha in sorted(self.repo.list_refs(self.prefix + LEASES).items()):
+            name = LEASES + rest
+            try:
+                found[name] = self._parse(sha)
+            except (ChannelRecordError, KeyError, ValueError) as e:
+                found[name] = CorruptStateError(f"channel lease refs/pub/{name}: {e}")
+        return found
 
-    def note_send(self, lease: AccountLease) -> AccountLease:
-        """Count a send against the account's rate (before it starts); ``LeaseLost`` if the
-        lease is no longer ours. A send counted when the lease was taken is used up here."""
-        if lease.counted:
-            return replace(lease, counted=False)
-        ledger = replace(lease.ledger, sends=(*lease.ledger.sends, time.time()))
-        swapped = self._swap(lease.ref, lease.sha, ledger)
-        if swapped is None:
-            raise LeaseLost(lease.ref)
-        return swapped
-
-    def still_ours(self, lease: AccountLease, needed: float) -> bool:
-        """Whether the ref still holds our lease and it covers ``needed`` more seconds."""
+    def _parse(self, sha: str) -> Ledger:
+        """The ledger commit ``sha``: its ``ledger.json``, and its tree (the settled
+        intents)."""
         try:
-            current = self.repo.read_ref(lease.ref)
-        except CorruptStateError:
-            return False
-        return current == lease.sha and lease.holder.expires_at > time.time() + needed
+            tree = self.repo.commit(sha).tree
+            entry = self.repo.lookup(tree, LEDGER_FILE)
+        except CorruptStateError as e:  # not a commit, or damaged
+            raise ChannelRecordError(e.message) from None
+        if entry is None or entry.mode != MODE_FILE:
+            raise ChannelRecordError(f"it has no {LEDGER_FILE}")
+        try:
+            raw = self.repo.blob(entry.sha)
+        except CorruptStateError as e:
+            raise ChannelRecordError(e.message) from None
+        return replace(parse_ledger(raw), tree=tree)
 
-    def release(self, lease: AccountLease) -> None:
-        """Give the lease back (keeping the rate window, minus a send counted but not made);
-        a no-op if it was taken over."""
-        if lease.counted:
-            lease = replace(lease, ledger=replace(lease.ledger, sends=lease.ledger.sends[:-1]))
-        self._swap(lease.ref, lease.sha, replace(lease.ledger, holder=None))
+    def is_settled(self, ledger: Ledger, intent_key: str) -> bool:
+        """Whether ``intent_key`` is one of ``ledger``'s settled intents."""
+        return ledger.tree is not None and FOLDABLE_KEY.fullmatch(intent_key) is not None \
+            and self.repo.lookup(ledger.tree, settled_path(intent_key)) is not None
 
-    def _swap(self, ref: str, old: str | None, ledger: Ledger) -> AccountLease | None:
-        ledger = replace(ledger, account=sanitize(ledger.account))
-        sha = self.repo.write_blob(ledger.to_blob())
-        if not self.repo.cas_ref(ref, old, sha, "gitpub: channel lease"):
-            return None
-        return AccountLease(ref, sha, ledger)
+
+def settled_path(intent_key: str) -> str:
+    """Where a settled intent is in the ledger's tree."""
+    return f"{SETTLED_DIR}/{intent_key[:2]}/{intent_key}"

@@ -3,9 +3,14 @@
 What the reference's section 10 asks to watch: how long the oldest pending job and the oldest
 pending channel send have waited, how many outcomes are unknown and for how long, the backlog
 that needs a person, the jobs waiting for review (``delivery.review``), idempotency-key reuse
-refused, and per channel how many sends were
-attempted and how many confirmed. Everything is computed from git (the job store) at the time
-of the call: gitpub keeps no counters of its own, so a scrape after a crash is as true as any.
+refused, and per channel how many sends were attempted and how many confirmed. Everything is
+computed from git at the time of the call, without the network, so a scrape after a crash is as
+true as any: the gauges from this clone's jobs (each published job's channels as this clone
+knows them best: the remote's records as last fetched, when they are ahead), the two counters
+from the accounts' ledgers on the remote (``channels.lease``, as last fetched) — counted once
+per send by whichever clone made it, in the same atomic push as the record, and never lowered:
+not by a person's ``--not-sent`` (which starts a record's attempts again), not by folding
+finished jobs into the archive.
 Written by hand (no runtime dependency); the tests parse it with prometheus_client's parser.
 """
 
@@ -16,8 +21,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gitpub.channels.lease import Ledgers
 from gitpub.channels.model import IN_FLIGHT, LiveStatus, Status
-from gitpub.channels.state import ChannelState, Distribution
+from gitpub.channels.state import ChannelState, Distribution, freshest
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.states import NEEDS_PERSON, SETTLED, FailureCode, State
 from gitpub.store.jobs import Job, JobStore
@@ -54,9 +60,7 @@ class Snapshot:
             self.key_reused += 1
 
     def add_distribution(self, dist: Distribution) -> None:
-        for name, r in dist.channels.items():
-            self.attempted[name] += r.attempts
-            self.confirmed[name] += int(r.status == Status.CONFIRMED)
+        for r in dist.channels.values():
             if r.status in (Status.UNKNOWN, Status.RECONCILING) or (
                     r.status == Status.SENDING and r.holder is not None
                     and r.holder.expires_at <= self.now):
@@ -70,7 +74,9 @@ class Snapshot:
             self.needs_person["live", LiveStatus.GAVE_UP.value] += 1
 
 
-def gather(store: JobStore, now: float | None = None) -> Snapshot:
+def gather(store: JobStore, prefix: str, now: float | None = None) -> Snapshot:
+    """The numbers of ``store`` (``prefix``: the remote's tracking prefix, for the ledgers and
+    the remote's records as last fetched)."""
     snap = Snapshot(time.time() if now is None else now)
     state = ChannelState(store)
     for item in store.iter_jobs(finished=True):
@@ -80,12 +86,17 @@ def gather(store: JobStore, now: float | None = None) -> Snapshot:
         snap.add_job(item)
         if item.state == State.PUBLISHED:
             try:
-                dist = state.load(item)
+                dist = state.load(freshest(store, prefix, item))
             except CorruptStateError:
                 snap.unreadable += 1
                 continue
             if dist is not None:
                 snap.add_distribution(dist)
+    for ledger in Ledgers(store.repo, prefix).all().values():
+        if isinstance(ledger, CorruptStateError):
+            continue  # reported by the channel's next send, which stops on it
+        snap.attempted[ledger.channel] += ledger.attempted
+        snap.confirmed[ledger.channel] += ledger.confirmed
     return snap
 
 

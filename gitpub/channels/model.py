@@ -11,6 +11,9 @@ Its record is the versioned document ``channels/<name>.json`` in the job's state
                    └─ lease expired / holder gone ─► unknown (never back to pending)
     any but confirmed ──► skipped (a person);  unknown | not_sent | needs_manual ──► pending or
     confirmed (a person: ``git pub resolve --not-sent`` / ``--confirmed URL``)
+    pending | not_sent ──► not_sent | unknown       (the send never started: the intent's claim
+                                                     on the remote failed, or is another clone's)
+    pending | not_sent | unknown ──► needs_manual   (the channel is no longer configured here)
 
 A send has three outcomes (``Sent``, ``NotSent``, ``Unknown``): *not sent* only with evidence that
 nothing went out; *unknown* is everything else and is never re-sent blindly — it is reconciled
@@ -24,6 +27,7 @@ store naming the job and never overwritten.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from enum import StrEnum
 from typing import Any
@@ -55,9 +59,10 @@ IN_FLIGHT = frozenset({S.SENDING, S.RECONCILING})
 RESOLVABLE = frozenset({S.PENDING, S.NOT_SENT, S.UNKNOWN, S.NEEDS_MANUAL})
 
 ALLOWED: dict[Status, frozenset[Status]] = {
-    S.PENDING: frozenset({S.SENDING, S.SKIPPED}),
+    S.PENDING: frozenset({S.SENDING, S.SKIPPED, S.NOT_SENT, S.UNKNOWN, S.NEEDS_MANUAL}),
     S.SENDING: frozenset({S.CONFIRMED, S.NOT_SENT, S.UNKNOWN}),
-    S.NOT_SENT: frozenset({S.SENDING, S.PENDING, S.CONFIRMED, S.SKIPPED}),
+    S.NOT_SENT: frozenset({S.SENDING, S.PENDING, S.CONFIRMED, S.SKIPPED, S.UNKNOWN,
+                           S.NEEDS_MANUAL}),
     S.UNKNOWN: frozenset({S.RECONCILING, S.NEEDS_MANUAL, S.PENDING, S.CONFIRMED, S.SKIPPED}),
     S.RECONCILING: frozenset({S.CONFIRMED, S.UNKNOWN, S.NEEDS_MANUAL}),
     S.NEEDS_MANUAL: frozenset({S.PENDING, S.CONFIRMED, S.SKIPPED}),
@@ -168,14 +173,44 @@ class ChannelRecord:
         return (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1,
                            allow_nan=False) + "\n").encode()
 
-    def public(self) -> dict[str, Any]:
-        """The ``--json`` view (no lease details)."""
+    def hint(self, job: str, now: float) -> str | None:
+        """What comes next for this channel, for people (None: it is settled)."""
+        when = _when(self.next_attempt_at, now)
+        if self.final:
+            return None
+        if self.waits_for_person:
+            return (f"check the platform, then `git pub resolve {job} --channel {self.channel} "
+                    "--confirmed URL | --not-sent | --skip`")
+        if self.status in IN_FLIGHT:
+            if self.holder is not None and self.holder.expires_at > now:
+                return "being sent right now; `git pub status` shows the outcome once recorded"
+            return ("its worker is gone: the outcome is unknown; `git pub reconcile` looks for "
+                    "the post (probe, or the same-key resend), never sending it blindly again")
+        if self.status == S.UNKNOWN:
+            return ("the outcome is unknown: `git pub reconcile` looks for the post (probe, or "
+                    "the same-key resend), never sending it blindly again"
+                    + (f"; next look {when}" if when else ""))
+        if when:
+            return f"next send {when}, by `git pub push`, `sync` or `reconcile`"
+        return "`git pub push` or `git pub reconcile` sends it"
+
+    def public(self, job: str = "JOB", now: float | None = None) -> dict[str, Any]:
+        """The ``--json`` view (no lease details), with the ``hint`` for ``job``."""
         data = asdict(self)
         data["status"] = self.status.value
         data.pop("holder")
         data.pop("format")
         data["needs_person"] = self.waits_for_person
+        data["hint"] = self.hint(job, time.time() if now is None else now)
         return data
+
+
+def _when(at: float | None, now: float) -> str | None:
+    """``at`` for people: the UTC time and how far ahead (None: not in the future)."""
+    if at is None or at <= now:
+        return None
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+    return f"at {stamp} (in {max(1, round(at - now))}s)"
 
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -207,14 +242,15 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def load_object(raw: bytes, what: str) -> dict[str, Any]:
-    """A JSON object of format version 1, or ``ChannelRecordError`` saying what is wrong."""
+def load_object(raw: bytes, what: str, version: int = FORMAT_VERSION) -> dict[str, Any]:
+    """A JSON object of format ``version``, or ``ChannelRecordError`` saying what is wrong."""
     try:
         data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError) as e:
         raise ChannelRecordError(f"{what} is not valid JSON ({e})") from None
     _check(isinstance(data, dict), f"{what} is not an object")
-    _check(data.get("format") == FORMAT_VERSION, f"unknown {what} format {data.get('format')!r}")
+    _check(type(data.get("format")) is int and data["format"] == version,
+           f"unknown {what} format {data.get('format')!r}")
     return data  # type: ignore[no-any-return]
 
 

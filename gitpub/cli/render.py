@@ -84,7 +84,7 @@ def channels_json(report: ChannelReport | None) -> dict[str, Any]:
         return {"channel_errors": list(report.errors)} if report and report.errors else {}
     dist = report.distribution
     data: dict[str, Any] = {
-        "channels": [r.public() for r in dist.channels.values()],
+        "channels": [r.public(report.job_id[:13]) for r in dist.channels.values()],
         "live": None if dist.live is None else dist.live.public(),
     }
     if report.notes or report.errors:
@@ -93,7 +93,8 @@ def channels_json(report: ChannelReport | None) -> dict[str, Any]:
 
 
 def channels_text(report: ChannelReport | None, indent: str = "    ") -> list[str]:
-    """One line per channel: name, status, evidence or what it waits for."""
+    """One line per channel: name, status, evidence or what it waits for; then a ``hint:``
+    for what is unknown (``git pub reconcile``) and for what needs a person."""
     if report is None or report.distribution is None:
         return [f"{indent}error: {e}" for e in (report.errors if report else ())]
     dist = report.distribution
@@ -108,6 +109,14 @@ def channels_text(report: ChannelReport | None, indent: str = "    ") -> list[st
         lines.append(f"{indent}channel {r.channel} ({flag}, {r.account}): {r.status.value}"
                      + (f"  {what}" if what else ""))
     lines += [f"{indent}{n}" for n in (*report.notes, *report.errors)]
+    now = time.time()
+    unknown = [r.channel for r in dist.channels.values() if not r.final
+               and not r.waits_for_person and r.status in ("unknown", "sending", "reconciling")
+               and not (r.holder is not None and r.holder.expires_at > now)]
+    if unknown:
+        lines.append(f"{indent}hint: the outcome of {', '.join(unknown)} is unknown: `git pub "
+                     "reconcile` looks for the post (a probe, or the same-key resend); it is "
+                     "never sent blindly again")
     if any(r.waits_for_person for r in dist.channels.values()):
         lines.append(f"{indent}hint: check the platform, then `git pub resolve "
                      f"{report.job_id[:13]} --channel NAME --confirmed URL | --not-sent | "

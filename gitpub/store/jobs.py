@@ -286,14 +286,16 @@ class JobStore:
         return self.advance(prev, staged)
 
     def stage(self, job: Job, record: JobRecord, *, phase: Stage, reason: str,
-              keep_lease: bool | None = None) -> Job:
-        """The state commit that would record ``record`` after ``job``, written (objects only,
-        durable) but not recorded: nothing points at it until ``advance`` (or a push that
-        moves the job's ref on the remote — the atomic delivery sends it with the content)."""
+              keep_lease: bool | None = None, files: Mapping[str, bytes] | None = None) -> Job:
+        """The state commit that would record ``record`` (and ``files``) after ``job``, written
+        (objects only, durable) but not recorded: nothing points at it until ``advance`` (or a
+        push that moves the job's ref on the remote — the atomic delivery sends it with the
+        content, a channel write sends it first)."""
         check_transition(job.state, record.state)
         if keep_lease is None:
             keep_lease = record.state not in RESTING or record.state in self.keep_lease_in
-        return self._stage(job, record, {}, {}, (), phase, reason, keep_lease=keep_lease)
+        return self._stage(job, record, files or {}, {}, (), phase, reason,
+                           keep_lease=keep_lease)
 
     def _stage(self, prev: Job | None, record: JobRecord, files: Mapping[str, bytes],
                entries: Mapping[str, Entry | None], keep_alive: Sequence[str], phase: Stage,
