@@ -98,7 +98,9 @@ class Ledger:
               count: bool) -> Ledger:
         """The lease given to ``holder``; ``count``: a send starts now (in the window)."""
         window = rate.per if rate is not None else 0.0
-        sends = tuple(t for t in self.sends if t > now - window)
+        # A send dated after now (a clone whose clock runs ahead, a forged ledger) is kept as
+        # made now: it holds the window one period at most, never for ever.
+        sends = tuple(min(t, now) for t in self.sends if t > now - window)
         return replace(self, holder=holder, sends=(*sends, now) if count else sends)
 
     def released(self, token: str, uncount: float | None = None) -> Ledger:
@@ -152,7 +154,7 @@ def rate_wait(ledger: Ledger, rate: Rate | None, now: float) -> float:
     """Seconds until the account may send again under ``rate`` (0: now)."""
     if rate is None:
         return 0.0
-    recent = sorted(t for t in ledger.sends if t > now - rate.per)
+    recent = sorted(min(t, now) for t in ledger.sends if t > now - rate.per)
     if len(recent) < rate.count:
         return 0.0
     return recent[len(recent) - rate.count] + rate.per - now

@@ -1,0 +1,133 @@
+"""Attacks on channel state shared through the remote (issue 23.9): careless and hostile writers
+of the remote's ``refs/pub/*`` (a forged, rolled back or damaged ledger), clones that crash
+between the send and its record, and what is left behind. Real git, real clones of one bare
+remote, a real HTTP platform on 127.0.0.1 (``httpfaults``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from channelkit import channel, configure, prepare, webhook_channel
+from conftest import Site, git
+from httpfaults import Platform
+from test_channels_shared import claim_refs, clone, keys, share_config
+from test_metrics import samples
+
+from gitpub.channels.lease import lease_ref
+
+LEDGER = lease_ref("hook", "hook-account")
+
+
+def forge_ledger(site: Site, ref: str, doc: dict[str, Any] | bytes, *,
+                 blob_only: bool = False) -> str:
+    """Write ``doc`` as the remote's ledger at ``ref`` (a hostile pusher of refs/pub/*)."""
+    raw = doc if isinstance(doc, bytes) else (json.dumps(doc) + "\n").encode()
+    blob = git(site.remote, "hash-object", "-w", "--stdin", input=raw).strip()
+    if blob_only:
+        sha = blob
+    else:
+        tree = git(site.remote, "mktree", input=f"100644 blob {blob}\tledger.json\n".encode())
+        sha = git(site.remote, "commit-tree", tree.strip(), "-m", "forged").strip()
+    git(site.remote, "update-ref", ref, sha)
+    return sha
+
+
+def ledger_doc(**over: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {"format": 2, "channel": "hook", "account": "hook-account",
+                           "holder": None, "sends": [], "attempted": 0, "confirmed": 0,
+                           "settled": 0}
+    doc.update(over)
+    return doc
+
+
+def no_traceback(*outs: str) -> None:
+    for out in outs:
+        assert "Traceback" not in out and "internal error" not in out.lower(), out
+
+
+# -- a forged ledger ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("when", ["1e300", "1e400", "1" + "0" * 400])
+def test_ledger_with_a_send_far_in_the_future_does_not_crash(site: Site, when: str) -> None:
+    """A ledger whose rate window holds a send time beyond any date (valid JSON numbers: a
+    hostile or broken clock; 1e400 is infinity in Python) must not crash push, status or
+    metrics; nothing is sent past a window that says no."""
+    with Platform() as platform:
+        configure(site, webhook_channel(platform.url, extra="    rate: 1/hour\n"))
+        share_config(site)
+        raw = json.dumps(ledger_doc(sends=[12345])).replace("12345", when).encode()
+        forge_ledger(site, LEDGER, raw)
+        job_id = prepare(site)
+        r = site.call("push")
+        no_traceback(r.out, r.err)
+        assert r.code == 1 and f"{LEDGER} (hook) on the remote is unreadable" in r.out, \
+            r.out + r.err
+        for args in (("status", job_id), ("status", "--json", job_id), ("metrics",)):
+            shown = site.call(*args)
+            no_traceback(shown.out, shown.err)
+            assert shown.code == 0, shown.out + shown.err
+        assert platform.requests == []
+
+
+def test_a_clone_whose_clock_runs_ahead_holds_the_window_one_period_at_most(
+        site: Site) -> None:
+    """``1/hour``; another clone's clock ran a day ahead when it sent: its send is in the
+    window as if made now — the next send waits an hour, not a day and an hour."""
+    with Platform() as platform:
+        configure(site, webhook_channel(platform.url, extra="    rate: 1/hour\n"))
+        share_config(site)
+        now = time.time()
+        forge_ledger(site, LEDGER, ledger_doc(sends=[now + 86400], attempted=1))
+        job_id = prepare(site)
+        r = site.call("push")
+        assert r.code == 5, r.out + r.err
+        hook = channel(site, job_id, "hook")
+        assert hook["code"] == "rate_limited", hook
+        assert now + 3600 - 5 < hook["next_attempt_at"] < time.time() + 3600 + 5, hook
+        assert platform.requests == []
+
+
+def test_ledger_holder_expiring_never_does_not_crash(site: Site) -> None:
+    """A forged lease holder whose expiry is 1e300 (and an owner of another host): the ledger
+    is unreadable, said so naming it; nothing is sent and nothing crashes."""
+    with Platform() as platform:
+        configure(site, webhook_channel(platform.url))
+        share_config(site)
+        holder = {"token": "t", "owner": "elsewhere:1:1", "expires_at": 1e300}
+        forge_ledger(site, LEDGER, ledger_doc(holder=holder))
+        job_id = prepare(site)
+        r = site.call("push")
+        no_traceback(r.out, r.err)
+        assert r.code == 1 and f"{LEDGER} (hook) on the remote is unreadable" in r.out, \
+            r.out + r.err
+        shown = site.call("status", job_id)
+        no_traceback(shown.out, shown.err)
+        assert platform.requests == []
+
+
+def test_ledger_pointing_at_a_blob_stops_sends_and_says_so(site: Site) -> None:
+    """The remote's ledger ref points at a blob (or garbage): no send, an error naming the
+    ref; status and metrics still work."""
+    with Platform() as platform:
+        configure(site, webhook_channel(platform.url))
+        share_config(site)
+        forge_ledger(site, LEDGER, b"\x00garbage" * 10, blob_only=True)
+        job_id = prepare(site)
+        r = site.call("push")
+        no_traceback(r.out, r.err)
+        assert r.code != 0
+        assert LEDGER in r.out + r.err, r.out + r.err
+        for args in (("status", job_id), ("metrics",)):
+            shown = site.call(*args)
+            no_traceback(shown.out, shown.err)
+            assert shown.code == 0, shown.out + shown.err
+        assert platform.requests == []
+
+
+# -- crashes between the send and its record ---------------------------------------------------
+
