@@ -110,6 +110,30 @@ def test_ledger_holder_expiring_never_does_not_crash(site: Site) -> None:
         assert platform.requests == []
 
 
+def test_forged_ledger_cannot_inject_lines_into_metrics(site: Site, tmp_path: Path) -> None:
+    """A ledger on the remote names its channel in ``ledger.json``; a forged one naming a
+    channel with a quote and a newline must not write its own samples into ``git pub
+    metrics`` (nor move another channel's counters)."""
+    with Platform() as platform:
+        configure(site, webhook_channel(platform.url))
+        share_config(site)
+        job_id = prepare(site)
+        assert site.call("push").code == 0
+        evil = 'x"} 1\ngitpub_channel_confirmed_total{channel="hook'
+        forge_ledger(site, "refs/pub/channel-leases/x/0123456789abcdef0123",
+                     ledger_doc(channel=evil, attempted=99, confirmed=99))
+        forge_ledger(site, "refs/pub/channel-leases/y/0123456789abcdef0123",
+                     ledger_doc(channel="hook", attempted=50, confirmed=50))
+        other = clone(site, tmp_path)
+        assert other.call("status", job_id).code == 0  # fetches the store
+        r = other.call("metrics")
+        assert r.code == 0, r.err
+        found = samples(r.out)
+        assert found["gitpub_channel_confirmed_total", (("channel", "hook"),)] == 1, r.out
+        assert found["gitpub_channel_attempted_total", (("channel", "hook"),)] == 1, r.out
+        assert not any("\n" in v or '"' in v for _, labels in found for _, v in labels)
+
+
 def test_ledger_pointing_at_a_blob_stops_sends_and_says_so(site: Site) -> None:
     """The remote's ledger ref points at a blob (or garbage): no send, an error naming the
     ref; status and metrics still work."""

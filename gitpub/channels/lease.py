@@ -54,6 +54,8 @@ LEDGER_FILE = "ledger.json"
 SETTLED_DIR = "settled"
 #: The intent keys that may be folded (a tree entry's name); any other keeps its claim ref.
 FOLDABLE_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{2,127}")
+#: A channel's name (``config.channel_rules``): a ledger naming another is not one of ours.
+CHANNEL_NAME = re.compile(r"[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?")
 _FIELDS = {"format", "channel", "account", "holder", "sends", "attempted", "confirmed",
            "settled"}
 
@@ -176,9 +178,7 @@ class Ledgers:
         if sha is None:
             return None, Ledger(channel, account)
         try:
-            ledger = self._parse(sha)
-            if ledger.channel != channel:
-                raise ChannelRecordError(f"it names channel {ledger.channel!r}")
+            ledger = self._parse(sha, name)
         except (ChannelRecordError, KeyError, ValueError) as e:
             raise CorruptStateError(
                 f"channel lease refs/pub/{name} ({channel}) on the remote is unreadable: {e}",
@@ -193,14 +193,15 @@ class Ledgers:
         for rest, sha in sorted(self.repo.list_refs(self.prefix + LEASES).items()):
             name = LEASES + rest
             try:
-                found[name] = self._parse(sha)
+                found[name] = self._parse(sha, name)
             except (ChannelRecordError, KeyError, ValueError) as e:
                 found[name] = CorruptStateError(f"channel lease refs/pub/{name}: {e}")
         return found
 
-    def _parse(self, sha: str) -> Ledger:
-        """The ledger commit ``sha``: its ``ledger.json``, and its tree (the settled
-        intents)."""
+    def _parse(self, sha: str, name: str) -> Ledger:
+        """The ledger commit ``sha`` at ``name``: its ``ledger.json``, and its tree (the
+        settled intents). One naming another channel or account than its ref's (forged, or
+        copied from another ref) is unreadable: its counters are not that account's."""
         try:
             tree = self.repo.commit(sha).tree
             entry = self.repo.lookup(tree, LEDGER_FILE)
@@ -212,7 +213,12 @@ class Ledgers:
             raw = self.repo.blob(entry.sha)
         except CorruptStateError as e:
             raise ChannelRecordError(e.message) from None
-        return replace(parse_ledger(raw), tree=tree)
+        ledger = parse_ledger(raw)
+        if not CHANNEL_NAME.fullmatch(ledger.channel) or \
+                ledger_name(ledger.channel, ledger.account) != name:
+            raise ChannelRecordError(f"it names channel {sanitize(ledger.channel)!r} and "
+                                     "another account than its ref's")
+        return replace(ledger, tree=tree)
 
     def is_settled(self, ledger: Ledger, intent_key: str) -> bool:
         """Whether ``intent_key`` is one of ``ledger``'s settled intents."""
