@@ -155,3 +155,50 @@ def test_ledger_pointing_at_a_blob_stops_sends_and_says_so(site: Site) -> None:
 
 # -- crashes between the send and its record ---------------------------------------------------
 
+def test_crash_after_the_post_is_reconciled_by_another_clone_and_leaves_no_claim(
+        site: Site, tmp_path: Path) -> None:
+    """A dies right after the platform answered (its SENDING record and claim on the remote).
+    B reconciles it — the same key resent, one post — and settles it; A's next run holds no
+    claim ref of its own any more (it used to keep its copy forever)."""
+    with Platform() as platform:
+        configure(site, webhook_channel(platform.url))
+        share_config(site)
+        other = clone(site, tmp_path)
+        job_id = prepare(site)
+        r = site.run("push", env={"GITPUB_CRASH_AT": "channels.sent"})
+        assert r.code != 0
+        assert len(platform.posts) == 1
+        assert prepare(other, "k1") == job_id
+        b = other.call("reconcile")
+        assert b.code == 0, b.out + b.err
+        assert channel(other, job_id, "hook")["status"] == "confirmed"
+        a = site.call("reconcile")
+        assert a.code == 0, a.out + a.err
+        assert channel(site, job_id, "hook")["status"] == "confirmed"
+        assert len(platform.posts) == 1
+        assert len(set(keys(platform.requests))) == 1
+    assert claim_refs(other) == (0, 0)
+    assert claim_refs(site) == (0, 0)
+
+
+def test_lost_reply_of_the_sending_push_sends_once(site: Site, tmp_path: Path) -> None:
+    """The SENDING push lands but the process dies before it hears so (before its own ref
+    follows, before any send): whichever clone comes next must not post as new twice; the key
+    reaches the platform as one post."""
+    with Platform() as platform:
+        configure(site, webhook_channel(platform.url))
+        share_config(site)
+        other = clone(site, tmp_path)
+        job_id = prepare(site)
+        r = site.run("push", env={"GITPUB_CRASH_AT": "channels.sending-recorded"})
+        assert r.code != 0
+        assert platform.requests == []
+        assert prepare(other, "k1") == job_id
+        for who in (other, site, other):
+            out = who.call("reconcile")
+            no_traceback(out.out, out.err)
+        assert len(platform.posts) == 1
+        assert channel(site, job_id, "hook")["status"] == "confirmed"
+        assert channel(other, job_id, "hook")["status"] == "confirmed"
+    assert claim_refs(other) == (0, 0)
+    assert claim_refs(site) == (0, 0)
