@@ -7,14 +7,18 @@ remote, a real HTTP platform on 127.0.0.1 (``httpfaults``).
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import time
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
-from channelkit import channel, configure, prepare, webhook_channel
-from conftest import Site, git
-from httpfaults import Platform
+from channelkit import FAST_RETRY, channel, configure, prepare, webhook_channel
+from conftest import Site, git, spawn, wait_stopped
+from httpfaults import Platform, serving
 from test_channels_shared import claim_refs, clone, keys, share_config
 from test_metrics import samples
 
@@ -202,3 +206,93 @@ def test_lost_reply_of_the_sending_push_sends_once(site: Site, tmp_path: Path) -
         assert channel(other, job_id, "hook")["status"] == "confirmed"
     assert claim_refs(other) == (0, 0)
     assert claim_refs(site) == (0, 0)
+
+
+# -- secrets ----------------------------------------------------------------------------------
+
+class _Echo(BaseHTTPRequestHandler):
+    """A careless platform: its answers quote the request's Authorization header back."""
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        said = self.headers.get("Authorization", "").split()[-1]
+        body = json.dumps({"ok": False, "error": f"not allowed: {said}",
+                           "id": said, "url": f"https://x.example/{said}"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def all_bytes(repo: Path) -> bytes:
+    """Every object of ``repo`` (bare or not) and every file of its git directory."""
+    gitdir = repo if (repo / "objects").is_dir() else repo / ".git"
+    objects = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch", "--unordered"],
+                             cwd=repo, capture_output=True, check=True).stdout
+    files = b"".join(p.read_bytes() for p in gitdir.rglob("*")
+                     if p.is_file() and "objects" not in p.parts)
+    return objects + files
+
+
+def test_a_token_the_platform_quotes_back_is_never_stored(site: Site, tmp_path: Path) -> None:
+    """The webhook's token (expanded from the environment at send time) comes back in the
+    platform's answer — its error text, its id, its URL. It reaches no object, ref, file of
+    any clone's git directory or the remote, and no output."""
+    token = "Zq7" + "w4Rt" * 8  # no known token format: only the configured value says so
+    env = {"HOOK_TOKEN": token}
+    with serving(_Echo, "/hook") as url:
+        configure(site, webhook_channel(
+            url, retry=FAST_RETRY,
+            extra="    headers: {Authorization: \"Bearer ${HOOK_TOKEN}\"}\n"))
+        share_config(site)
+        job_id = prepare(site)
+        a = site.run("push", env=env)
+        other = clone(site, tmp_path)
+        b = other.run("reconcile", env=env)
+        shown = [who.run(*args, env=env) for who in (site, other)
+                 for args in (("status", job_id), ("status", "--json", job_id),
+                              ("log", "--json", job_id), ("metrics",))]
+    assert channel(site, job_id, "hook")["status"] in ("unknown", "needs_manual")
+    outputs = "".join(r.out + r.err for r in (a, b, *shown)).encode()
+    for where in (all_bytes(site.remote), all_bytes(site.path), all_bytes(other.path), outputs):
+        assert token.encode() not in where
+
+
+# -- three clones, one killed -9 at every point of a send ----------------------------------------
+
+@pytest.mark.parametrize("point", ["channels.sending-recorded", "channels.claimed",
+                                   "channels.sent", "channels.outcome-recorded"])
+# -- a ledger deleted or rolled back on the remote ---------------------------------------------
+
+def _ledger_deleted_after_a_send(site: Site, tmp_path: Path) -> tuple[Site, list[float]]:
+    """A confirmed send, then the account's ledger deleted on the remote (what the hint of an
+    unreadable ledger tells a person to do), then another send: the attempted counter as
+    ``metrics`` shows it after each step, on a clone that fetched."""
+    with Platform() as platform:
+        configure(site, webhook_channel(platform.url))
+        share_config(site)
+        prepare(site, "k1", "posts/one.md")
+        assert site.call("push").code == 0
+        seen = [attempted_of(site)]
+        git(site.remote, "update-ref", "-d", LEDGER)
+        other = clone(site, tmp_path)
+        job = prepare(other, "k2", "posts/two.md")
+        assert other.call("push").code == 0
+        assert other.call("reconcile").code == 0
+        assert site.call("reconcile").code == 0
+        seen.append(attempted_of(site))
+        assert len(platform.posts) == 2, "the first job's confirmed record is never re-sent"
+        assert channel(site, job, "hook")["status"] == "confirmed"
+    return other, seen
+
+
+def attempted_of(site: Site) -> float:
+    r = site.call("metrics")
+    assert r.code == 0, r.err
+    return samples(r.out).get(("gitpub_channel_attempted_total", (("channel", "hook"),)), 0.0)
+
+
