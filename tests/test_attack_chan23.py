@@ -338,3 +338,46 @@ def test_a_deleted_ledger_does_not_lower_the_attempted_counter(site: Site,
                                                                tmp_path: Path) -> None:
     _, seen = _ledger_deleted_after_a_send(site, tmp_path)
     assert seen == [1, 2], seen
+
+
+# -- a forged shared record ---------------------------------------------------------------------
+
+def test_forged_intent_key_in_a_shared_record_touches_no_other_ref(site: Site,
+                                                                   tmp_path: Path) -> None:
+    """A pusher of refs/pub/* rewrites a confirmed record's intent key into a path
+    (``../../heads/main``) on the remote's job ref; a clone reading it touches no ref outside
+    its claims, and nothing is posted."""
+    with Platform() as platform:
+        configure(site, webhook_channel(platform.url))
+        share_config(site)
+        job_id = prepare(site)
+        assert site.call("push").code == 0
+        ref = f"refs/pub/jobs/{job_id}"
+        record = json.loads(git(site.remote, "show", f"{ref}:channels/hook.json"))
+        record["intent_key"] = "../../heads/main"
+        blob = git(site.remote, "hash-object", "-w", "--stdin",
+                   input=json.dumps(record).encode()).strip()
+        env_index = tmp_path / "forge.index"
+        forge = {"GIT_INDEX_FILE": str(env_index)}
+        subprocess.run(["git", "read-tree", f"{ref}^{{tree}}"], cwd=site.remote, check=True,
+                       env={**os.environ, **forge})
+        subprocess.run(["git", "update-index", "--cacheinfo",
+                        f"100644,{blob},channels/hook.json"], cwd=site.remote, check=True,
+                       env={**os.environ, **forge})
+        tree = subprocess.run(["git", "write-tree"], cwd=site.remote, check=True,
+                              capture_output=True, env={**os.environ, **forge}).stdout
+        message = git(site.remote, "log", "-1", "--format=%B", ref)
+        forged = git(site.remote, "commit-tree", tree.decode().strip(), "-p", ref, "-m",
+                     message).strip()
+        git(site.remote, "update-ref", ref, forged)
+        other = clone(site, tmp_path)
+        main = git(other.path, "rev-parse", "refs/heads/main").strip()
+        git(other.path, "update-ref", "refs/pub/channel-claims/x", main)  # a decoy
+        assert prepare(other, "k1") == job_id
+        for who in (other, site):
+            r = who.call("reconcile")
+            no_traceback(r.out, r.err)
+        assert channel(other, job_id, "hook")["intent_key"] == "../../heads/main"
+        assert git(other.path, "rev-parse", "refs/heads/main").strip() == main
+        assert git(site.path, "rev-parse", "--verify", "-q", "refs/heads/main").strip()
+        assert len(platform.posts) == 1
