@@ -381,3 +381,25 @@ def test_forged_intent_key_in_a_shared_record_touches_no_other_ref(site: Site,
         assert git(other.path, "rev-parse", "refs/heads/main").strip() == main
         assert git(site.path, "rev-parse", "--verify", "-q", "refs/heads/main").strip()
         assert len(platform.posts) == 1
+
+
+def test_a_lease_longer_than_any_clone_takes_does_not_hold_the_account_for_ever(
+        site: Site) -> None:
+    """The account's ledger says another host holds its lease for ten years (forged, or a
+    clock far ahead): no clone takes a lease longer than the channel's ``lease`` (plus an hour
+    of clock skew), so this one is no lease — the send goes now, once."""
+    with Platform() as platform:
+        configure(site, webhook_channel(platform.url))
+        share_config(site)
+        holder = {"token": "t", "owner": "elsewhere:1:1",
+                  "expires_at": time.time() + 10 * 365 * 86400}
+        forge_ledger(site, LEDGER, ledger_doc(holder=holder))
+        job_id = prepare(site)
+        r = site.call("push")
+        assert r.code == 0, r.out + r.err
+        assert channel(site, job_id, "hook")["status"] == "confirmed"
+        assert len(platform.posts) == 1
+
+
+# -- a remote without atomic push ---------------------------------------------------------------
+

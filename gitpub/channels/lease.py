@@ -148,8 +148,18 @@ def parse_ledger(raw: bytes) -> Ledger:
                   counters[0], counters[1], counters[2])
 
 
-def live_holder(holder: Holder | None, now: float) -> bool:
-    return holder is not None and holder.expires_at > now and owner_alive(holder.owner)
+#: Seconds a lease's expiry may lie beyond the longest one a clone takes (its clock ahead).
+CLOCK_SLACK = 3600.0
+
+
+def live_holder(holder: Holder | None, now: float, longest: float | None = None) -> bool:
+    """Whether ``holder`` still holds its lease. ``longest``: the longest lease a clone takes
+    for the channel (``lease``): one running further than that (and ``CLOCK_SLACK``) was
+    never taken by a clone with a sane clock — forged, or a clock far off — and holds
+    nothing (else it would stop the account for as long as it says)."""
+    if holder is None or holder.expires_at <= now or not owner_alive(holder.owner):
+        return False
+    return longest is None or holder.expires_at <= now + longest + CLOCK_SLACK
 
 
 def rate_wait(ledger: Ledger, rate: Rate | None, now: float) -> float:
