@@ -403,3 +403,28 @@ def test_a_lease_longer_than_any_clone_takes_does_not_hold_the_account_for_ever(
 
 # -- a remote without atomic push ---------------------------------------------------------------
 
+def test_without_atomic_push_two_clones_racing_post_once(site: Site, tmp_path: Path) -> None:
+    """The remote does not advertise atomic pushes: the ledger, the job and the claim go one
+    after the other. Three clones holding the same request race: one post, confirmed on
+    every clone, no claim left, the counters say one send."""
+    git(site.remote, "config", "receive.advertiseAtomic", "false")
+    with Platform(["delay:0.5"]) as platform:
+        configure(site, webhook_channel(platform.url))
+        share_config(site)
+        others = [clone(site, tmp_path, f"clone-{n}") for n in "bc"]
+        job_id = prepare(site)
+        assert all(prepare(o, "k1") == job_id for o in others)
+        racers = [spawn(site, "push"), *(spawn(o, "reconcile") for o in others)]
+        for proc in racers:
+            out, err = proc.communicate(timeout=120)
+            no_traceback(out.decode(), err.decode())
+        for who in (site, *others, site):
+            r = who.call("reconcile")
+            no_traceback(r.out, r.err)
+        assert len(platform.posts) == 1
+        assert len(set(keys(platform.requests))) == 1
+        for who in (site, *others):
+            assert channel(who, job_id, "hook")["status"] == "confirmed"
+        ledger = json.loads(git(site.remote, "show", f"{LEDGER}:ledger.json"))
+    assert ledger["confirmed"] == 1 and ledger["holder"] is None, ledger
+    assert [claim_refs(who) for who in (site, *others)] == [(0, 0)] * 3
