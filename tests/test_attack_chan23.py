@@ -428,3 +428,28 @@ def test_without_atomic_push_two_clones_racing_post_once(site: Site, tmp_path: P
         ledger = json.loads(git(site.remote, "show", f"{LEDGER}:ledger.json"))
     assert ledger["confirmed"] == 1 and ledger["holder"] is None, ledger
     assert [claim_refs(who) for who in (site, *others)] == [(0, 0)] * 3
+
+
+# -- a channel whose URL changed between clones ------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="not fixed: the intent (and same_intent) do not cover "
+                   "a webhook's url; see the attack report")
+def test_an_unknown_outcome_is_not_resent_to_another_url(site: Site, tmp_path: Path) -> None:
+    """A's send to URL 1 is unknown (a 500: the post may exist there). B's configuration
+    points the channel at URL 2: reconciling it there is not a same-key resend to the
+    platform that may hold the post, it is a first post elsewhere — it needs a person
+    (``channel_changed``), as an account or kind change does."""
+    with Platform(["500"]) as first, Platform() as second:
+        retry = "{max_attempts: 3, backoff_base: 2, backoff_max: 2, jitter: 0}"
+        configure(site, webhook_channel(first.url, retry=retry))
+        share_config(site)
+        job_id = prepare(site)
+        assert site.call("push").code == 5
+        other = clone(site, tmp_path)
+        configure(other, webhook_channel(second.url, retry=retry))
+        assert prepare(other, "k1") == job_id
+        time.sleep(2.5)  # the reconciliation is due
+        r = other.call("reconcile")
+        no_traceback(r.out, r.err)
+        assert second.requests == [], "the key went to a platform that never saw it"
+        assert channel(other, job_id, "hook")["code"] == "channel_changed"
