@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 import uuid
 from enum import Enum
 
@@ -23,6 +22,7 @@ from gitpub.channels.model import (
     Outcome,
     Sent,
     Status,
+    utc_stamp,
 )
 from gitpub.config.model import ChannelSpec, RetryPolicy
 from gitpub.core.sanitize import sanitize
@@ -173,7 +173,7 @@ def orphaned(record: ChannelRecord, now: float, what: str) -> ChannelRecord:
 def rate_limited(record: ChannelRecord, now: float, at: float, rate: str) -> ChannelRecord:
     """Not sent yet: the account's rate allows the next send at ``at`` (every clone's sends
     count in the same window)."""
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+    stamp = utc_stamp(at)
     return record.evolve(next_attempt_at=at, updated_at=now, code="rate_limited",
                          detail=f"rate limit {rate}: next send at {stamp} "
                                 f"(in {max(1, round(at - now))}s)")

@@ -329,7 +329,7 @@ class Driver:
             now = time.time()
             if record.status in IN_FLIGHT:
                 assert record.holder is not None
-                if live_holder(record.holder, now):
+                if live_holder(record.holder, now, spec.lease_seconds):
                     notes.append(f"{name}: being sent by {shown_owner(record.holder.owner)} "
                                  f"(its lease runs {record.holder.expires_at - now:.0f}s more)")
                     return job
@@ -392,7 +392,7 @@ class Driver:
         name, now = spec.name, time.time()
         key: Account = (name, record.account)
         _, ledger = self.state.ledgers.read(*key)
-        if live_holder(ledger.holder, now):
+        if live_holder(ledger.holder, now, spec.lease_seconds):
             assert ledger.holder is not None
             notes.append(f"{name}: another worker holds the {spec.account} lease "
                          f"({shown_owner(ledger.holder.owner)})")

@@ -54,6 +54,8 @@ LEDGER_FILE = "ledger.json"
 SETTLED_DIR = "settled"
 #: The intent keys that may be folded (a tree entry's name); any other keeps its claim ref.
 FOLDABLE_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{2,127}")
+#: A channel's name (``config.channel_rules``): a ledger naming another is not one of ours.
+CHANNEL_NAME = re.compile(r"[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?")
 _FIELDS = {"format", "channel", "account", "holder", "sends", "attempted", "confirmed",
            "settled"}
 
@@ -98,7 +100,9 @@ class Ledger:
               count: bool) -> Ledger:
         """The lease given to ``holder``; ``count``: a send starts now (in the window)."""
         window = rate.per if rate is not None else 0.0
-        sends = tuple(t for t in self.sends if t > now - window)
+        # A send dated after now (a clone whose clock runs ahead, a forged ledger) is kept as
+        # made now: it holds the window one period at most, never for ever.
+        sends = tuple(min(t, now) for t in self.sends if t > now - window)
         return replace(self, holder=holder, sends=(*sends, now) if count else sends)
 
     def released(self, token: str, uncount: float | None = None) -> Ledger:
@@ -144,15 +148,25 @@ def parse_ledger(raw: bytes) -> Ledger:
                   counters[0], counters[1], counters[2])
 
 
-def live_holder(holder: Holder | None, now: float) -> bool:
-    return holder is not None and holder.expires_at > now and owner_alive(holder.owner)
+#: Seconds a lease's expiry may lie beyond the longest one a clone takes (its clock ahead).
+CLOCK_SLACK = 3600.0
+
+
+def live_holder(holder: Holder | None, now: float, longest: float | None = None) -> bool:
+    """Whether ``holder`` still holds its lease. ``longest``: the longest lease a clone takes
+    for the channel (``lease``): one running further than that (and ``CLOCK_SLACK``) was
+    never taken by a clone with a sane clock — forged, or a clock far off — and holds
+    nothing (else it would stop the account for as long as it says)."""
+    if holder is None or holder.expires_at <= now or not owner_alive(holder.owner):
+        return False
+    return longest is None or holder.expires_at <= now + longest + CLOCK_SLACK
 
 
 def rate_wait(ledger: Ledger, rate: Rate | None, now: float) -> float:
     """Seconds until the account may send again under ``rate`` (0: now)."""
     if rate is None:
         return 0.0
-    recent = sorted(t for t in ledger.sends if t > now - rate.per)
+    recent = sorted(min(t, now) for t in ledger.sends if t > now - rate.per)
     if len(recent) < rate.count:
         return 0.0
     return recent[len(recent) - rate.count] + rate.per - now
@@ -174,9 +188,7 @@ class Ledgers:
         if sha is None:
             return None, Ledger(channel, account)
         try:
-            ledger = self._parse(sha)
-            if ledger.channel != channel:
-                raise ChannelRecordError(f"it names channel {ledger.channel!r}")
+            ledger = self._parse(sha, name)
         except (ChannelRecordError, KeyError, ValueError) as e:
             raise CorruptStateError(
                 f"channel lease refs/pub/{name} ({channel}) on the remote is unreadable: {e}",
@@ -191,14 +203,15 @@ class Ledgers:
         for rest, sha in sorted(self.repo.list_refs(self.prefix + LEASES).items()):
             name = LEASES + rest
             try:
-                found[name] = self._parse(sha)
+                found[name] = self._parse(sha, name)
             except (ChannelRecordError, KeyError, ValueError) as e:
                 found[name] = CorruptStateError(f"channel lease refs/pub/{name}: {e}")
         return found
 
-    def _parse(self, sha: str) -> Ledger:
-        """The ledger commit ``sha``: its ``ledger.json``, and its tree (the settled
-        intents)."""
+    def _parse(self, sha: str, name: str) -> Ledger:
+        """The ledger commit ``sha`` at ``name``: its ``ledger.json``, and its tree (the
+        settled intents). One naming another channel or account than its ref's (forged, or
+        copied from another ref) is unreadable: its counters are not that account's."""
         try:
             tree = self.repo.commit(sha).tree
             entry = self.repo.lookup(tree, LEDGER_FILE)
@@ -210,7 +223,12 @@ class Ledgers:
             raw = self.repo.blob(entry.sha)
         except CorruptStateError as e:
             raise ChannelRecordError(e.message) from None
-        return replace(parse_ledger(raw), tree=tree)
+        ledger = parse_ledger(raw)
+        if not CHANNEL_NAME.fullmatch(ledger.channel) or \
+                ledger_name(ledger.channel, ledger.account) != name:
+            raise ChannelRecordError(f"it names channel {sanitize(ledger.channel)!r} and "
+                                     "another account than its ref's")
+        return replace(ledger, tree=tree)
 
     def is_settled(self, ledger: Ledger, intent_key: str) -> bool:
         """Whether ``intent_key`` is one of ``ledger``'s settled intents."""

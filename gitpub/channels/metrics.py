@@ -100,6 +100,11 @@ def gather(store: JobStore, prefix: str, now: float | None = None) -> Snapshot:
     return snap
 
 
+def _label(value: str) -> str:
+    """A label value escaped as the exposition format wants (backslash, quote, newline)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 def _num(value: float) -> str:
     return repr(float(value)) if value != int(value) else f"{int(value)}"
 
@@ -147,9 +152,9 @@ def render(snap: Snapshot) -> str:
                    "Idempotency keys reused with different content, refused.",
                    [("", snap.key_reused)])
     out += _family("gitpub_channel_attempted", "counter", "Channel sends attempted.",
-                   [(f'{{channel="{c}"}}', n) for c, n in sorted(snap.attempted.items())])
+                   [(f'{{channel="{_label(c)}"}}', n) for c, n in sorted(snap.attempted.items())])
     out += _family("gitpub_channel_confirmed", "counter", "Channel sends confirmed.",
-                   [(f'{{channel="{c}"}}', n) for c, n in sorted(snap.confirmed.items())])
+                   [(f'{{channel="{_label(c)}"}}', n) for c, n in sorted(snap.confirmed.items())])
     out += _family("gitpub_unreadable_jobs", "gauge", "Jobs whose state cannot be read.",
                    [("", snap.unreadable)])
     return "\n".join(out) + "\n"

@@ -27,6 +27,7 @@ store naming the job and never overwritten.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from enum import StrEnum
@@ -209,7 +210,7 @@ def _when(at: float | None, now: float) -> str | None:
     """``at`` for people: the UTC time and how far ahead (None: not in the future)."""
     if at is None or at <= now:
         return None
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+    stamp = utc_stamp(at)
     return f"at {stamp} (in {max(1, round(at - now))}s)"
 
 
@@ -242,10 +243,39 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+#: The largest integer a record holds (a counter, a time): beyond it a document is forged or
+#: broken (and would overflow a float or a C time).
+MAX_INT = 2**53
+
+
+def _finite(text: str) -> float:
+    value = float(text)  # 1e400 is a valid JSON number, and infinity in Python
+    if not math.isfinite(value) or abs(value) > MAX_INT:
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def _bounded(text: str) -> int:
+    value = int(text)
+    if abs(value) > MAX_INT:
+        raise ValueError(f"{text[:20]}... is out of range")
+    return value
+
+
+def utc_stamp(at: float) -> str:
+    """``at`` as a UTC time for people; one beyond the calendar (a forged or broken value)
+    says so instead of raising."""
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+    except (OverflowError, OSError, ValueError):
+        return "a time beyond the calendar"
+
+
 def load_object(raw: bytes, what: str, version: int = FORMAT_VERSION) -> dict[str, Any]:
     """A JSON object of format ``version``, or ``ChannelRecordError`` saying what is wrong."""
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant,
+                          parse_float=_finite, parse_int=_bounded)
     except (UnicodeDecodeError, ValueError) as e:
         raise ChannelRecordError(f"{what} is not valid JSON ({e})") from None
     _check(isinstance(data, dict), f"{what} is not an object")

@@ -48,7 +48,7 @@ from gitpub import __version__
 from gitpub.channels.adapters import Intent, code
 from gitpub.channels.model import NotSent, Outcome, Sent, Unknown
 from gitpub.config.model import ChannelSpec
-from gitpub.core.sanitize import sanitize
+from gitpub.core.sanitize import remember_secret, sanitize
 
 _ENV_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: The longest connect phase we wait for, whatever the channel's timeout.
@@ -145,6 +145,11 @@ class WebhookAdapter:
                 headers[name] = expand(value, self.env)
             except KeyError as e:
                 return NotSent(False, f"environment variable {e.args[0]} is not set")
+            # A platform may quote them back (an error text, an id): never stored, shown —
+            # also when no rule recognises them (a rule that does names their kind).
+            for ref in _ENV_REF_RE.findall(value):
+                if sanitize(self.env[ref]) == self.env[ref]:
+                    remember_secret(self.env[ref], "webhook-header")
         headers.update({"Content-Type": "application/json", "Idempotency-Key": intent.key,
                         "User-Agent": f"gitpub/{__version__}"})
         return headers
