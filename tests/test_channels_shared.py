@@ -312,6 +312,39 @@ def test_four_workers_of_two_clones_racing_send_once_under_1_per_hour(
     assert attempted(site, "hook") == 1
 
 
+def test_a_decision_made_on_an_older_ledger_is_made_again(site: Site, tmp_path: Path) -> None:
+    """``1/hour``. A worker of clone A decides to send on the ledger it fetched (empty) and is
+    frozen; clone B sends meanwhile; another process of clone A fetches the store (its
+    tracking refs now hold B's ledger). The frozen worker resumes: its write would be a
+    compare-and-swap against the *newer* ledger, so it must decide again on it — held back by
+    the window — not add its send to B's (two posts in the hour)."""
+    with Platform(default="ok") as platform:
+        configure(site, webhook_channel(platform.url, extra="    rate: 1/hour\n"))
+        share_config(site)
+        other = clone(site, tmp_path)
+        jobs = []
+        for s, key in ((site, "a1"), (other, "b1")):
+            jobs.append(prepare(s, key, f"posts/{key}.md"))
+            r = s.run("push", env={"GITPUB_CRASH_AT": "channels.initialized"})
+            assert r.code == -signal.SIGKILL, r.err
+        frozen = spawn(site, "reconcile", env={"GITPUB_PAUSE_AT": "channels.decided"})
+        try:
+            wait_stopped(frozen.pid)
+            b = other.run("reconcile")
+            assert len(platform.requests) == 1, b.out + b.err
+            # Another gitpub process of clone A fetches the store (as any command does).
+            git(site.path, "fetch", "-q", "origin",
+                "+refs/pub/channel-leases/*:refs/pub/remote/origin/channel-leases/*")
+        finally:
+            os.kill(frozen.pid, signal.SIGCONT)
+        _, err = frozen.communicate(timeout=120)
+        assert len(platform.requests) == 1, (keys(platform.requests), err)
+        site.call("reconcile")
+        records = {j: without_hint(channel(site, j, "hook")) for j in jobs}
+    assert sorted((r["status"], r["code"]) for r in records.values()) == [
+        ("confirmed", None), ("pending", "rate_limited")], records
+
+
 # -- nothing secret on the remote ------------------------------------------------------------
 
 def test_no_webhook_secret_in_any_remote_object_or_ref(site: Site, tmp_path: Path) -> None:

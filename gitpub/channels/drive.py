@@ -39,7 +39,7 @@ from gitpub.channels import decide
 from gitpub.channels.adapters import Adapter, CommandAdapter, Intent, code
 from gitpub.channels.claim import CLAIMS, Claims
 from gitpub.channels.decide import Action
-from gitpub.channels.lease import Ledger, live_holder, rate_wait
+from gitpub.channels.lease import Ledger, LedgerMoved, live_holder, rate_wait
 from gitpub.channels.live import check_live, new_live_record
 from gitpub.channels.model import (
     IN_FLIGHT,
@@ -385,9 +385,10 @@ class Driver:
         return job
 
     def _act(self, job: Job, spec: ChannelSpec, dist: Distribution, record: ChannelRecord,
-             action: Action, notes: list[str]) -> tuple[Job, bool]:
+             action: Action, notes: list[str], again: int = 3) -> tuple[Job, bool]:
         """Send (or reconcile) under the account's lease: the intent on the remote first (see
-        the module docstring). ``(job, go on with this channel)``."""
+        the module docstring). ``(job, go on with this channel)``. ``again``: how many more
+        times to decide again when the ledger moves under the decision."""
         assert self.state.ledgers is not None and self.state.writer is not None
         name, now = spec.name, time.time()
         key: Account = (name, record.account)
@@ -419,11 +420,29 @@ class Driver:
             claim, reason = None, f"{name}: reconciling: {how}"
             phase, point = Stage.RECONCILE, "channels.reconciling-recorded"
 
-        def take(ledger: Ledger) -> Ledger:
-            return ledger.taken(holder, now, spec.rate, count=counts)
+        def take(current: Ledger) -> Ledger:
+            # The write is built on the ledger as fetched *now*, and its compare-and-swap is
+            # against that value: another process of this clone may have fetched a newer one
+            # since the decision above. The decision must hold on it too, or be made again.
+            if current != ledger and (
+                    live_holder(current.holder, now, spec.lease_seconds)
+                    or (counts and rate_wait(current, spec.rate, now) > 0)
+                    or (sends and self.state.ledgers is not None
+                        and self.state.ledgers.is_settled(current, record.intent_key))):
+                raise LedgerMoved(name)
+            return current.taken(holder, now, spec.rate, count=counts)
 
-        tried = self.state.attempt(job, {name: start}, phase, reason, edits={key: take},
-                                   claim=claim, landed_point=point)
+        if sends:
+            crash_point("channels.decided")
+        try:
+            tried = self.state.attempt(job, {name: start}, phase, reason, edits={key: take},
+                                       claim=claim, landed_point=point)
+        except LedgerMoved:
+            if again <= 0:
+                notes.append(f"{name}: the {spec.account} ledger kept moving; the next run "
+                             "decides again")
+                return job, False
+            return self._act(job, spec, dist, record, action, notes, again - 1)
         release = _releasing(holder.token, now if counts else None)
         if not tried.landed:
             return self._not_started(job, spec, record, start, tried, key, release, notes)

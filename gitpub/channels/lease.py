@@ -126,6 +126,12 @@ class Ledger:
         return replace(self, folding=(*self.folding, *intent_keys))
 
 
+class LedgerMoved(Exception):
+    """The ledger a write is built on is not the one its decision read, and the decision does
+    not hold on it (another process of this clone fetched a newer one meanwhile: the
+    compare-and-swap would be against that one). Nothing was pushed; decide again."""
+
+
 def parse_ledger(raw: bytes) -> Ledger:
     data = load_object(raw, "channel lease", LEDGER_FORMAT)
     if set(data) != _FIELDS:

@@ -54,6 +54,7 @@ CRASH_POINTS: tuple[str, ...] = (
     "fold.pushed",
     "fold.noted",
     "channels.initialized",
+    "channels.decided",  # a send decided on the ledger as fetched; nothing written yet
     "channels.sending-recorded",
     "channels.claimed",
     "channels.sent",
