@@ -22,10 +22,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from netfaults import GitDaemon
@@ -170,6 +170,8 @@ class Site:
             cwd=self.path, capture_output=True, check=True).stdout
 
 
+T = TypeVar("T")
+
 HERMETIC = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_AUTHOR_NAME": "Test Writer",
@@ -216,15 +218,52 @@ def make_site(tmp_path: Path, env: dict[str, str], name: str = "site") -> Site:
         new_site(where, env)
         _TEMPLATES[key] = where
     template = _TEMPLATES[key]
-    shutil.copytree(template / "site", path, symlinks=True)
-    shutil.copytree(template / "site-remote.git", remote, symlinks=True)
-    fetch_head = path / ".git/FETCH_HEAD"
-    fetch_head.write_bytes(fetch_head.read_bytes().replace(
-        str(template / "site-remote.git").encode(), str(remote).encode()))
     site = Site(path, remote, env, [path, remote])
-    site.git("remote", "set-url", "origin", str(remote))
-    site.git("update-index", "-q", "--refresh")  # the copies' inodes are new
+    _copy_repos(template / "site", template / "site-remote.git", site)
     return site
+
+
+def _copy_repos(path: Path, remote: Path, site: Site) -> None:
+    """Copies of ``path`` and its ``remote`` as ``site``'s: its remote URL and FETCH_HEAD naming
+    its own remote, the index refreshed."""
+    for src, dst in ((path, site.path), (remote, site.remote)):
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(src, dst, symlinks=True)
+    fetch_head = site.path / ".git/FETCH_HEAD"
+    if fetch_head.exists():
+        fetch_head.write_bytes(fetch_head.read_bytes().replace(
+            str(remote).encode(), str(site.remote).encode()))
+    site.git("remote", "set-url", "origin", str(site.remote))
+    site.git("update-index", "-q", "--refresh")  # the copies' inodes are new
+
+
+#: Per test process: set-ups made once and copied, by (name, git environment): the template
+#: site they were made in and what the set-up returned.
+_SET_UPS: dict[tuple[object, ...], tuple[Site, Any]] = {}
+
+
+def set_up_once(site: Site, name: str, build: Callable[[Site, Path], T]) -> T:
+    """``build(template, directory)`` made once per test process in a template site of its own
+    (dates are fixed: the same first commit, the same commits after it), whose repositories are
+    then copied over ``site``'s; returns what ``build`` returned. For a kill matrix: the set-up
+    before the kill is not the point, the kill (in a process of its own) is. Other repositories
+    ``build`` makes in ``directory`` (``other_writer``) stay there, not copied; ``site``'s
+    remote URL stays (the template's is a path: a daemon's site publishes its set-up there)."""
+    home = Path(os.environ.get("HOME", "/nonexistent"))
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME", home / ".config"))
+    if (home / ".gitconfig").exists() or (xdg / "git/config").exists():
+        return build(site, site.path.parent)  # the user's configuration may shape it
+    key = (name, *sorted((k, v) for k, v in os.environ.items() if k.startswith("GIT_")))
+    if key not in _SET_UPS:
+        where = Path(tempfile.mkdtemp(prefix="gitpub-set-up-"))
+        atexit.register(shutil.rmtree, where, True)
+        template = make_site(where, site.env)
+        _SET_UPS[key] = template, build(template, where)
+    template, made = _SET_UPS[key]
+    url = site.git("remote", "get-url", "origin").strip()  # a daemon's, say: kept
+    _copy_repos(template.path, template.remote, site)
+    site.git("remote", "set-url", "origin", url)
+    return made
 
 
 def new_site(tmp_path: Path, env: dict[str, str], name: str = "site") -> Site:

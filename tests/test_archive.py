@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from conftest import Site, git, spawn, wait_stopped
+from conftest import Site, git, set_up_once, spawn, wait_stopped
 from netfaults import GitDaemon
 from test_delivery import article, prepare, remote_job_ids
 from test_shared import branch_tip, node
@@ -148,9 +148,10 @@ def test_a_fold_killed_at_each_point_loses_nothing(site: Site, daemon: GitDaemon
                                                    point: str) -> None:
     """SIGKILL at every crash point of the fold: each job is still found (ref, archive, or
     both), and the next fold leaves each in the archive once."""
+    # three published jobs (made once per test process and copied in), then the fold's remote
+    ids = set_up_once(site, "archive-fold", lambda t, d: publish(t, ["a", "b", "c"]))
     if point == "fold.archive-pushed":
         git(site.remote, "config", "receive.advertiseAtomic", "false")
-    ids = publish(site, ["a", "b", "c"])
     site.write_config(FOLD)
     r = site.run("reconcile", env={"GITPUB_CRASH_AT": point})
     assert r.code == -signal.SIGKILL, r.out + r.err

@@ -6,22 +6,25 @@ environment has the build backend — the ``[test]`` extra brings it — so no r
 needed). Its contents are checked: the package with its JSON Schemas, man page and completions
 (also as data files for ``<prefix>/share``), and nothing of the tests, benchmarks or corpora.
 
-It is then installed into a new virtual environment that has none of the test tools. The
-runtime dependencies are taken from this environment — each distribution the wheel's metadata
-requires, and what those require, copied with its ``dist-info`` — so ``pip install --no-index``
-resolves the wheel's requirements against them, offline, and fails if the metadata asks for
-anything the runtime closure lacks. ``git-pub --version`` and ``git-pub demo`` must then work.
+It is then installed into a new virtual environment that has none of the test tools (nor pip:
+this environment's pip installs into it with ``--python``). The runtime dependencies are taken
+from this environment — each distribution the wheel's metadata requires, and what those
+require, copied with its ``dist-info`` — so ``pip install --no-index`` resolves the wheel's
+requirements against them, offline, and fails if the metadata asks for anything the runtime
+closure lacks. ``git-pub --version`` and ``git-pub demo`` must then work.
 """
 
 from __future__ import annotations
 
 import email
+import fcntl
 import importlib.metadata as md
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -66,9 +69,7 @@ def _pip_env(home: Path) -> dict[str, str]:
             "PIP_NO_INPUT": "1", "PIP_NO_CACHE_DIR": "1"}
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("wheel")
+def _build_wheel(base: Path) -> Path:
     src, out = base / "src", base / "dist"
     src.mkdir()
     _copy_source(src)
@@ -81,6 +82,24 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
     (built,) = out.glob("gitpub-*.whl")
     return built
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, built once per test run: the xdist workers of one run share the parent of
+    their base temporary directories, and the first to take the lock builds it there."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # this run's own directory, never an earlier run's
+    with (shared / "gitpub-wheel.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / "gitpub-wheel"
+        if not done.is_dir():
+            base = Path(tempfile.mkdtemp(prefix="gitpub-wheel-", dir=shared))
+            _build_wheel(base)
+            base.rename(done)
+        (built,) = (done / "dist").glob("gitpub-*.whl")
+        return built
 
 
 def test_the_wheel_holds_the_package_and_nothing_of_the_tests(wheel: Path) -> None:
@@ -158,7 +177,10 @@ def test_a_user_install_runs_without_the_test_tools(wheel: Path, tmp_path: Path)
     home = tmp_path / "home"
     home.mkdir()
     env = _pip_env(home)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env, timeout=300)
+    # a venv without pip of its own (seeding pip is most of a venv's cost): this environment's
+    # pip installs into it (``--python``), resolving against what the new environment holds
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   env=env, timeout=300)
     python = venv / "bin" / "python"
     site = Path(subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -169,8 +191,9 @@ def test_a_user_install_runs_without_the_test_tools(wheel: Path, tmp_path: Path)
                                                              "fonttools", "brotli", "httpx"}
     for dist in closure:
         _copy_installed(dist, site)
-    proc = subprocess.run([str(python), "-m", "pip", "install", "--no-index", "-q", str(wheel)],
-                          capture_output=True, env=env, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install",
+                           "--no-index", "-q", str(wheel)], capture_output=True, env=env,
+                          timeout=300)
     assert proc.returncode == 0, proc.stdout.decode() + proc.stderr.decode()
     for tool in TEST_TOOLS:
         probe = subprocess.run([str(python), "-c", f"import {tool}"], capture_output=True,

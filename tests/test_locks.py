@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Site
+from conftest import ROOT, Site, set_up_once
 from test_delivery import remote_job_ids
 
 from gitpub.core.errors import GitpubError
@@ -47,6 +47,24 @@ def points_reached(site: Site, tmp_path: Path, *args: str, input: str = "") -> d
     assert r.code == 0, r.out + r.err
     names = trace.read_text().split() if trace.exists() else []
     return {p: names.count(p) for p in ("git.ref-locked", "git.object-locked")}
+
+
+def prepare_probed(site: Site) -> dict[str, int]:
+    """``points_reached`` by the ``prepare`` of a probe job, which ``site`` then holds (made
+    once per test process and copied in)."""
+    return set_up_once(site, "locks-prepare-probe", lambda t, d: points_reached(
+        t, d, "prepare", "--key", "probe", "--to", "posts/probe.md", "-",
+        input="# Probe\n\nText.\n"))
+
+
+def push_probed(site: Site) -> dict[str, int]:
+    """``points_reached`` by the ``push`` of a prepared probe job, which ``site`` then holds
+    published (made once per test process and copied in)."""
+    def build(template: Site, where: Path) -> dict[str, int]:
+        code, out = prepare(template, "probe")
+        assert code == 0, out
+        return points_reached(template, where, "push")
+    return set_up_once(site, "locks-push-probe", build)
 
 
 # -- the rule ---------------------------------------------------------------------------------
@@ -180,10 +198,8 @@ def test_a_users_index_lock_is_never_touched(site: Site) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["git.object-locked", "git.ref-locked"])
-def test_prepare_killed_while_holding_a_lock_repeatedly(site: Site, tmp_path: Path,
-                                                        point: str) -> None:
-    reached = points_reached(site, tmp_path, "prepare", "--key", "probe", "--to",
-                             "posts/probe.md", "-", input="# Probe\n\nText.\n")[point]
+def test_prepare_killed_while_holding_a_lock_repeatedly(site: Site, point: str) -> None:
+    reached = prepare_probed(site)[point]
     assert reached > 0
     picks = sorted({1, max(1, reached // 2), reached})
     for n in picks:  # killed at several of them, one after the other, on the same job
@@ -199,11 +215,10 @@ def test_prepare_killed_while_holding_a_lock_repeatedly(site: Site, tmp_path: Pa
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["git.object-locked", "git.ref-locked"])
-def test_prepare_killed_at_every_locked_write(site: Site, tmp_path: Path, point: str) -> None:
+def test_prepare_killed_at_every_locked_write(site: Site, point: str) -> None:
     """One job per write position, killed while that write's lock is held; one reconcile
     then finishes and delivers all of them, unblocked by what the kills left."""
-    reached = points_reached(site, tmp_path, "prepare", "--key", "probe", "--to",
-                             "posts/probe.md", "-", input="# Probe\n\nText.\n")[point]
+    reached = prepare_probed(site)[point]
     keys = [f"w{n}" for n in range(1, reached + 1)]
     for n, key in enumerate(keys, start=1):
         code, out = prepare(site, key, {"GITPUB_CRASH_AT": f"{point}:{n}"})
@@ -225,10 +240,8 @@ def test_prepare_killed_at_every_locked_write(site: Site, tmp_path: Path, point:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["git.object-locked", "git.ref-locked"])
-def test_push_killed_at_every_locked_write(site: Site, tmp_path: Path, point: str) -> None:
-    code, out = prepare(site, "probe")
-    assert code == 0, out
-    reached = points_reached(site, tmp_path, "push")[point]
+def test_push_killed_at_every_locked_write(site: Site, point: str) -> None:
+    reached = push_probed(site)[point]
     assert reached > 0
     for n in range(1, reached + 1):
         job = site.call("prepare", "--json", "--key", f"w{n}", "--to", f"posts/w{n}.md", "-",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Clock, Site, git, seeds, spawn, wait_stopped
+from conftest import Clock, Site, git, seeds, set_up_once, spawn, wait_stopped
 from netfaults import GitDaemon
 from test_delivery import article, prepare, remote_job_ids
 from test_shared import (
@@ -530,6 +531,30 @@ ATOMIC_POINTS = ["delivery.fetched", "delivery.claimed", "delivery.pushing-recor
 IN_ORDER_POINTS = ["shared.pushing-pushed", "shared.content-pushed", "delivery.pushed"]
 
 
+def delivering_set_up(site: Site, tmp_path: Path) -> tuple[Site, Site, str]:
+    """Nodes B and C (clones of the site's origin) and a job prepared on the site, all with
+    ``FAST`` retries: made once per test process and copied in, the nodes' origin the site's."""
+    def build(template: Site, where: Path) -> tuple[Path, str]:
+        template.write_config(FAST)
+        for name in ("node-b", "node-c"):
+            node(template, where, name, FAST)
+        return where, str(prepare(template, "k1", "posts/a.md", article("a"))["job_id"])
+
+    where, job_id = set_up_once(site, "killed-while-delivering", build)
+    url = site.git("remote", "get-url", "origin").strip()
+    nodes = []
+    for name in ("node-b", "node-c"):
+        path = tmp_path / name
+        if where != tmp_path:  # else made in place (the user's configuration may shape it)
+            shutil.copytree(where / name, path, symlinks=True)
+            site.repos.append(path)
+        other = Site(path, site.remote, site.env)
+        other.git("remote", "set-url", "origin", url)
+        other.git("update-index", "-q", "--refresh")  # the copies' inodes are new
+        nodes.append(other)
+    return nodes[0], nodes[1], job_id
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("atomic", "point"),
                          [(True, p) for p in ATOMIC_POINTS] +
@@ -540,12 +565,9 @@ def test_killed_while_delivering_and_again_while_taking_over(
     is SIGKILLed at the same point; node C takes it over from B and finishes. Then A and B
     come back. The job is on the branch once, every node says PUBLISHED, the remote's job
     ref agrees, every command exits without a traceback."""
+    b, c, job_id = delivering_set_up(site, tmp_path)
     if not atomic:
         git(site.remote, "config", "receive.advertiseAtomic", "false")
-    site.write_config(FAST)
-    b = node(site, tmp_path, "node-b", FAST)
-    c = node(site, tmp_path, "node-c", FAST)
-    job_id = str(prepare(site, "k1", "posts/a.md", article("a"))["job_id"])
     for n, command in ((site, "push"), (b, "reconcile")):
         r = n.run(command, env={"GITPUB_CRASH_AT": point})
         no_traceback(r.out, r.err)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Site, git
+from conftest import Site, git, set_up_once
 from test_delivery import article, commit_file, other_writer
 from test_sync import hand_commit
 
@@ -26,6 +26,11 @@ POINTS += ["delivery.pushed:2", "commit.committed-recorded:3", "delivery.publish
 
 
 def setup(site: Site, tmp_path: Path) -> list[str]:
+    """The set-up below, made once per test process and copied into ``site``."""
+    return set_up_once(site, "sync-crash", build)
+
+
+def build(site: Site, tmp_path: Path) -> list[str]:
     """Two hand commits around a held one, an uncommitted edit, a remote that moved."""
     other = other_writer(tmp_path, site)
     commit_file(other, "posts/theirs.md", article("theirs"))

@@ -3,8 +3,9 @@
 gitpub parses the output of the git it runs (trailers, tree listings, refs, status, push
 reports) and has git check its own messages (``git interpret-trailers``). Every key below, set in
 the user's ``~/.gitconfig``, changes the output of some git command for the person; with each
-of them (or each group) set, a whole round — ``prepare``, ``push``, ``sync`` of a hand commit
-and of uncommitted content, ``status``, ``confirm`` — must end as it does without (issue 21).
+of them set (keys that cannot interfere share a run), a whole round — ``prepare``, ``push``,
+``sync`` of a hand commit and of uncommitted content, ``status``, ``confirm`` —
+must end as it does without (issue 21).
 """
 
 from __future__ import annotations
@@ -19,37 +20,41 @@ from test_delivery import article, prepare
 
 from gitpub.proof import trailers
 
-#: Configuration that changes some git output a person sees: each key that bears on what git
-#: reads in a message on its own; the keys that shape listings, colours and reports (which
-#: gitpub's ``-z`` plumbing should never see) in groups, to keep the run short.
+#: Configuration that changes some git output a person sees. Each run sets one key that bears
+#: on how git reads a message (``core.commentChar``, ``commit.cleanup``, ``trailer.*``,
+#: ``i18n.*``) — two values of one key, or two ``trailer.<token>.key`` aliases that could
+#: shadow each other, never share a run — with keys of other kinds beside it: the keys that
+#: shape listings, colours and reports (which gitpub's ``-z`` plumbing should never see), and
+#: one more message key from another family. No key in a run undoes another's effect on git's
+#: reading, so each key's failure still shows: a comment character or a cleanup hides lines
+#: whatever the colours; an ``encoding`` header is in the raw commit whatever the trailers.
+COLOURS = (("color.ui", "always"), ("color.diff", "always"), ("color.status", "always"),
+           ("color.push", "always"), ("color.remote", "always"), ("color.advice", "always"))
+LISTINGS = (("core.quotePath", "false"), ("diff.renames", "copies"),
+            ("status.renames", "true"), ("status.showUntrackedFiles", "no"),
+            ("diff.noprefix", "true"), ("core.precomposeUnicode", "true"))
+LOGS = (("log.decorate", "full"), ("log.showSignature", "true"), ("format.pretty", "fuller"),
+        ("core.abbrev", "4"), ("grep.patternType", "perl"))
+REPORTS = (("core.abbrev", "no"), ("advice.pushNonFFCurrent", "false"),
+           ("advice.statusHints", "false"), ("fetch.output", "compact"),
+           ("fetch.prune", "true"), ("push.default", "nothing"))
 HOSTILE: list[tuple[tuple[str, str], ...]] = [
-    (("core.commentChar", ";"),),
-    (("core.commentChar", "auto"),),
-    (("core.commentChar", "B"),),  # every "Blog-…" line a comment to git
-    (("core.commentChar", "g"),),  # the manifest paragraph's "gitpub-manifest v1" a comment
-    (("core.commentString", "//"),),
-    (("commit.cleanup", "scissors"),),
-    (("commit.cleanup", "verbatim"),),
-    (("i18n.commitEncoding", "ISO-8859-1"),),
-    (("i18n.logOutputEncoding", "ISO-8859-1"),),
-    (("trailer.separators", ":="),),
-    (("trailer.where", "start"), ("trailer.ifExists", "replace"),
-     ("trailer.ifMissing", "doNothing")),
-    (("trailer.sign.key", "Signed-off-by"),),
-    (("trailer.job.key", "Blog-Job-Id"),),  # "job: x" read as "Blog-Job-Id: x"
-    (("trailer.blog-job-id.key", "Job"),),  # our key written back as another
-    (("color.ui", "always"), ("color.diff", "always"), ("color.status", "always"),
-     ("color.push", "always"), ("color.remote", "always"), ("color.advice", "always")),
-    (("core.quotePath", "false"), ("diff.renames", "copies"), ("status.renames", "true"),
-     ("status.showUntrackedFiles", "no"), ("diff.noprefix", "true"),
-     ("core.precomposeUnicode", "true")),
-    (("core.ignoreCase", "true"),),
-    (("log.decorate", "full"), ("log.showSignature", "true"), ("format.pretty", "fuller"),
-     ("core.abbrev", "4"), ("grep.patternType", "perl")),
-    (("core.abbrev", "no"), ("advice.pushNonFFCurrent", "false"),
-     ("advice.statusHints", "false"), ("fetch.output", "compact"), ("fetch.prune", "true"),
-     ("push.default", "nothing")),
+    (("core.commentChar", ";"), ("i18n.commitEncoding", "ISO-8859-1"), *COLOURS),
+    (("core.commentChar", "auto"), ("i18n.logOutputEncoding", "ISO-8859-1"), *LISTINGS),
+    # every "Blog-…" line a comment to git
+    (("core.commentChar", "B"), ("trailer.sign.key", "Signed-off-by"),
+     ("core.ignoreCase", "true")),
+    # the manifest paragraph's "gitpub-manifest v1" a comment
+    (("core.commentChar", "g"), ("trailer.separators", ":="), *LOGS),
+    (("core.commentString", "//"), ("trailer.where", "start"),
+     ("trailer.ifExists", "replace"), ("trailer.ifMissing", "doNothing"), *REPORTS),
+    # "job: x" read as "Blog-Job-Id: x"
+    (("commit.cleanup", "scissors"), ("trailer.job.key", "Blog-Job-Id")),
+    # our key written back as another
+    (("commit.cleanup", "verbatim"), ("trailer.blog-job-id.key", "Job")),
 ]
+#: No key set twice in a run (a second value would hide the first).
+assert all(len({k for k, _ in c}) == len(c) for c in HOSTILE)
 
 
 def plain_git(cwd: Path, *args: str, input: bytes | None = None) -> bytes:
