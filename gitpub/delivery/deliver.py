@@ -130,6 +130,8 @@ class Deliverer:
     now_please: bool = False  # the user named the jobs: retry and probe now, not when due
     create_branch: bool = False  # the user asked for the branch to be created if missing
     notes: dict[str, str] = field(default_factory=dict)  # job id -> what happened locally
+    #: job id -> commits on the remote that carry its id and are not its publication
+    forged: dict[str, tuple[str, ...]] = field(default_factory=dict)
     shared: Shared = field(init=False)  # the remote's job store: claims, fencing, pushes
     review: Reviewer = field(init=False)  # delivery through a pull/merge request
 
@@ -219,6 +221,7 @@ class Deliverer:
             if found.reused is not None:
                 return self.key_reused(job, found.reused)
             self._tell_forged(job, found)
+            self.forged[job.job_id] = tuple(v.commit for v in found.forged)
             gone = self._hand_commit_gone(job, tip)
             if gone is not None:
                 self.notes[job.job_id] = gone
@@ -422,7 +425,18 @@ class Deliverer:
     def _already_on_remote(self, job: Job, record: JobRecord, tip: str | None,
                            present: Present) -> Job:
         """SKIPPED (``already_on_remote``): the remote holds every file of the job as the job
-        would leave it."""
+        would leave it — unless commits on the remote carry this job's id without being its
+        publication: then whoever made them may have put the files there, and a person looks
+        (CONFLICT, as any change of the job's targets by another writer)."""
+        forged = self.forged.get(job.job_id, ())
+        if forged:
+            detail = (f"the remote holds this job's files, but through commits that carry its "
+                      f"id and are not its publication ({', '.join(c[:12] for c in forged)}): "
+                      "a person checks them")
+            return self.ctx.store.transition(
+                job, record.evolve(state=S.CONFLICT, failure_code=FailureCode.TARGET_CHANGED,
+                                   failure_detail=detail),
+                phase=Stage.REBASE, reason=f"at {tip}: {detail}")
         detail = present.describe()
         self.ctx.progress(f"{job.job_id[:13]}: {detail}")
         return self.ctx.store.transition(
