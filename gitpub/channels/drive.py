@@ -28,6 +28,7 @@ this touches the blog.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -541,6 +542,8 @@ class Driver:
         detail = "another clone settled this intent on the remote (the account's ledger)"
         notes.append(f"{spec.name}: not sent: {detail}")
         after = decide.after_send(record, Unknown("claimed_elsewhere"), spec, now)
+        # Nothing was sent here, so there is no platform to give time: look at once.
+        after = dataclasses.replace(after, next_attempt_at=now)
         return self._write(job, record, after, Stage.SEND, f"{spec.name}: not sent, "
                                                            f"{detail}")
 
