@@ -126,6 +126,17 @@ class JobStore:
                 "and repair or delete that ref",
             ) from None
 
+    def _load_listed(self, job_id: str, sha: str) -> Job:
+        """``load`` of a job whose ref was just listed at ``sha``."""
+        try:
+            return self._load_commit(job_id, sha)
+        except CorruptStateError as e:
+            raise CorruptStateError(
+                f"job {job_id}: state is unreadable: {e.message}",
+                hint=f"nothing was changed; inspect `git log -p {self.ref_name(job_id)}` "
+                "and repair or delete that ref",
+            ) from None
+
     def load_at(self, job_id: str, sha: str) -> Job:
         """The job as state commit ``sha`` records it (another node's value of its ref, an
         archived final state). Unreadable state raises, naming the job."""
@@ -158,9 +169,14 @@ class JobStore:
         an unreadable one is yielded as its error so callers can go on. ``tidy=False`` writes
         nothing (a dry run): stale index entries are skipped but not removed."""
         active = self.repo.list_refs(ACTIVE_PREFIX) if not finished else {}
+        # Every job ref in one listing: a ref read per job costs a git each, and git reads the
+        # whole refs/pub/jobs/ directory for each (quadratic in loose job refs). A ref the
+        # listing leaves out (damaged, or made since) is read on its own, as ``load`` reads it.
+        listed = self.repo.list_refs(JOBS_PREFIX)
         for job_id in self.job_ids() if finished else sorted(active):
             try:
-                job = self.load(job_id)
+                sha = listed.get(job_id)
+                job = self.load(job_id) if sha is None else self._load_listed(job_id, sha)
             except CorruptStateError as e:
                 yield e
                 continue
