@@ -620,11 +620,15 @@ def channel_reports(ctx: Context, jobs: Sequence[Job], *, strict: bool = False,
     state = ChannelState(ctx.store)
     prefix = ctx.remote().store_prefix
     reports: dict[str, Report] = {}
+    # The remote's job values in one listing, not a git per job (``status --all``).
+    theirs = ctx.repo.list_refs(prefix + "jobs/") if len(jobs) > 1 else None
     for job in jobs:
         if job.state != State.PUBLISHED:
             continue
         try:
-            dist = state.load(freshest(ctx.store, prefix, job))
+            fresh = freshest(ctx.store, prefix, job) if theirs is None else \
+                freshest(ctx.store, prefix, job, theirs.get(job.job_id))
+            dist = state.load(fresh)
         except CorruptStateError as e:
             if strict or errors is None:
                 raise

@@ -156,11 +156,18 @@ class Attempt:
         return name is not None and name in blamed and blamed[name].result == PushResult.RACE
 
 
-def freshest(store: JobStore, prefix: str, job: Job) -> Job:
+_UNREAD = object()
+
+
+def freshest(store: JobStore, prefix: str, job: Job, theirs: object = _UNREAD) -> Job:
     """``job`` as this clone knows it best without the network: the remote's value as last
-    fetched when that is ahead of this clone's (another clone moved its channels on)."""
+    fetched when that is ahead of this clone's (another clone moved its channels on).
+    ``theirs``: that value when the caller listed it already (None: the remote has none)."""
     view = SharedView(store, prefix)
-    theirs = view.remote_value(job.job_id)
+    if theirs is _UNREAD:
+        theirs = view.remote_value(job.job_id)
+    if not isinstance(theirs, str):
+        return job
     if theirs is None or theirs == job.commit or not view.descends(theirs, job.commit):
         return job
     try:
