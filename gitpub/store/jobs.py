@@ -116,26 +116,22 @@ class JobStore:
         """The job, or None if there is no such ref. Unreadable state raises, naming the job."""
         try:
             sha = self.repo.read_ref(self.ref_name(job_id))
-            if sha is None:
-                return None
-            return self._load_commit(job_id, sha)
         except CorruptStateError as e:
-            raise CorruptStateError(
-                f"job {job_id}: state is unreadable: {e.message}",
-                hint=f"nothing was changed; inspect `git log -p {self.ref_name(job_id)}` "
-                "and repair or delete that ref",
-            ) from None
+            raise self._unreadable(job_id, e) from None
+        return None if sha is None else self._load_listed(job_id, sha)
 
     def _load_listed(self, job_id: str, sha: str) -> Job:
         """``load`` of a job whose ref was just listed at ``sha``."""
         try:
             return self._load_commit(job_id, sha)
         except CorruptStateError as e:
-            raise CorruptStateError(
-                f"job {job_id}: state is unreadable: {e.message}",
-                hint=f"nothing was changed; inspect `git log -p {self.ref_name(job_id)}` "
-                "and repair or delete that ref",
-            ) from None
+            raise self._unreadable(job_id, e) from None
+
+    def _unreadable(self, job_id: str, e: CorruptStateError) -> CorruptStateError:
+        return CorruptStateError(
+            f"job {job_id}: state is unreadable: {e.message}",
+            hint=f"nothing was changed; inspect `git log -p {self.ref_name(job_id)}` "
+            "and repair or delete that ref")
 
     def load_at(self, job_id: str, sha: str) -> Job:
         """The job as state commit ``sha`` records it (another node's value of its ref, an
