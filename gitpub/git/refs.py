@@ -83,10 +83,20 @@ class RefAccess:
         found, broken = self._for_each_ref(name)
         if name in broken:
             raise broken_ref(self.common_dir, name)
-        if name not in found and \
+        if name not in found and self._may_be_symbolic(name) and \
                 self.git("symbolic-ref", "-q", "--no-recurse", name).returncode == 0:
             raise broken_ref(self.common_dir, name, "a symbolic ref that leads nowhere")
         return found.get(name)
+
+    def _may_be_symbolic(self, name: str) -> bool:
+        """Whether a ref ``for-each-ref`` did not list may be a symbolic ref (only then is
+        ``git symbolic-ref`` asked). With git's files backend a symbolic ref is a loose file
+        (``packed-refs`` holds none): where no file stands at the ref's path, in the common or
+        this worktree's directory, there is none. Any other ref storage (``reftable``): git
+        is asked."""
+        if (self.common_dir / "reftable").exists():
+            return True
+        return any(os.path.lexists(base / name) for base in {self.common_dir, self.git_dir})
 
     def list_refs(self, prefix: str) -> dict[str, str]:
         """Refs under ``prefix`` (which ends with ``/``), keyed by the rest of their name;

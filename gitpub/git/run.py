@@ -29,6 +29,8 @@ all of them share one environment:
   reaches only the one ``git push`` a caller gives it to.
 - **No stdin, output captured, never raises on git's failure** (the caller reads the exit
   status); a timeout raises ``TimeoutExpired`` for the caller to classify.
+- **git found once.** Its absolute path is looked up on the ``PATH`` once (again when the
+  ``PATH`` changes), not by every start walking the ``PATH`` entry by entry.
 
 Every process gitpub starts is started here (C git) or in ``runtime.steps`` (the pipeline's and
 the channels' commands); an import contract keeps it so. ``CompletedProcess``, ``Popen`` and
@@ -38,6 +40,7 @@ the channels' commands); an import contract keeps it so. ``CompletedProcess``, `
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -46,8 +49,8 @@ from typing import IO
 
 from gitpub.core import pushmark
 
-__all__ = ["CompletedProcess", "Popen", "TimeoutExpired", "git_env", "popen_git", "run_git",
-           "spawn_git"]
+__all__ = ["CompletedProcess", "Popen", "TimeoutExpired", "git_env", "git_program", "popen_git",
+           "run_git", "spawn_git"]
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -65,6 +68,19 @@ NO_GRAFTS = os.path.join(os.devnull, "no-grafts")
 #: Variables that hold a secret of gitpub's own: never passed to a child process (git, a
 #: pipeline step, a channel command). ``GITPUB_CONFIRM_KEY``: CI's key (``verify.confirm``).
 PRIVATE_ENV = ("GITPUB_CONFIRM_KEY",)
+
+
+_found: tuple[str | None, str] | None = None  # (the PATH, git's absolute path on it)
+
+
+def git_program() -> str:
+    """git's absolute path on this process's ``PATH`` (looked up once per ``PATH``); plain
+    ``git`` when it is not there, which then fails to start as it would have."""
+    global _found
+    path = os.environ.get("PATH")
+    if _found is None or _found[0] != path:
+        _found = (path, shutil.which("git", path=path) or "git")
+    return _found[1]
 
 
 def git_env(git_dir: Path | None = None, work_tree: Path | None = None,
@@ -95,9 +111,9 @@ def run_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
     directory or git is not installed, ``subprocess.TimeoutExpired`` after ``timeout``."""
     full_env = git_env(git_dir, work_tree, env)
     if input is None:
-        return subprocess.run(["git", *args], cwd=cwd, env=full_env, capture_output=True,
+        return subprocess.run([git_program(), *args], cwd=cwd, env=full_env, capture_output=True,
                               check=False, timeout=timeout, stdin=subprocess.DEVNULL)
-    return subprocess.run(["git", *args], cwd=cwd, env=full_env, capture_output=True,
+    return subprocess.run([git_program(), *args], cwd=cwd, env=full_env, capture_output=True,
                           check=False, timeout=timeout, input=input)
 
 
@@ -108,7 +124,7 @@ def spawn_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
     while the caller does other work. stdin and stdout are the files given (none when not:
     a file, not a pipe — read at once, after, which costs less than a pipe read 32 KiB at a
     time), stderr piped: ``communicate()`` collects it and waits."""
-    return subprocess.Popen(["git", *args], cwd=cwd, env=git_env(git_dir, work_tree),
+    return subprocess.Popen([git_program(), *args], cwd=cwd, env=git_env(git_dir, work_tree),
                             stdin=subprocess.DEVNULL if stdin is None else stdin,
                             stdout=subprocess.DEVNULL if stdout is None else stdout,
                             stderr=subprocess.PIPE)
@@ -120,6 +136,6 @@ def popen_git(args: Sequence[str], *, git_dir: Path, cwd: Path,
     stdout piped to us: a conversation (``cat-file --batch-command``, a ref transaction). Its
     stderr goes to the file given (a pipe nobody reads while waiting for an answer would fill:
     an inherited ``GIT_TRACE_PACK_ACCESS`` writes a line per object), else it is piped."""
-    return subprocess.Popen(["git", *args], cwd=cwd, env=git_env(git_dir),
+    return subprocess.Popen([git_program(), *args], cwd=cwd, env=git_env(git_dir),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE if stderr is None else stderr)
