@@ -34,7 +34,7 @@ from gitpub.store.fetchdir import (
     current_value,
     fetch_ref,
     isolated_fetch_dir,
-    mirror_ref,
+    mirror_refs,
     read_loose,
 )
 
@@ -70,8 +70,8 @@ def fetch_with_store(remote: Remote, also: tuple[str, str] | None = None) -> Fet
             return fetched
         return Fetched(fetched.tip, fetched.store, fetch_ref(remote, *also))
     net = isolated_fetch_dir(repo)
-    mirror_ref(repo, net, remote.tracking_ref)
-    mirror_ref(repo, net, f"refs/heads/{remote.branch}")
+    mirror_refs(repo, net, [remote.tracking_ref, f"refs/heads/{remote.branch}"],
+                also=(remote.store_prefix,))  # one read; the store's listing is kept
     _mirror_store(remote, net)
     env = {"GIT_OBJECT_DIRECTORY": str(repo.common_dir / "objects")}
     extra = [*ISOLATED_CONFIG, "--prune"]
