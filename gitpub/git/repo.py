@@ -86,6 +86,8 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         self._cat = CatFile(self.git_dir, self.work_tree or self.git_dir)
         self.forget_mirrors()
         self._config: dict[str, str] | None = None
+        self._walks = {}
+        self._diffs = {}
         self._store = None
         self._batch_dirs: set[str] | None = None
 
