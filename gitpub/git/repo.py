@@ -87,6 +87,7 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         self.forget_mirrors()
         self._config: dict[str, str] | None = None
         self._walks = {}
+        self._trailers: dict[tuple[bytes, bool], bytes] = {}
         self._diffs = {}
         self._store = None
         self._batch_dirs: set[str] | None = None
@@ -122,6 +123,7 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
             self.forget_mirrors()
         if "config" in args:
             self._config = None  # it may write: read it again
+            self._trailers = {}  # (trailer.* settings)
         return run_git(args, cwd=self.work_tree or self.git_dir, git_dir=self.git_dir,
                        work_tree=self.work_tree, timeout=timeout, input=input, env=env)
 
@@ -235,6 +237,24 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
     def head_ref(self) -> str | None:
         """The branch HEAD points at (``refs/heads/…``), None when detached or bare."""
         return None if self.work_tree is None else self.symbolic_head()
+
+    def parse_trailers(self, message: bytes, *, divider: bool, timeout: float
+                       ) -> bytes | None:
+        """The trailers of ``message`` as ``git interpret-trailers --parse`` prints them
+        (``divider=False``: with ``--no-divider``), None when git fails; ``TimeoutExpired``
+        after ``timeout``. Asked again about the same message in a command: answered
+        without git (git's answer depends on the message and the configuration alone)."""
+        key = (message, divider)
+        if key in self._trailers:
+            return self._trailers[key]
+        proc = self.git("interpret-trailers", "--parse", *([] if divider else ["--no-divider"]),
+                        input=message, timeout=timeout)
+        if proc.returncode != 0:
+            return None
+        if len(self._trailers) >= 64:
+            self._trailers.clear()
+        self._trailers[key] = proc.stdout
+        return proc.stdout
 
     def message_as_git_shows(self, sha: str) -> bytes:
         """A commit's message as C git shows it: re-encoded to UTF-8 from the commit's

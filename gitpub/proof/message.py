@@ -41,15 +41,14 @@ _PARSE_TIMEOUT = 20.0
 
 
 def _parse(repo: Repository, message: bytes, *, divider: bool) -> bytes:
-    args = ["interpret-trailers", "--parse", *([] if divider else ["--no-divider"])]
     try:
-        proc = repo.git(*args, input=message, timeout=_PARSE_TIMEOUT)
+        parsed = repo.parse_trailers(message, divider=divider, timeout=_PARSE_TIMEOUT)
     except TimeoutExpired:
         raise ProofMessageError("git interpret-trailers did not finish reading the "
                                 "message") from None
-    if proc.returncode != 0:
+    if parsed is None:
         raise ProofMessageError("git interpret-trailers could not read the message")
-    return proc.stdout
+    return parsed
 
 
 def with_proof(repo: Repository, message: bytes, manifest: bytes,
