@@ -337,7 +337,10 @@ class JobStore:
                 return staged
             self.repo.cas_ref(active, None, staged.commit, "gitpub: active")  # before the job
         elif record.state in TERMINAL:
-            current = self.repo.read_ref(active)
+            try:
+                current = self.repo.read_ref(active)
+            except CorruptStateError:
+                current = None  # a damaged entry: the state first, then it is reported
             if current is not None and \
                     self.repo.update_refs([move, RefUpdate(active, None, current)], message):
                 return staged
