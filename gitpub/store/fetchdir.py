@@ -93,7 +93,10 @@ def mirror_refs(repo: Repository, net: Path, refs: list[str],
     fetch negotiates with them: no decision rests on these values), or none where it has no
     usable one; read in one ``for-each-ref`` with ``also`` (patterns the caller reads next:
     kept for the command when they are mirror refs, ``git.refs``)."""
-    seen = repo.read_together([*refs, *also])
+    try:
+        seen = repo.read_together([*refs, *also])
+    except GitpubError:
+        seen = {}  # unreadable here: none (as current_value); the fetch replaces them
     for ref in refs:
         _mirror_value(repo, net, ref, seen.get(ref))
 
