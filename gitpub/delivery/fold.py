@@ -91,10 +91,20 @@ def finished_refs(shared: Shared) -> int:
     """About how many jobs have a finished job ref, this clone's or the remote's (as last
     fetched), without reading a record: this clone's job refs not in its active index (which
     lists the unfinished ones), and every remote job ref (whose state only its record says)."""
-    repo = shared.ctx.repo
-    active = repo.list_refs(ACTIVE_PREFIX)
-    local = {job_id for job_id in repo.list_refs(JOBS_PREFIX) if job_id not in active}
-    return len(local | set(shared.view.remote_ids()))
+    local, active, remote = _listings(shared)
+    return len({job_id for job_id in local if job_id not in active} | set(remote))
+
+
+def _listings(shared: Shared) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """This clone's job refs, its active index and the remote's job refs as last fetched
+    (each keyed by job id), read together in one ``for-each-ref``: every fold decision on
+    them is a compare-and-swap, on the remote (the push's leases) and here (one ref
+    transaction)."""
+    prefixes = (JOBS_PREFIX, ACTIVE_PREFIX, shared.view.prefix + "jobs/")
+    found = shared.ctx.repo.read_together(prefixes)
+    local, active, remote = ({n[len(p):]: v for n, v in found.items() if n.startswith(p)}
+                             for p in prefixes)
+    return local, active, remote
 
 
 def due(shared: Shared, threshold: int) -> bool:
@@ -142,10 +152,8 @@ def _batches(items: Sequence[Candidate]) -> Iterator[Sequence[Candidate]]:
 # -- deciding ----------------------------------------------------------------------------------
 
 def _candidates(shared: Shared, settled: Settled, result: Folded) -> list[Candidate]:
-    view, repo = shared.view, shared.ctx.repo
-    local = repo.list_refs(JOBS_PREFIX)
-    active = repo.list_refs(ACTIVE_PREFIX)
-    remote = repo.list_refs(view.prefix + "jobs/")
+    view = shared.view
+    local, active, remote = _listings(shared)
     archive = view.archive()
     out: list[Candidate] = []
     for job_id, theirs in sorted(remote.items()):

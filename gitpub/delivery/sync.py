@@ -572,14 +572,17 @@ def discover(ctx: Context, remote_tip: str | None) -> Pending:
     """Uncommitted content changes and unpushed local commits, from git itself."""
     repo, config = ctx.repo, ctx.config
     pending = Pending()
-    if repo.work_tree is not None and repo.head_ref() == f"refs/heads/{config.branch}":
+    on_branch = repo.work_tree is not None and repo.head_ref() == f"refs/heads/{config.branch}"
+    if on_branch:
         changed, unmerged, partial = uncommitted_paths(repo, config.is_content)
+    # one read of the branch for both questions (what it holds, what is not pushed): one
+    # snapshot; nothing here moves it, and the outbox it feeds is moved by compare-and-swap
+    local = repo.read_ref(f"refs/heads/{config.branch}")
+    if on_branch:
         pending.uncommitted = sorted(set().union(changed, unmerged, partial))
-        local_tip = repo.read_ref(f"refs/heads/{config.branch}")
         if pending.uncommitted:
             pending.refused = unrecorded_work_tree(repo) or (
-                None if local_tip is None else uncommitted_secrets(ctx, local_tip, changed))
-    local = repo.read_ref(f"refs/heads/{config.branch}")
+                None if local is None else uncommitted_secrets(ctx, local, changed))
     rows = None if local is None or remote_tip is None else unpushed(repo, local, remote_tip)
     for sha, parents in rows or []:
         pending.unpushed.append(sha)

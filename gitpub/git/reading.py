@@ -9,10 +9,11 @@ its diff is the one every clone's checkout agrees with.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TypeVar
 
 from gitpub.core.errors import CorruptStateError
 from gitpub.git.catfile import CatFile, Unreadable
-from gitpub.git.objects import ObjectFormat, git_order, parse_commit, parse_tree
+from gitpub.git.objects import ObjectFormat, git_order, is_object_id, parse_commit, parse_tree
 from gitpub.git.run import CompletedProcess
 from gitpub.git.treecheck import tree_problems
 from gitpub.git.values import MODE_GITLINK, MODE_TREE, Change, CommitInfo, Entry
@@ -23,6 +24,11 @@ class ObjectReading:
 
     object_format: ObjectFormat
     _cat: CatFile
+    #: Whole-tree answers of this command (``walk_files``, ``diff_entries``), keyed by the
+    #: object ids asked about: objects never change, so an answer stays true; the newest
+    #: ``_KEPT`` of each are kept.
+    _walks: dict[tuple[str, str], list[tuple[str, Entry]]]
+    _diffs: dict[tuple[str, str], list[Change]]
 
     def git(self, *args: str, timeout: float | None = None, input: bytes | None = None
             ) -> CompletedProcess[bytes]:
@@ -172,7 +178,12 @@ class ObjectReading:
 
     def walk_files(self, tree: str, prefix: str = "") -> list[tuple[str, Entry]]:
         """Every non-tree entry below ``tree`` (files, symlinks, submodules), in git's order,
-        with its full path (``prefix`` before it)."""
+        with its full path (``prefix`` before it). Asked again for the same tree in a
+        command: answered without git."""
+        key = (tree, prefix)
+        kept = self._walks.get(key)
+        if kept is not None:
+            return list(kept)
         proc = self.git("ls-tree", "-r", "-z", "--full-tree", tree)
         if proc.returncode != 0:
             raise _failed(f"cannot list tree {tree}", proc.stderr)
@@ -184,7 +195,9 @@ class ObjectReading:
             mode, _kind, sha = meta.split(b" ")
             out.append((prefix + name.decode("utf-8", "surrogateescape"),
                         Entry(int(mode, 8), sha.decode("ascii"))))
-        return out
+        if is_object_id(tree):  # a name (HEAD, a ref) may mean another object later
+            _keep(self._walks, key, out)
+        return list(out)
 
     def diff_entries(self, old_tree: str | None, new_tree: str) -> list[Change]:
         """Every file (blob, symlink or submodule entry) that differs between two trees, with
@@ -192,16 +205,36 @@ class ObjectReading:
         a deletion and an addition; a type change (file to symlink) is one change of mode; a
         file that becomes a directory is a deletion and additions."""
         old = self.object_format.empty_tree if old_tree is None else old_tree
+        key = (old, new_tree)
+        kept = self._diffs.get(key)
+        if kept is not None:
+            return list(kept)
         proc = self.git("diff-tree", "-r", "-z", "--no-renames", old, new_tree)
         if proc.returncode != 0:
             raise _failed(f"cannot compare trees {old} and {new_tree}", proc.stderr)
-        return sorted(parse_raw_diff(proc.stdout, self.object_format.zero), key=lambda c: c.path)
+        out = sorted(parse_raw_diff(proc.stdout, self.object_format.zero), key=lambda c: c.path)
+        if is_object_id(old) and is_object_id(new_tree):
+            _keep(self._diffs, key, out)
+        return list(out)
 
     def changed_paths(self, old_tree: str | None, new_tree: str) -> list[tuple[str, str | None]]:
         """(path, new blob id or None if deleted) for every file that differs between two
         trees."""
         return [(c.path, None if c.new is None else c.new.sha)
                 for c in self.diff_entries(old_tree, new_tree)]
+
+
+#: How many whole-tree answers of each kind a repository keeps (``ObjectReading``).
+_KEPT = 16
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _keep(kept: dict[K, V], key: K, answer: V) -> None:
+    kept.pop(key, None)
+    kept[key] = answer
+    while len(kept) > _KEPT:
+        del kept[next(iter(kept))]
 
 
 def parse_raw_diff(out: bytes, zero: str) -> list[Change]:

@@ -16,6 +16,16 @@ and moves refs as git moves them:
   lock: ``git.locks``). git fsyncs the ref files (``core.fsync`` with ``reference``); the
   directory entries are fsynced here, which git does not do.
 - **The reflog is git's**: written where ``core.logAllRefUpdates`` says, by git.
+- **Mirrors of a remote are read once per command.** Refs under ``mirror_prefixes`` (the
+  caller's: remote-tracking refs) are copies of another repository's refs, never the truth
+  about anything: every move on the remote is a compare-and-swap there, and every move of them
+  here one too. So a value read (or listed) is kept for the rest of the command, and so is a
+  value this process wrote under compare-and-swap; a transaction that fails, and any git this
+  repository runs that may move refs (``fetch``, ``push``: ``mirror_git``), forget them all.
+  A copy kept may be older than one another process (a concurrent fetch) wrote meanwhile —
+  exactly what a fresh read just before that fetch would have seen — and a decision taken on
+  it is checked by the remote's compare-and-swap (``--force-with-lease``, a fast-forward) or by
+  the local one, which then fails and forgets it.
 
 A test may kill the process while git holds the transaction's locks (``git.ref-locked``:
 after ``prepare``): git is killed first, leaving exactly the locks a power cut leaves.
@@ -62,6 +72,14 @@ class RefAccess:
     object_format: ObjectFormat
     common_dir: Path
     git_dir: Path
+    #: Prefixes (ending with ``/``) of the refs that mirror a remote's (see the module).
+    mirror_prefixes: tuple[str, ...] = ()
+    #: Mirror refs known in this command: name -> value (None: there is none).
+    _mirror_known: dict[str, str | None]
+    #: Mirror refs git called broken when they were listed.
+    _mirror_broken: set[str]
+    #: Mirror prefixes listed in full: a name below one that is not known is absent.
+    _mirror_listed: set[str]
 
     def git(self, *args: str, timeout: float | None = None, input: bytes | None = None
             ) -> CompletedProcess[bytes]:
@@ -79,7 +97,22 @@ class RefAccess:
     def read_ref(self, name: str) -> str | None:
         """The object id a ref points at, ``None`` if absent; a broken ref raises, and so does
         a symbolic ref that leads nowhere (gitpub writes none: ``for-each-ref`` skips it
-        silently, ``symbolic-ref`` names it)."""
+        silently, ``symbolic-ref`` names it). A mirror ref (``mirror_prefixes``) is read once
+        per command (see the module)."""
+        if not self._is_mirror(name):
+            return self._read_ref(name)
+        if name in self._mirror_broken:
+            raise broken_ref(self.common_dir, name)
+        if name in self._mirror_known:
+            return self._mirror_known[name]
+        if any(name.startswith(p) for p in self._mirror_listed) and \
+                not self._may_be_symbolic(name):
+            return None  # listed in full, and no file stands there
+        value = self._read_ref(name)
+        self._mirror_known[name] = value
+        return value
+
+    def _read_ref(self, name: str) -> str | None:
         return self.read_refs([name])[name]
 
     def read_refs(self, names: Sequence[str], prefixes: Sequence[str] = ()
@@ -101,20 +134,66 @@ class RefAccess:
         return out
 
     def _may_be_symbolic(self, name: str) -> bool:
-        """Could ``name``, which ``for-each-ref`` did not list, be a symbolic ref that leads
-        nowhere? With the files backend only a loose file can be one (``packed-refs`` holds
-        no symbolic refs), so git is asked only when there is a file (or something) at its
-        path; with another ref storage (reftable), always."""
-        if (self.common_dir / "reftable").is_dir():
+        """Whether a ref ``for-each-ref`` did not list may be a symbolic ref (only then is
+        ``git symbolic-ref`` asked). With git's files backend a symbolic ref is a loose file
+        (``packed-refs`` holds none): where no file stands at the ref's path, in the common or
+        this worktree's directory, there is none. Any other ref storage (``reftable``): git
+        is asked."""
+        if (self.common_dir / "reftable").exists():
             return True
-        return any(os.path.lexists(d / name) for d in {self.common_dir, self.git_dir})
+        return any(os.path.lexists(base / name) for base in {self.common_dir, self.git_dir})
 
     def list_refs(self, prefix: str) -> dict[str, str]:
         """Refs under ``prefix`` (which ends with ``/``), keyed by the rest of their name;
         broken ones left out (``ref_names`` lists them)."""
-        found, _ = self._for_each_ref(prefix)
+        if self._is_mirror(prefix) and any(prefix.startswith(p) for p in self._mirror_listed):
+            return {name[len(prefix):]: sha for name, sha in self._mirror_known.items()
+                    if sha is not None and name.startswith(prefix)}
+        found, broken = self._for_each_ref(prefix)
+        if self._is_mirror(prefix):
+            for name in [n for n in self._mirror_known if n.startswith(prefix)]:
+                del self._mirror_known[name]
+            self._mirror_known.update((n, v) for n, v in found.items() if n.startswith(prefix))
+            self._mirror_broken.update(n for n in broken if n.startswith(prefix))
+            self._mirror_listed.add(prefix)
         return {name[len(prefix):]: sha for name, sha in found.items()
                 if name.startswith(prefix)}
+
+    def read_together(self, patterns: Sequence[str]) -> dict[str, str]:
+        """Refs read together, in one ``for-each-ref``: each pattern a full name or a prefix
+        ending with ``/``; the readable refs they match (full name -> id: broken ones and a
+        symbolic ref that leads nowhere left out, as ``current_value`` leaves them). What it
+        reads of the mirror refs is kept for the command (``read_ref``, ``list_refs``)."""
+        if not patterns:
+            return {}
+        found, broken = for_each_ref(self.git_dir, *patterns)
+        for pattern in patterns:
+            if not self._is_mirror(pattern):
+                continue
+            if pattern.endswith("/"):
+                for name in [n for n in self._mirror_known if n.startswith(pattern)]:
+                    del self._mirror_known[name]
+                self._mirror_known.update((n, v) for n, v in found.items()
+                                          if n.startswith(pattern))
+                self._mirror_broken.update(n for n in broken if n.startswith(pattern))
+                self._mirror_listed.add(pattern)
+            elif pattern in found:
+                self._mirror_known[pattern] = found[pattern]
+            elif pattern in broken:
+                self._mirror_broken.add(pattern)
+            elif not self._may_be_symbolic(pattern):
+                self._mirror_known[pattern] = None
+        return found
+
+    def _is_mirror(self, name: str) -> bool:
+        return any(name.startswith(p) for p in self.mirror_prefixes)
+
+    def forget_mirrors(self) -> None:
+        """Forget every mirror ref known: the next read asks git (after a fetch, a push, a
+        transaction that failed)."""
+        self._mirror_known = {}
+        self._mirror_broken = set()
+        self._mirror_listed = set()
 
     def ref_names(self, prefix: str) -> list[str]:
         """The names under ``prefix`` (ending with ``/``) of every ref, *including* broken
@@ -177,7 +256,19 @@ class RefAccess:
         for u in updates:
             _check_name(u.ref)
         what = "ref " + ", ".join(u.ref for u in updates)
-        done = self._while_locked(lambda: self._transaction(updates, message), what)
+        mirrors = [u for u in updates if self._is_mirror(u.ref)]
+        try:
+            done = self._while_locked(lambda: self._transaction(updates, message), what)
+        except BaseException:
+            if mirrors:
+                self.forget_mirrors()
+            raise
+        for u in mirrors:
+            if not done:
+                self.forget_mirrors()  # a value moved: ask git again
+                break
+            self._mirror_known[u.ref] = u.new  # what we just wrote, under compare-and-swap
+            self._mirror_broken.discard(u.ref)
         if done:
             for u in updates:
                 with contextlib.suppress(OSError):  # files backend: the entries are durable
@@ -267,7 +358,7 @@ class RefAccess:
 def for_each_ref(git_dir: Path, *patterns: str) -> tuple[dict[str, str], list[str]]:
     """(name -> id of every readable ref of the repository at ``git_dir`` matching one of
     ``patterns`` (each a full name, or a prefix ending in ``/``), names git calls broken)."""
-    proc = run_git(["for-each-ref", _FORMAT, *patterns], cwd=git_dir, git_dir=git_dir)
+    proc = run_git(["for-each-ref", _FORMAT, "--", *patterns], cwd=git_dir, git_dir=git_dir)
     said = proc.stderr.decode("utf-8", "surrogateescape")
     if proc.returncode != 0:
         from gitpub.core.sanitize import sanitize

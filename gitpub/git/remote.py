@@ -124,6 +124,11 @@ def local_path(url: str) -> str | None:
 _UNREAD = object()
 
 
+#: The refs that mirror a remote's: its branches (``refs/remotes/<remote>/``) and its job store
+#: (``Remote.store_prefix``). A command reads each once (``git.refs``, ``mirror_prefixes``).
+MIRROR_PREFIXES = ("refs/remotes/", "refs/pub/remote/")
+
+
 def tracking_ref(remote: str, branch: str) -> str:
     """Where the fetched state of the remote branch is kept (the remote-tracking branch)."""
     return f"refs/remotes/{remote}/{branch}"
@@ -154,15 +159,20 @@ class Remote:
         return self._urls  # type: ignore[return-value]
 
     def _read_urls(self) -> tuple[str, ...] | None:
-        found = []
-        for extra in ((), ("--push",)):
-            proc = self.repo.git("remote", "get-url", *extra, self.remote, timeout=30)
-            if proc.returncode != 0:
-                self._unreadable(proc.stderr)
-                break
-            found.append(proc.stdout.decode("utf-8", "surrogateescape").strip())
+        """One ``git remote -v``: for each remote its first fetch URL and its first push URL,
+        as ``git remote get-url [--push]`` says them (``insteadOf``/``pushInsteadOf``
+        applied, ``pushurl`` first)."""
+        proc = self.repo.git("remote", "-v", timeout=30)
+        if proc.returncode != 0:
+            self._unreadable(proc.stderr)
+        found: dict[str, str] = {}
+        for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
+            name, tab, rest = line.partition("\t")
+            url, _, kind = rest.rpartition(" ")
+            if tab and name == self.remote and kind in ("(fetch)", "(push)"):
+                found.setdefault(kind, url.strip())
         if found:
-            return tuple(dict.fromkeys(found))
+            return tuple(dict.fromkeys(found[k] for k in ("(fetch)", "(push)") if k in found))
         if "/" in self.remote or ":" in self.remote or self.remote in (".", ".."):
             return (self.remote,)
         return None
@@ -230,6 +240,9 @@ class Remote:
                            else None, timeout=self.fetch_timeout, env=env)
         except GitTimeout:
             raise RemoteError(f"fetch from {sanitize(self.remote)} timed out") from None
+        finally:
+            if git_dir in (self.repo.git_dir, self.repo.common_dir):
+                self.repo.forget_mirrors()  # it may have moved them (a fetch into this one)
         err = proc.stderr.decode("utf-8", "replace")
         if proc.returncode != 0:
             if "couldn't find remote ref" in err:

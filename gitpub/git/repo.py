@@ -46,6 +46,14 @@ from gitpub.git.writing import ObjectWriter
 
 T = TypeVar("T")
 
+#: git commands that move no ref (they read, or write objects, the index or configuration
+#: only): running one keeps the mirror refs known (``git.refs``); any other forgets them.
+REF_NEUTRAL = frozenset({
+    "cat-file", "commit-tree", "config", "diff", "diff-tree", "for-each-ref", "hash-object",
+    "interpret-trailers", "log", "ls-files", "ls-remote", "ls-tree", "merge-base", "mktree",
+    "read-tree", "remote", "rev-list", "rev-parse", "show", "status", "symbolic-ref",
+    "update-index", "var", "worktree", "write-tree"})
+
 __all__ = ["BLOB_MODES", "MODE_EXEC", "MODE_FILE", "MODE_GITLINK", "MODE_LINK", "MODE_TREE",
            "STORE_IDENTITY", "Change", "CommitInfo", "Entry", "Identity", "RefUpdate",
            "Repository"]
@@ -76,9 +84,12 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         #: How long a write waits for such a lock (None: the policy's, else ``locks.WAIT``).
         self.lock_wait: float | None = None
         self._cat = CatFile(self.git_dir, self.work_tree or self.git_dir)
+        self.forget_mirrors()
+        self._config: dict[str, str] | None = None
+        self._walks = {}
+        self._diffs = {}
         self._store = None
         self._batch_dirs: set[str] | None = None
-        self._layout: dict[str, str] | None = None
 
     @classmethod
     def discover(cls, start: Path) -> Repository:
@@ -104,9 +115,22 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
     def git(self, *args: str, timeout: float | None = None, input: bytes | None = None,
             env: Mapping[str, str] | None = None) -> CompletedProcess[bytes]:
         """Run C git in this repository and no other (see ``git.run``). ``env`` adds
-        variables (a temporary ``GIT_INDEX_FILE``, say) after the hardening."""
+        variables (a temporary ``GIT_INDEX_FILE``, say) after the hardening. A git that may
+        move refs (anything but the commands in ``REF_NEUTRAL``) makes the mirror refs known
+        in this command forgotten (``git.refs``)."""
+        if self._moves_refs(args):
+            self.forget_mirrors()
+        if "config" in args:
+            self._config = None  # it may write: read it again
         return run_git(args, cwd=self.work_tree or self.git_dir, git_dir=self.git_dir,
                        work_tree=self.work_tree, timeout=timeout, input=input, env=env)
+
+    @staticmethod
+    def _moves_refs(args: tuple[str, ...]) -> bool:
+        i = 0
+        while i < len(args) and args[i].startswith("-"):
+            i += 2 if args[i] == "-c" else 1
+        return i >= len(args) or args[i] not in REF_NEUTRAL
 
     @property
     def pub_dir(self) -> Path:
@@ -166,27 +190,36 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
     # -- configuration ---------------------------------------------------------------------
 
     def config_value(self, section: str, key: str) -> str | None:
-        """``section.key`` as git reads it (every configuration file, includes followed)."""
-        proc = self.git("config", "--get", f"{section}.{key}", timeout=30)
-        if proc.returncode != 0:
-            return None
-        return proc.stdout.decode("utf-8", "replace").removesuffix("\n")
+        """``section.key`` as git reads it (every configuration file, includes followed; the
+        last value of several), ``""`` for a key without ``=``. ``section`` may name a
+        subsection (``remote.origin``), whose case counts."""
+        first, dot, sub = section.partition(".")
+        name = f"{first.lower()}{dot}{sub}.{key.lower()}"
+        return self.config().get(name)
+
+    def config(self) -> dict[str, str]:
+        """The whole configuration as git reads it, once per command (``git config --list``;
+        read again after a ``git config`` this repository ran): its keys as git lists them
+        (section and variable lower case), the last value of each."""
+        if self._config is None:
+            proc = self.git("config", "--list", "-z", timeout=30)
+            found: dict[str, str] = {}
+            if proc.returncode == 0:
+                for item in proc.stdout.split(b"\0"):
+                    name, _, value = item.partition(b"\n")
+                    if name:
+                        found[name.decode("utf-8", "surrogateescape")] = \
+                            value.decode("utf-8", "replace")
+            self._config = found
+        return self._config
 
     def layout_config(self) -> Mapping[str, str]:
         """The configuration that says how the repository is laid out and shared
         (``extensions.*``, ``core.sharedRepository``; lower-case names, the last value of
-        each), read once, in one ``git config``: gitpub never changes it, and a command
-        reads it several times (``store.fetchdir.can_isolate``, the object writer)."""
-        if self._layout is None:
-            proc = self.git("config", "-z", "--get-regexp",
-                            r"^(extensions\..*|core\.sharedrepository)$", timeout=30)
-            found: dict[str, str] = {}
-            for item in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
-                name, _, value = item.partition("\n")
-                if name:
-                    found[name.lower()] = value
-            self._layout = found
-        return self._layout
+        each): from ``config``, read once per command (``store.fetchdir.can_isolate``, the
+        object writer)."""
+        return {name: value for name, value in self.config().items()
+                if name.startswith("extensions.") or name == "core.sharedrepository"}
 
     def user_identity(self) -> Identity:
         """The identity for content commits: git's own rules, minus the interactive prompts."""

@@ -33,6 +33,8 @@ all of them share one environment:
   ``TryLaterError`` (exit 5, "run the same command again later") that the network segment
   classifies as an unknown outcome, and that leaves a job in the state it was recorded in
   (``runtime.contain``) — never an internal error, never a job sent to a person.
+- **git found once.** Its absolute path is looked up on the ``PATH`` once (again when the
+  ``PATH`` changes), not by every start walking the ``PATH`` entry by entry.
 
 Every process gitpub starts is started here (C git) or in ``runtime.steps`` (the pipeline's and
 the channels' commands); an import contract keeps it so. ``CompletedProcess``, ``Popen`` and
@@ -42,6 +44,7 @@ the channels' commands); an import contract keeps it so. ``CompletedProcess``, `
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
@@ -52,8 +55,8 @@ from typing import IO
 from gitpub.core import pushmark
 from gitpub.core.errors import TryLaterError
 
-__all__ = ["CompletedProcess", "GitTimeout", "Popen", "TimeoutExpired", "git_env", "popen_git",
-           "run_git", "run_plain", "spawn_git"]
+__all__ = ["CompletedProcess", "GitTimeout", "Popen", "TimeoutExpired", "git_env", "git_program",
+           "popen_git", "run_git", "run_plain", "spawn_git"]
 
 #: Seconds a git gitpub runs may take unless the caller says otherwise (read at each call).
 DEFAULT_TIMEOUT = 300.0
@@ -88,6 +91,19 @@ NO_GRAFTS = os.path.join(os.devnull, "no-grafts")
 PRIVATE_ENV = ("GITPUB_CONFIRM_KEY",)
 
 
+_found: tuple[str | None, str] | None = None  # (the PATH, git's absolute path on it)
+
+
+def git_program() -> str:
+    """git's absolute path on this process's ``PATH`` (looked up once per ``PATH``); plain
+    ``git`` when it is not there, which then fails to start as it would have."""
+    global _found
+    path = os.environ.get("PATH")
+    if _found is None or _found[0] != path:
+        _found = (path, shutil.which("git", path=path) or "git")
+    return _found[1]
+
+
 def git_env(git_dir: Path | None = None, work_tree: Path | None = None,
             extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of every git gitpub runs (see the module docstring)."""
@@ -116,7 +132,7 @@ def run_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
     directory or git is not installed, ``GitTimeout`` after ``timeout`` seconds
     (``DEFAULT_TIMEOUT`` when not given)."""
     seconds = DEFAULT_TIMEOUT if timeout is None else timeout
-    proc = subprocess.Popen(["git", *args], cwd=cwd, env=git_env(git_dir, work_tree, env),
+    proc = subprocess.Popen([git_program(), *args], cwd=cwd, env=git_env(git_dir, work_tree, env),
                             stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # The timeout is a watchdog that kills git, not ``communicate(timeout=…)``: that one
@@ -169,7 +185,7 @@ def spawn_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
     while the caller does other work. stdin and stdout are the files given (none when not:
     a file, not a pipe — read at once, after, which costs less than a pipe read 32 KiB at a
     time), stderr piped: ``communicate()`` collects it and waits."""
-    return subprocess.Popen(["git", *args], cwd=cwd, env=git_env(git_dir, work_tree),
+    return subprocess.Popen([git_program(), *args], cwd=cwd, env=git_env(git_dir, work_tree),
                             stdin=subprocess.DEVNULL if stdin is None else stdin,
                             stdout=subprocess.DEVNULL if stdout is None else stdout,
                             stderr=subprocess.PIPE)
@@ -181,6 +197,6 @@ def popen_git(args: Sequence[str], *, git_dir: Path, cwd: Path,
     stdout piped to us: a conversation (``cat-file --batch-command``, a ref transaction). Its
     stderr goes to the file given (a pipe nobody reads while waiting for an answer would fill:
     an inherited ``GIT_TRACE_PACK_ACCESS`` writes a line per object), else it is piped."""
-    return subprocess.Popen(["git", *args], cwd=cwd, env=git_env(git_dir),
+    return subprocess.Popen([git_program(), *args], cwd=cwd, env=git_env(git_dir),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE if stderr is None else stderr)

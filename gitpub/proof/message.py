@@ -41,7 +41,15 @@ _CUT = b"# ------------------------ >8 ------------------------"
 _PARSE_TIMEOUT = 20.0
 
 
+#: git's answers in this process: (message, divider) -> the trailers it printed. git with no
+#: configuration answers from the message alone, so an answer stays true (the newest kept).
+_PARSED: dict[tuple[bytes, bool], bytes] = {}
+
+
 def _parse(message: bytes, *, divider: bool) -> bytes:
+    key = (message, divider)
+    if key in _PARSED:
+        return _PARSED[key]
     args = ["interpret-trailers", "--parse", *([] if divider else ["--no-divider"])]
     try:  # as git reads it, not as the person's configuration makes their git read it
         proc = run_plain(args, input=message, timeout=_PARSE_TIMEOUT)
@@ -50,6 +58,9 @@ def _parse(message: bytes, *, divider: bool) -> bytes:
                                 "message") from None
     if proc.returncode != 0:
         raise ProofMessageError("git interpret-trailers could not read the message")
+    if len(_PARSED) >= 64:
+        _PARSED.clear()
+    _PARSED[key] = proc.stdout
     return proc.stdout
 
 

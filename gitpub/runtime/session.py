@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gitpub.core.errors import UsageError
 from gitpub.core.states import State
+from gitpub.git.remote import MIRROR_PREFIXES
 from gitpub.git.repo import Repository
 from gitpub.runtime.context import Context
 from gitpub.runtime.pubdir import Healer
@@ -27,6 +28,7 @@ from gitpub.store.lease import Worker
 def open_repository(where: Path, progress: Callable[[str], None]) -> Repository:
     """The repository git would use in ``where``, with gitpub's lock policy (close it)."""
     repo = Repository.discover(where)
+    repo.mirror_prefixes = MIRROR_PREFIXES  # read once per command: see git.refs
     repo.lock_policy = Healer(repo.common_dir, repo.common_dir / "pub", progress,
                               work_tree=repo.work_tree, readers=repo.reader_pids)
     return repo

@@ -94,7 +94,24 @@ def mirror_ref(repo: Repository, net: Path, ref: str, value: str | None = _READ)
     """Give the private fetch repository this repository's value of ``ref`` (the fetch
     negotiates with it), or none if it has no usable one. ``value``: that value, when the
     caller read it already (``current_value``'s: None when absent or damaged)."""
-    sha = current_value(repo, ref) if value is _READ else value
+    _mirror_value(repo, net, ref, current_value(repo, ref) if value is _READ else value)
+
+
+def mirror_refs(repo: Repository, net: Path, refs: list[str],
+                also: tuple[str, ...] = ()) -> None:
+    """Give the private fetch repository this repository's value of each of ``refs`` (the
+    fetch negotiates with them: no decision rests on these values), or none where it has no
+    usable one; read in one ``for-each-ref`` with ``also`` (patterns the caller reads next:
+    kept for the command when they are mirror refs, ``git.refs``)."""
+    try:
+        seen = repo.read_together([*refs, *also])
+    except GitpubError:
+        seen = {}  # unreadable here: none (as current_value); the fetch replaces them
+    for ref in refs:
+        _mirror_value(repo, net, ref, seen.get(ref))
+
+
+def _mirror_value(repo: Repository, net: Path, ref: str, sha: str | None) -> None:
     path = net / ref
     if sha is None or not repo.has_object(sha):
         with contextlib.suppress(FileNotFoundError):
@@ -142,8 +159,7 @@ def fetch_with(remote: Remote, src: str, dst: str) -> tuple[str | None, str | No
         return fetch_branch(remote), fetch_ref(remote, src, dst)
     net = isolated_fetch_dir(remote.repo)
     branch = f"refs/heads/{remote.branch}"
-    mirror_ref(remote.repo, net, remote.tracking_ref)
-    mirror_ref(remote.repo, net, branch)
+    mirror_refs(remote.repo, net, [remote.tracking_ref, branch])
     (net / dst).unlink(missing_ok=True)  # after the fetch, absent means: not there
     env = {"GIT_OBJECT_DIRECTORY": str(remote.repo.common_dir / "objects")}
     for lock in (remote.tracking_ref, dst):
@@ -189,8 +205,7 @@ def can_isolate(remote: Remote) -> bool:
 
 def _fetch_isolated(remote: Remote, src: str, dst: str) -> str | None:
     net = isolated_fetch_dir(remote.repo)
-    mirror_ref(remote.repo, net, dst)
-    mirror_ref(remote.repo, net, f"refs/heads/{remote.branch}")
+    mirror_refs(remote.repo, net, [dst, f"refs/heads/{remote.branch}"])
     env = {"GIT_OBJECT_DIRECTORY": str(remote.repo.common_dir / "objects")}
     if _fetch(remote, list(ISOLATED_CONFIG), src, dst, net, env) is None:
         return None

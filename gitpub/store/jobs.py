@@ -32,7 +32,7 @@ from gitpub.core.errors import CorruptStateError, GitpubError, LostRace, TryLate
 from gitpub.core.record import JobRecord, Lease, RecordError, parse_record
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import RESTING, TERMINAL, Stage, State, check_transition
-from gitpub.git.repo import MODE_FILE, CommitInfo, Entry, Repository
+from gitpub.git.repo import MODE_FILE, CommitInfo, Entry, RefUpdate, Repository
 from gitpub.store.lease import Worker, held_by_other, shown_owner
 
 JOBS_PREFIX = "refs/pub/jobs/"
@@ -165,13 +165,16 @@ class JobStore:
         an unreadable one is yielded as its error so callers can go on. ``tidy=False`` writes
         nothing (a dry run): stale index entries are skipped but not removed."""
         active = self.repo.list_refs(ACTIVE_PREFIX) if not finished else {}
-        # Every job ref in one listing: a ref read per job costs a git each, and git reads the
-        # whole refs/pub/jobs/ directory for each (quadratic in loose job refs). A ref the
-        # listing leaves out (damaged, or made since) is read on its own, as ``load`` reads it.
-        listed = self.repo.list_refs(JOBS_PREFIX)
-        for job_id in self.job_ids() if finished else sorted(active):
+        # Every job ref in one listing (all of them, or the active ones in batches): a ref
+        # read per job costs a git each, and git reads the whole refs/pub/jobs/ directory for
+        # each (quadratic in loose job refs). A ref the listing leaves out (damaged, or made
+        # since) is read on its own, as ``load`` reads it.
+        ids = self.job_ids() if finished else sorted(active)
+        listed = {JOBS_PREFIX + k: v for k, v in self.repo.list_refs(JOBS_PREFIX).items()} \
+            if finished else self._read_refs(ids)
+        for job_id in ids:
             try:
-                sha = listed.get(job_id)
+                sha = listed.get(self.ref_name(job_id))
                 job = self.load(job_id) if sha is None else self._load_listed(job_id, sha)
             except CorruptStateError as e:
                 yield e
@@ -190,6 +193,15 @@ class JobStore:
                         self.repo.delete_ref(ACTIVE_PREFIX + job_id, active[job_id])
                 continue
             yield job
+
+    def _read_refs(self, ids: Sequence[str]) -> dict[str, str]:
+        """The refs of the jobs ``ids`` that read well, in one ``for-each-ref`` per thousand
+        (a ref moved after it is read is a compare-and-swap that fails later, as when it moves
+        after its own read)."""
+        known: dict[str, str] = {}
+        for i in range(0, len(ids), 1000):
+            known.update(self.repo.read_together([self.ref_name(j) for j in ids[i:i + 1000]]))
+        return known
 
     def rebuild_index(self, jobs: Iterable[Job]) -> list[str]:
         """Make the active index list every unfinished job of ``jobs`` (read from their refs);
@@ -326,10 +338,25 @@ class JobStore:
         record = staged.record
         ref = self.ref_name(record.job_id)
         active = ACTIVE_PREFIX + record.job_id
+        move = RefUpdate(ref, staged.commit, None if prev is None else prev.commit)
+        message = f"gitpub: {record.state.value}"
+        # The index entry and the job's ref in one transaction where they can be (one git
+        # fewer): created with a new job, deleted with its terminal state. When the entry is
+        # not as expected (it exists already, or moved), each on its own, as before: the entry
+        # first, the job's ref, then the entry goes.
         if prev is None:
+            if self.repo.update_refs([RefUpdate(active, staged.commit, None), move], message):
+                return staged
             self.repo.cas_ref(active, None, staged.commit, "gitpub: active")  # before the job
-        if not self.repo.cas_ref(ref, None if prev is None else prev.commit, staged.commit,
-                                 f"gitpub: {record.state.value}"):
+        elif record.state in TERMINAL:
+            try:
+                current = self.repo.read_ref(active)
+            except CorruptStateError:
+                current = None  # a damaged entry: the state first, then it is reported
+            if current is not None and \
+                    self.repo.update_refs([move, RefUpdate(active, None, current)], message):
+                return staged
+        if not self.repo.update_refs([move], message):
             raise LostRace(ref)
         if record.state in TERMINAL:
             self._unindex(record.job_id)

@@ -1,0 +1,109 @@
+"""How many git processes each command starts: a regression guard.
+
+Every git gitpub starts costs a process start (2-5 ms, more under load); a command pays it
+for each. The number a command starts in a fixed scenario is deterministic, unlike its time,
+so it is counted here — by a ``git`` first on the ``PATH`` that notes its arguments and runs
+the real one (git's own children find git in its exec path, not through the ``PATH``: only
+gitpub's starts are counted) — and held under a ceiling. A ceiling that fails says which
+git runs came in; raise it only for a reason (and say it in the commit).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import Site
+from test_delivery import article
+
+from gitpub.git.repo import Repository
+from gitpub.git.run import git_program
+
+#: The most git processes each command of ``test_git_processes_per_command`` may start
+#: (measured: 714036d started 23, 51, 5, 115, 32, 3 and 27; the procs branch 14, 31, 5, 71, 21,
+#: 3, 15; merged into a712356, which brought the shared channel ledgers, the take-over re-gate
+#: and the fold: push 35, sync 72, reconcile 25).
+CEILINGS = {"prepare": 14, "push": 35, "status": 5, "sync": 72, "reconcile": 25,
+            "status-idle": 3, "confirm": 15}
+
+
+@pytest.fixture
+def counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``git`` on the ``PATH`` that appends its arguments to the returned log file."""
+    real = shutil.which("git")
+    assert real is not None
+    bindir, log = tmp_path / "counting-bin", tmp_path / "git-starts.log"
+    bindir.mkdir()
+    wrapper = bindir / "git"
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    log.touch()
+    return log
+
+
+def starts(log: Path) -> list[str]:
+    lines = log.read_text().splitlines()
+    log.write_text("")
+    return lines
+
+
+def test_git_processes_per_command(site: Site, counted: Path) -> None:
+    assert git_program() == str(counted.parent / "counting-bin" / "git")
+    seen: dict[str, list[str]] = {}
+
+    def run(name: str, *args: str, input: str = "") -> None:
+        starts(counted)
+        r = site.call(*args, input=input)
+        assert r.code == 0, r.out + r.err
+        seen[name] = starts(counted)
+
+    run("prepare", "prepare", "--key", "k1", "--to", "posts/one.md", "-", input=article(1))
+    run("status", "status")
+    run("push", "push")
+    (site.path / "posts" / "two.md").write_text(article(2))
+    site.git("add", "posts/two.md")
+    site.git("commit", "-q", "-m", "hand edit")
+    run("sync", "sync")
+    run("status-idle", "status")
+    run("reconcile", "reconcile")
+    site.git("fetch", "-q", "origin")
+    run("confirm", "confirm")
+    over = {name: len(lines) for name, lines in seen.items() if len(lines) > CEILINGS[name]}
+    assert not over, "\n".join(
+        f"{name}: {n} git processes (at most {CEILINGS[name]}): " + "; ".join(
+            f"{count}x {line[:90]}" for line, count in Counter(seen[name]).most_common(8))
+        for name, n in over.items())
+    assert all(seen.values()), seen  # the counting git was used
+
+
+def test_a_tracking_ref_is_read_once_per_command_and_again_after_a_failed_swap(
+        site: Site) -> None:
+    """Mirror refs (``git.refs``): a value read is kept for the command, a value written
+    under compare-and-swap too; a swap that fails forgets them, and so does a fetch. Refs
+    that are no mirror are read afresh every time."""
+    tracking = "refs/remotes/origin/main"
+    first = site.git("rev-parse", tracking).strip()
+    site.git("commit", "-q", "--allow-empty", "-m", "another")
+    second = site.git("rev-parse", "HEAD").strip()
+    with Repository.discover(site.path) as repo:
+        repo.mirror_prefixes = ("refs/remotes/",)
+        assert repo.read_ref(tracking) == first
+        site.git("update-ref", tracking, second, first)  # another process moves it
+        assert repo.read_ref(tracking) == first  # kept: what the command read
+        assert repo.read_ref("refs/heads/main") == second  # no mirror: read afresh
+        assert not repo.cas_ref(tracking, first, second)  # the swap decides, and fails
+        assert repo.read_ref(tracking) == second  # forgotten: read again
+        assert repo.cas_ref(tracking, second, first)
+        site.git("update-ref", tracking, second, first)
+        assert repo.read_ref(tracking) == first  # what we wrote, kept
+        repo.git("pack-refs", "--all")  # a git that may move refs: forgotten
+        assert repo.read_ref(tracking) == second
+        site.git("update-ref", tracking, first, second)
+        assert repo.list_refs("refs/remotes/origin/") == {"main": first}  # a first listing
+        site.git("update-ref", tracking, second, first)
+        assert repo.list_refs("refs/remotes/origin/") == {"main": first}  # kept
+        assert repo.read_ref(tracking) == first
