@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gitpub.app.common import distribute, driver_for, next_steps
 from gitpub.app.results import Jobs, Progress
+from gitpub.channels.decide import target_of
 from gitpub.channels.drive import Driver
 from gitpub.channels.resolve import Decision
 from gitpub.channels.resolve import resolve_channel as resolve_one
@@ -52,7 +53,9 @@ def resolve_channel(where: Path, progress: Progress, job_ref: str, channel: str,
     with open_session(where, progress) as ctx:
         driver = driver_for(ctx)
         job = _channel_job(ctx, driver, job_ref)
-        job = resolve_one(driver.state, job, channel, decision, url)
+        spec = ctx.config.channel(channel)
+        job = resolve_one(driver.state, job, channel, decision, url,
+                          None if spec is None else target_of(spec))
         driver.found_published(job)
         errors: list[str] = []
         done, channels = distribute(ctx, driver, [job], errors, only_named=True)

@@ -9,6 +9,7 @@ unknown outcomes are reconciled a bounded number of times, then need a person.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 import uuid
@@ -43,6 +44,15 @@ def intent_key(job_id: str, channel: str, account: str, operation: str) -> str:
     """The idempotency key of one intent: the same (job, channel, account, operation) always
     gives the same key, on every writer, so every retry carries it."""
     return str(uuid.uuid5(_INTENT_NAMESPACE, "\0".join((job_id, channel, account, operation))))
+
+
+def target_of(spec: ChannelSpec) -> str | None:
+    """Where ``spec`` sends, as a digest (a webhook's URL may carry a token: it is never stored
+    as it is): the same URL gives the same digest on every clone. None for a command channel,
+    whose command names no place gitpub could compare."""
+    if spec.kind != "webhook" or spec.url is None:
+        return None
+    return hashlib.sha256(b"gitpub channel target\0" + spec.url.encode()).hexdigest()
 
 
 def backoff(attempt: int, policy: RetryPolicy) -> float:

@@ -313,7 +313,8 @@ class Driver:
             required=spec.required, after=spec.after, operation=OPERATION_CREATE,
             intent_key=decide.intent_key(job.job_id, spec.name, spec.account,
                                          OPERATION_CREATE),
-            payload_sha256=digest, status=Status.PENDING, created_at=now, updated_at=now)
+            payload_sha256=digest, status=Status.PENDING, created_at=now, updated_at=now,
+            target=decide.target_of(spec))
 
     # -- one channel -----------------------------------------------------------------------
 
@@ -367,7 +368,7 @@ class Driver:
         whatever it was (nothing sent, unknown, or left in flight by a worker that is gone).
         A person decides: ``--skip``, ``--confirmed URL``, or ``--not-sent`` on a clone that
         has the channel."""
-        what = "is no longer configured" if spec is None else "changed its account or kind"
+        what = "is no longer configured" if spec is None else "changed its account, kind or URL"
         name = record.channel
         if record.status in IN_FLIGHT and live_holder(record.holder, time.time()):
             notes.append(f"{name}: channel {what}; a send in flight finishes first")
@@ -591,10 +592,12 @@ def adapter_for(spec: ChannelSpec, scratch_root: Path) -> Adapter:
 
 
 def same_intent(job: Job, spec: ChannelSpec, record: ChannelRecord) -> bool:
-    """Whether ``spec`` is still the channel ``record`` was made for: its kind, and the intent
-    key of its name and (raw, unsanitized) account."""
+    """Whether ``spec`` is still the channel ``record`` was made for: its kind, the intent key
+    of its name and (raw, unsanitized) account, and where it sends (a webhook's URL: a same-key
+    resend of an unknown outcome goes to the platform that may hold the post, or nowhere)."""
     return spec.kind == record.kind and record.intent_key == decide.intent_key(
-        job.job_id, spec.name, spec.account, record.operation)
+        job.job_id, spec.name, spec.account, record.operation) and (
+        record.target is None or record.target == decide.target_of(spec))
 
 
 def contained(act: Callable[[], _O]) -> _O | Unknown:

@@ -151,6 +151,10 @@ class ChannelRecord:
     code: str | None = None  # the last outcome's code (sanitized)
     retryable: bool | None = None  # of the last not_sent
     detail: str | None = None  # the last event, for people (sanitized)
+    #: Where sends of this intent go, as a digest (``decide.target_of``: a webhook's URL);
+    #: a clone configured to send elsewhere does not resend there. None: a command channel,
+    #: or a record an older gitpub made. Written only when set.
+    target: str | None = None
     format: int = FORMAT_VERSION
 
     def evolve(self, **changes: Any) -> ChannelRecord:
@@ -171,6 +175,8 @@ class ChannelRecord:
     def to_json(self) -> bytes:
         data = asdict(self)
         data["status"] = self.status.value
+        if data["target"] is None:
+            del data["target"]  # as an older gitpub wrote it, and can read it
         return (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1,
                            allow_nan=False) + "\n").encode()
 
@@ -201,6 +207,7 @@ class ChannelRecord:
         data["status"] = self.status.value
         data.pop("holder")
         data.pop("format")
+        data.pop("target")
         data["needs_person"] = self.waits_for_person
         data["hint"] = self.hint(job, time.time() if now is None else now)
         return data
@@ -221,7 +228,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "reconciles": (int,), "next_attempt_at": (int, float, type(None)),
     "unknown_since": (int, float, type(None)), "remote_id": (str, type(None)),
     "url": (str, type(None)), "evidence": (str, type(None)), "code": (str, type(None)),
-    "retryable": (bool, type(None)), "detail": (str, type(None)),
+    "retryable": (bool, type(None)), "detail": (str, type(None)), "target": (str, type(None)),
 }
 
 

@@ -37,13 +37,15 @@ Decision = Literal["confirmed", "not_sent", "skip"]
 
 
 def resolve_channel(state: ChannelState, job: Job, name: str, decision: Decision,
-                    url: str | None = None) -> Job:
+                    url: str | None = None, target: str | None = None) -> Job:
     """Record a person's ``decision`` on channel ``name`` of ``job`` (synced with the remote's
-    store). Raises ``UsageError`` (nothing to resolve, changed meanwhile) and
-    ``TryLaterError`` (the remote could not be asked: nothing recorded)."""
+    store). ``target``: where this clone sends the channel (``decide.target_of``): a
+    ``not_sent`` decision sends it there from now on. Raises ``UsageError`` (nothing to
+    resolve, changed meanwhile) and ``TryLaterError`` (the remote could not be asked: nothing
+    recorded)."""
     try:
         for _ in range(WRITE_ROUNDS):
-            written = _try(state, job, name, decision, url)
+            written = _try(state, job, name, decision, url, target)
             if isinstance(written, Job):
                 return written
             fresh = state.resync(job)
@@ -59,7 +61,7 @@ def resolve_channel(state: ChannelState, job: Job, name: str, decision: Decision
 
 
 def _try(state: ChannelState, job: Job, name: str, decision: Decision,
-         url: str | None) -> Job | None:
+         url: str | None, target: str | None) -> Job | None:
     """One try; None: the job moved on the remote (fetch, sync, try again)."""
     dist = state.load(job) if job.state == State.PUBLISHED else None
     if dist is None or name not in dist.channels:
@@ -68,6 +70,8 @@ def _try(state: ChannelState, job: Job, name: str, decision: Decision,
                          hint="`git pub status JOB` shows the job's channels")
     record = dist.channels[name]
     new = decided(record, job, decision, url, time.time())
+    if decision == "not_sent" and target is not None:
+        new = new.evolve(target=target)  # a person checked there was no post: send it here
     claim = None
     if decision == "not_sent":
         assert state.writer is not None
