@@ -228,11 +228,7 @@ def test_forged_node_name_is_left_for_a_person(site: Site, daemon: GitDaemon,
 
 # -- A. killed in the middle of the in-place move ---------------------------------------------
 
-@pytest.mark.parametrize("point", [
-    pytest.param("delivery.published-recorded", marks=pytest.mark.xfail(
-        strict=True, reason="hole reported, not fixed: nothing brings the local branch along "
-        "after a run killed between recording PUBLISHED and the move")),
-    "checkout.worktree-updated"])
+@pytest.mark.parametrize("point", ["delivery.published-recorded", "checkout.worktree-updated"])
 def test_killed_during_the_in_place_move_a_rerun_finishes_it(site: Site, point: str) -> None:
     """Killed after PUBLISHED is recorded (before the move) or after the worktree was updated
     (before the branch moved): the page edited in place is safe either way, but the rerun
@@ -241,7 +237,7 @@ def test_killed_during_the_in_place_move_a_rerun_finishes_it(site: Site, point: 
     or with the published change staged over the old HEAD (``git pub sync`` then calls the
     published content an uncommitted change in conflict with the remote). checkout.py said
     of the second: "a rerun heals it"; push and reconcile now finish that one
-    (``finish_interrupted_move``). The first is left: see the report."""
+    (``finish_interrupted_move``), and the first (``Deliverer.bring_along``)."""
     (site.path / "posts/welcome.md").write_text(EDITED)
     r = site.call("prepare", "--key", "k", "--to", "posts/welcome.md", "posts/welcome.md")
     assert r.code == 0, r.out + r.err

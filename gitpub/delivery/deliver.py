@@ -530,6 +530,25 @@ class Deliverer:
                                                         remote_commit)
         return job
 
+    def bring_along(self, tip: str | None) -> str | None:
+        """A run killed between recording PUBLISHED and moving the local branch
+        (``delivery.published-recorded``) left the branch on the published commit's parent:
+        it is moved now, as that run would have moved it (``published``). Only then: the
+        remote tip is the commit of a job this clone recorded PUBLISHED at it — a publish, not
+        a sync (sync moves the branch itself) — and the branch stands on its first parent.
+        The note, or None when there is nothing to bring along."""
+        repo, branch = self.ctx.repo, self.ctx.config.branch
+        local = repo.read_ref(f"refs/heads/{branch}")
+        if tip is None or local is None or local == tip or not repo.has_object(tip) or \
+                repo.commit(tip).parents[:1] != (local,):
+            return None
+        verdict = verify_commit(repo, tip, self._prefixes())
+        job = None if verdict is None or not verdict.ok else self.ctx.store.load(verdict.job_id)
+        if job is None or job.state != S.PUBLISHED or job.record.kind == Kind.SYNC or \
+                job.record.remote_commit != tip:
+            return None
+        return fast_forward_local(repo, branch, tip)
+
     def _claimless(self, commit: str) -> bool:
         return verify_commit(self.ctx.repo, commit, self._prefixes()) is None
 
