@@ -189,29 +189,47 @@ def build_uncommitted(repo: Repository, local: str, paths: list[str]) -> str:
 
 def _uncommitted(ctx: Context, local: str) -> tuple[Unpushed | None, str | None]:
     """The uncommitted content changes as a planned commit on ``local``, or why not."""
-    repo, branch = ctx.repo, ctx.config.branch
-    if repo.work_tree is None or repo.head_ref() != f"refs/heads/{branch}":
-        return None, None
-    changed, unmerged, partial = uncommitted_paths(repo, ctx.config.is_content)
-    if not changed and not unmerged:
-        return None, None
-    busy = _in_progress(repo) or ("unmerged paths" if unmerged else None)
-    if busy is not None:
-        return None, f"uncommitted content changes left alone: {busy} is in progress"
+    repo = ctx.repo
+    found = _uncommitted_changes(ctx)
+    if not isinstance(found, tuple):
+        return None, found
+    changed, partial = found
     secret = uncommitted_secrets(ctx, local, changed)
     if secret is not None:
         raise _Refused(secret)
     commit = classify(ctx, build_uncommitted(repo, local, changed), (local,), uncommitted=True)
     stranger = unrecorded_work_tree(repo)
     if stranger is not None:
-        commit = replace(commit, role=Role.REFUSED, reason=stranger)
-    elif partial and commit.role != Role.REFUSED:
-        # Committing the working tree's version would silently drop the staged one.
-        commit = replace(commit, role=Role.REFUSED, reason=(
-            f"{_listed(partial)} staged, then changed again in the working tree: sync would "
-            "publish the working tree's version and drop the staged one; stage all of it "
-            "(`git add`) or commit what is staged (`git commit`), then sync again"))
-    return commit, None
+        return replace(commit, role=Role.REFUSED, reason=stranger), None
+    return _partly_staged(commit, partial), None
+
+
+def _uncommitted_changes(ctx: Context) -> tuple[list[str], list[str]] | str | None:
+    """The content paths changed in the working tree of the branch (and those of them staged,
+    then changed again); or why they are left alone (a merge, rebase… in progress); None
+    when there are none (or the branch is not checked out here)."""
+    repo, branch = ctx.repo, ctx.config.branch
+    if repo.work_tree is None or repo.head_ref() != f"refs/heads/{branch}":
+        return None
+    changed, unmerged, partial = uncommitted_paths(repo, ctx.config.is_content)
+    if not changed and not unmerged:
+        return None
+    busy = _in_progress(repo) or ("unmerged paths" if unmerged else None)
+    if busy is not None:
+        return (f"uncommitted content changes left alone: {busy} is in progress ("
+                + _listed(sorted(set(changed) | set(unmerged))) + ")")
+    return changed, partial
+
+
+def _partly_staged(commit: Unpushed, partial: list[str]) -> Unpushed:
+    """``commit`` refused when paths were staged, then changed again: committing the working
+    tree's version would silently drop the staged one."""
+    if not partial or commit.role == Role.REFUSED:
+        return commit
+    return replace(commit, role=Role.REFUSED, reason=(
+        f"{_listed(partial)} staged, then changed again in the working tree: sync would "
+        "publish the working tree's version and drop the staged one; stage all of it "
+        "(`git add`) or commit what is staged (`git commit`), then sync again"))
 
 
 class _Refused(Exception):
@@ -652,16 +670,11 @@ def _uncommitted_unbuilt(ctx: Context, local: str) -> tuple[Unpushed | None, str
     """The uncommitted content changes judged as ``_uncommitted`` judges them, without building
     their commit: each path's entry in ``local`` against the working tree's (``sha`` is
     empty: there is no commit yet)."""
-    repo, branch = ctx.repo, ctx.config.branch
-    if repo.work_tree is None or repo.head_ref() != f"refs/heads/{branch}":
-        return None, None
-    changed, unmerged, partial = uncommitted_paths(repo, ctx.config.is_content)
-    if not changed and not unmerged:
-        return None, None
-    busy = _in_progress(repo) or ("unmerged paths" if unmerged else None)
-    if busy is not None:
-        return None, (f"uncommitted content changes left alone: {busy} is in progress ("
-                      + _listed(sorted(set(changed) | set(unmerged))) + ")")
+    repo = ctx.repo
+    found = _uncommitted_changes(ctx)
+    if not isinstance(found, tuple):
+        return None, found
+    changed, partial = found
     tree = repo.commit(local).tree
     now = _work_tree_entries(repo, sorted(changed))
     changes = []
@@ -675,12 +688,7 @@ def _uncommitted_unbuilt(ctx: Context, local: str) -> tuple[Unpushed | None, str
     stranger = unrecorded_work_tree(repo)
     if secret is not None or stranger is not None:
         return replace(commit, role=Role.REFUSED, reason=secret or stranger or ""), None
-    if partial and commit.role != Role.REFUSED:
-        commit = replace(commit, role=Role.REFUSED, reason=(
-            f"{_listed(partial)} staged, then changed again in the working tree: sync would "
-            "publish the working tree's version and drop the staged one; stage all of it "
-            "(`git add`) or commit what is staged (`git commit`), then sync again"))
-    return commit, None
+    return _partly_staged(commit, partial), None
 
 
 def _work_tree_entries(repo: Repository, paths: list[str]) -> dict[str, Entry | None]:
