@@ -349,3 +349,126 @@ def test_push_and_prepare_push_fold_without_reconcile(site: Site) -> None:
         assert len(site.job_refs()) <= 3, (i, site.job_refs())
     assert sum(archived_state(site, j) is not None for j in ids) >= 5
     assert_each_found(site, ids)
+
+
+# -- a store an older gitpub left unfolded: many finished job refs ----------------------------
+
+def finished_copies(site: Site, count: int) -> list[str]:
+    """``count`` more PUBLISHED jobs, copies of one published for real (its tree, another
+    record), written in one ``git fast-import`` as loose job refs here and pushed: what an
+    older gitpub, which did not fold, left behind."""
+    from gitpub.core.record import parse_record
+    from gitpub.store.jobs import job_id_for_key
+
+    seed = publish(site, ["seed"])[0]
+    ref = JOBS + seed
+    record = parse_record(site.git("show", f"{ref}:job.json").encode())
+    message = site.git("log", "-1", "--format=%B", ref)
+    entries = [line.split(None, 3) for line in site.git("ls-tree", ref).splitlines()]
+    ids, chunks = [], []
+    for k in range(count):
+        job_id = job_id_for_key(f"old-{k}")
+        ids.append(job_id)
+        data = record.evolve(job_id=job_id, idempotency_key=f"old-{k}").to_json()
+        chunks += [f"commit {JOBS}{job_id}\ncommitter gitpub <gitpub@localhost> "
+                   f"{1_700_000_000 + k} +0000\ndata {len(message.encode())}\n{message}\n"
+                   .encode()]
+        chunks += [f"M {mode} {sha} {name}\n".encode() for mode, _, sha, name in entries
+                   if name != "job.json"]
+        chunks += [f"M 100644 inline job.json\ndata {len(data)}\n".encode(), data, b"\n"]
+    site.git("fast-import", "--quiet", input=b"".join(chunks))
+    site.git("push", "-q", "origin", f"{JOBS}*:{JOBS}*")
+    return [seed, *ids]
+
+
+def archived_ids(site: Site) -> set[str]:
+    out = git(site.remote, "ls-tree", "-r", "-d", "--name-only", ARCHIVE, check=False)
+    return {p.split("/")[2] for p in out.splitlines() if p.count("/") == 2}
+
+
+@pytest.mark.slow
+def test_a_fold_of_many_job_refs_is_batched(site: Site, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fold of many finished job refs costs git processes per batch, not per job: one push
+    and one ref transaction here for each ``FOLD_LIMIT`` jobs, and no git names a job but
+    those (counted with the counting git of ``test_procs``; never timed)."""
+    from test_procs import starts
+
+    from gitpub.delivery import fold
+
+    ids = finished_copies(site, 99)
+    site.write_config("archive_after: 64\n")
+    monkeypatch.setattr(fold, "FOLD_LIMIT", 40)
+    real = git(site.path, "--exec-path").strip() + "/git"
+    bindir, log = tmp_path / "counting-bin", tmp_path / "git-starts.log"
+    bindir.mkdir()
+    (bindir / "git").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec "{real}" '
+                                '"$@"\n')
+    (bindir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    log.touch()
+    r = site.call("reconcile")
+    assert r.code == 0, r.out + r.err
+    assert "100 finished job(s) folded, 100 job ref(s) deleted on the remote, 100 here" \
+        in r.err, r.err
+    assert "archive: 40 of 100 finished job(s) folded so far" in r.err, r.err
+    ran = starts(log)
+    naming = [line for line in ran if any(i in line for i in ids)]
+    assert len(naming) == 3 and all(line.startswith("push ") for line in naming), naming
+    transactions = [line for line in ran if "update-ref" in line and "--stdin" in line]
+    assert len(transactions) <= 3 + 6, ran  # one per batch, and the command's own few
+    assert len(ran) < 60, ran  # the fold of 100 jobs: about 20 git processes, plus the rest
+    assert archived_ids(site) == set(ids)
+    assert remote_job_refs(site) == [] and site.job_refs() == {}
+
+
+@pytest.mark.slow
+def test_a_publish_takes_on_a_bounded_fold_and_reconcile_the_rest(
+        site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A publish over a store an older gitpub left unfolded folds a bounded number of jobs
+    (``fold.flow_limit``: here 30) and says how many are left; the next publish goes on;
+    ``reconcile`` folds the rest. Each job is in its ref or in the archive all along, and an
+    archived job still reads as PUBLISHED."""
+    from gitpub.delivery import fold
+
+    ids = finished_copies(site, 69)
+    site.write_config("archive_after: 10\n")
+    monkeypatch.setattr(fold, "FLOW_BUDGET", 0)
+    monkeypatch.setattr(fold, "FLOW_LEAST", 30)
+
+    def publish_one(key: str) -> str:
+        ids.append(str(prepare(site, key, f"posts/{key}.md", article(key))["job_id"]))
+        r = site.call("push")
+        assert r.code == 0, r.out + r.err
+        held = archived_ids(site) | set(remote_job_refs(site))
+        assert set(ids) <= held, set(ids) - held  # each job in its ref or in the archive
+        return r.err
+
+    said = publish_one("new1")
+    assert len(archived_ids(site)) == 30, said
+    assert "archive: 30 finished job(s) folded" in said, said
+    assert "archive: 41 more finished job ref(s) left for the next runs; `git pub reconcile` " \
+           "folds them all" in said, said
+    said = publish_one("new2")
+    assert len(archived_ids(site)) == 60 and "archive: 12 more finished job ref(s) left" \
+        in said, said
+    r = site.call("reconcile")
+    assert r.code == 0, r.out + r.err
+    assert "12 finished job(s) folded" in r.err and "left" not in r.err, r.err
+    assert archived_ids(site) == set(ids)
+    assert remote_job_refs(site) == [] and site.job_refs() == {}
+    shown = site.call("status", "--json", ids[5])
+    assert shown.code == 0 and shown.json()["state"] == "PUBLISHED", shown.out + shown.err
+
+
+def test_a_publish_folds_fewer_jobs_the_more_refs_each_costs() -> None:
+    """``flow_limit``: a store that folds as it goes is folded whole; one of 10,000 refs a few
+    dozen jobs a publish, never fewer than ``FLOW_LEAST``."""
+    from gitpub.delivery.fold import FLOW_LEAST, FOLD_LIMIT, flow_limit
+
+    def refs(n: int) -> dict[str, str]:
+        return {f"{i:08x}": "0" * 40 for i in range(n)}
+
+    assert flow_limit(refs(64), {}, refs(64)) == FOLD_LIMIT
+    assert flow_limit(refs(10_000), {}, refs(10_000)) == 24
+    assert flow_limit(refs(100_000), {}, refs(100_000)) == FLOW_LEAST

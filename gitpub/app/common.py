@@ -144,13 +144,20 @@ def distribute(ctx: Context, driver: Driver, done: Sequence[Job], errors: list[s
 def settled(ctx: Context) -> Callable[[Job], bool]:
     """``job -> bool``: whether a finished job's distribution is settled — SKIPPED, or
     PUBLISHED with no channel left to drive (none recorded, or every one final) and not in
-    this clone's distribution index (its channels are about to be recorded)."""
+    this clone's distribution index (its channels are about to be recorded). The index is read
+    once, at the first PUBLISHED job asked about (a fold asks about thousands)."""
     channels = ChannelState(ctx.store)
+    distributing: set[str] = set()
+    read: list[bool] = []
 
     def check(job: Job) -> bool:
         if job.state == State.SKIPPED:
             return True
-        if ctx.repo.read_ref(DISTRIBUTING_PREFIX + job.job_id) is not None:
+        if not read:
+            distributing.update(name.removeprefix(DISTRIBUTING_PREFIX) for name in
+                                ctx.repo.read_together([DISTRIBUTING_PREFIX]))
+            read.append(True)
+        if job.job_id in distributing:
             return False
         try:
             dist = channels.load(job)
@@ -161,15 +168,17 @@ def settled(ctx: Context) -> Callable[[Job], bool]:
     return check
 
 
-def fold_if_due(ctx: Context, deliverer: Deliverer, failures: Failures) -> Folded | None:
-    """Fold the finished jobs into the archive when ``archive_after`` of them piled up; what
-    the fold did, or None when it did not run."""
+def fold_if_due(ctx: Context, deliverer: Deliverer, failures: Failures, *,
+                everything: bool = False) -> Folded | None:
+    """Fold the finished jobs into the archive when ``archive_after`` of them piled up: as many
+    as a publish may take on (``delivery.fold.flow_limit``), or (``everything``, as
+    ``reconcile`` does) all; what the fold did, or None when it did not run."""
     shared = deliverer.shared
     if not due(shared, ctx.config.archive_after):
         return None
     try:
         with delivery_lock(ctx.repo, progress=ctx.progress):
-            result = fold(shared, settled(ctx))
+            result = fold(shared, settled(ctx), flow=not everything)
     except LockedError:
         ctx.progress("no fold into the archive in this run: another gitpub here holds the "
                      "delivery lock")
@@ -189,4 +198,7 @@ def fold_if_due(ctx: Context, deliverer: Deliverer, failures: Failures) -> Folde
                      f"job ref(s) deleted on the remote, {result.pruned} here")
     if result.stopped:
         ctx.progress(f"archive: the fold stopped: {result.stopped}; the next run goes on")
+    elif result.left:
+        ctx.progress(f"archive: {result.left} more finished job ref(s) left for the next runs; "
+                     "`git pub reconcile` folds them all")
     return result

@@ -1,7 +1,8 @@
 """``git pub push`` and ``git pub reconcile``: deliver jobs (and recover every unfinished
 one), then drive the published jobs' channels.
 
-Both fold finished jobs into the archive when due (``app.common.fold_if_due``).
+Both fold finished jobs into the archive when due (``app.common.fold_if_due``): ``push`` as
+many as a publish may take on (``delivery.fold.flow_limit``), ``reconcile`` all.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
             pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         except Exception as e:
             failures.add(None, e)
-        fold_if_due(ctx, deliverer, failures)
+        fold_if_due(ctx, deliverer, failures, everything=True)
         maintain(ctx, failures, sweep=True)
         return Jobs(tuple(done), tuple(errors), dict(deliverer.notes), pending=pending,
                     hints=next_steps(ctx, done), channels=channels,

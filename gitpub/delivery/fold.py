@@ -35,7 +35,7 @@ every finished job, so its key is found by every clone. A newer final state of a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gitpub.core.crashpoints import crash_point
@@ -49,13 +49,27 @@ from gitpub.store.archive import ARCHIVE, Archive, Final
 from gitpub.store.fetch import note_pushed
 from gitpub.store.jobs import ACTIVE_PREFIX, JOBS_PREFIX, Job
 
-#: Jobs one archive commit (one push) folds at most: its refspecs stay a short command line.
+#: Jobs one archive commit (one push, one ref transaction here) folds at most: its refspecs
+#: stay a short command line.
 FOLD_LIMIT = 500
+#: What a command that publishes (``push``, ``prepare --push``, ``sync``) takes on of a fold:
+#: ``git push`` matches each refspec (and each lease) it is given against every local and
+#: remote ref, so deleting a job ref costs in proportion to the refs there are — ~15 ms each
+#: over a store of 10,000 job refs an older gitpub left unfolded, 10,000 of them minutes. So a
+#: publish folds at most ``FLOW_BUDGET`` / (the job refs each deletion is matched against)
+#: jobs, ``FLOW_LEAST`` at the least (more than a publish adds), ``FOLD_LIMIT`` at the most;
+#: the rest is left to the next runs, or to ``reconcile``, which folds them all. A store that
+#: folds as it goes (``archive_after``) is folded whole by one publish; one of 10,000 refs,
+#: 25 jobs a publish, which costs it a few tenths of a second.
+FLOW_BUDGET = 1_000_000
+FLOW_LEAST = 16
 #: Whole folds re-tried after a lost compare-and-swap, before this run gives up.
 ROUNDS = 4
 ARCHIVE_REF = "refs/pub/" + ARCHIVE
 
 Settled = Callable[[Job], bool]
+#: This clone's job refs, its active index and the remote's job refs, each by job id.
+Listings = tuple[dict[str, str], dict[str, str], dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -68,6 +82,7 @@ class Candidate:
     remote: str | None  # the remote's job ref to delete (its value), if it has one
     local: str | None  # this clone's job ref to delete (its value), if it has one
     entry: str | None  # the state the archive holds before the fold (None: none)
+    active: str | None = None  # this clone's (stale) active index entry of the job, to delete
 
     @property
     def adds(self) -> bool:
@@ -81,6 +96,7 @@ class Folded:
     pruned: int = 0  # this clone's job refs deleted
     stopped: str | None = None  # why the fold stopped before the end (sanitized)
     skipped: list[str] = field(default_factory=list)  # finished jobs left alone, and why
+    left: int = 0  # finished job refs left for the next fold (a publish's fold, bounded)
 
     @property
     def changed(self) -> bool:
@@ -91,11 +107,15 @@ def finished_refs(shared: Shared) -> int:
     """About how many jobs have a finished job ref, this clone's or the remote's (as last
     fetched), without reading a record: this clone's job refs not in its active index (which
     lists the unfinished ones), and every remote job ref (whose state only its record says)."""
-    local, active, remote = _listings(shared)
+    return _finished_count(_listings(shared))
+
+
+def _finished_count(listings: Listings) -> int:
+    local, active, remote = listings
     return len({job_id for job_id in local if job_id not in active} | set(remote))
 
 
-def _listings(shared: Shared) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+def _listings(shared: Shared) -> Listings:
     """This clone's job refs, its active index and the remote's job refs as last fetched
     (each keyed by job id), read together in one ``for-each-ref``: every fold decision on
     them is a compare-and-swap, on the remote (the push's leases) and here (one ref
@@ -111,31 +131,61 @@ def due(shared: Shared, threshold: int) -> bool:
     return threshold > 0 and finished_refs(shared) >= threshold
 
 
-def fold(shared: Shared, settled: Settled) -> Folded:
-    """Fold every finished job into the archive (a fresh fetch first; see the module
-    docstring). Raises ``RemoteError`` when the remote does not answer or the outcome of a
-    push is unknown: the next fold's fetch finds out what happened."""
+def fold(shared: Shared, settled: Settled, *, flow: bool = False) -> Folded:
+    """Fold the finished jobs into the archive, in batches of ``FOLD_LIMIT``, a fresh fetch
+    first (see the module docstring): all of them, or (``flow``: a command that publishes) at
+    most ``flow_limit`` of them, ``Folded.left`` then saying how many finished job refs wait
+    for the next fold. Raises ``RemoteError`` when the remote does not answer or the outcome
+    of a push is unknown: the next fold's fetch finds out what happened."""
     result = Folded()
+    quota: int | None = None
     for _ in range(ROUNDS):
         shared.fetch()
         if shared.damaged_archive is not None:
             result.stopped = "the remote's refs/pub/archive is no archive: `git pub doctor " \
                              "--fix` puts the last good one back"
             return result
-        candidates = _candidates(shared, settled, result)
+        listings = _listings(shared)
+        if flow and quota is None:
+            quota = flow_limit(*listings)
+        candidates = _candidates(shared, listings, settled, result, quota)
         if not candidates:
-            return result
+            return _count_left(result, quota, listings, 0)
         try:
+            done = 0
             for batch in _batches(candidates):
                 if not _fold_batch(shared, batch, result):
                     break  # lost a compare-and-swap: fetch again, fold again
+                done += len(batch)
+                if done < len(candidates):  # a long fold says how far it is
+                    shared.ctx.progress(f"archive: {done} of {len(candidates)} finished "
+                                        "job(s) folded so far")
             else:
-                return result
+                return _count_left(result, None if quota is None else quota - done, listings,
+                                   done)
+            quota = None if quota is None else quota - done
         except _Refused as e:
             result.stopped = f"the remote refuses the fold's push ({e}): allow pushes to " \
                              "refs/pub/* for this account"
             return result
     result.stopped = "the remote's job store kept moving (other nodes folding or delivering)"
+    return result
+
+
+def flow_limit(local: Mapping[str, str], active: Mapping[str, str],
+               remote: Mapping[str, str]) -> int:
+    """How many jobs a publish folds at most, given the job refs listed (see ``FLOW_BUDGET``):
+    each deletion is matched against every local ref (the remote's tracked here too) and twice
+    against every remote one."""
+    matched = len(local) + len(active) + 3 * len(remote) + 1
+    return max(FLOW_LEAST, min(FOLD_LIMIT, FLOW_BUDGET // matched))
+
+
+def _count_left(result: Folded, quota: int | None, listings: Listings, done: int) -> Folded:
+    """The result, with about how many finished job refs are left when the quota ran out: the
+    listing the fold started from, less the jobs it folded."""
+    if quota is not None and quota <= 0:
+        result.left = max(0, _finished_count(listings) - done)
     return result
 
 
@@ -151,24 +201,32 @@ def _batches(items: Sequence[Candidate]) -> Iterator[Sequence[Candidate]]:
 
 # -- deciding ----------------------------------------------------------------------------------
 
-def _candidates(shared: Shared, settled: Settled, result: Folded) -> list[Candidate]:
+def _candidates(shared: Shared, listings: Listings, settled: Settled, result: Folded,
+                limit: int | None) -> list[Candidate]:
+    """The jobs to fold, at most ``limit`` (None: all), the remote's first, by id, from the
+    job refs ``_listings`` read (in one ``for-each-ref``): only the jobs looked at are loaded."""
     view = shared.view
-    local, active, remote = _listings(shared)
+    local, active, remote = listings
     archive = view.archive()
     out: list[Candidate] = []
-    for job_id, theirs in sorted(remote.items()):
-        mine = local.get(job_id)
-        if mine not in (None, theirs) and not view.descends(theirs, mine):
-            continue  # this clone has states the remote has not seen yet: shared first
-        job = _finished(shared, job_id, theirs, settled)
+
+    def refs() -> Iterator[tuple[str, str | None, str]]:  # job id, remote value, its state
+        for job_id, theirs in sorted(remote.items()):
+            mine = local.get(job_id)
+            if mine in (None, theirs) or view.descends(theirs, mine):
+                yield job_id, theirs, theirs
+            # else this clone has states the remote has not seen yet: shared first
+        for job_id, mine in sorted(local.items()):
+            if job_id not in remote and job_id not in active:
+                yield job_id, None, mine
+
+    for job_id, theirs, sha in refs():
+        if limit is not None and len(out) >= limit:
+            break
+        job = _finished(shared, job_id, sha, settled)
         if job is not None:
-            out += _candidate(shared, archive, job, theirs, mine, result)
-    for job_id, mine in sorted(local.items()):
-        if job_id in remote or job_id in active:
-            continue
-        job = _finished(shared, job_id, mine, settled)
-        if job is not None:
-            out += _candidate(shared, archive, job, None, mine, result)
+            out += _candidate(shared, archive, job, theirs, local.get(job_id), result,
+                              active.get(job_id))
     return out
 
 
@@ -183,7 +241,7 @@ def _finished(shared: Shared, job_id: str, sha: str, settled: Settled) -> Job | 
 
 
 def _candidate(shared: Shared, archive: Archive, job: Job, remote: str | None,
-               local: str | None, result: Folded) -> list[Candidate]:
+               local: str | None, result: Folded, active: str | None) -> list[Candidate]:
     """The job's candidate, given what the archive holds for it already: nothing (add it), an
     older state (replace it), the same or a newer state (only the refs go); none when the
     archive holds a state of another history (two clones created the job independently)."""
@@ -205,7 +263,7 @@ def _candidate(shared: Shared, archive: Archive, job: Job, remote: str | None,
                                   f"it ({entry.state_commit}); its ref {job.commit} is kept")
             return []
     return [Candidate(job.job_id, final, blob, remote, local,
-                      None if entry is None else entry.state_commit)]
+                      None if entry is None else entry.state_commit, active)]
 
 
 # -- acting ------------------------------------------------------------------------------------
@@ -283,7 +341,8 @@ def _here(shared: Shared, old: str | None, new: str | None, batch: Sequence[Cand
           deleted: set[str]) -> None:
     """The same here: the tracking archive first (a job is never without both its ref and its
     entry), then one ref transaction for the folded tracking refs and this clone's refs of
-    the folded jobs. A ref that moved meanwhile is left for the next fold."""
+    the folded jobs (their values as listed for the fold: compare-and-swap). A ref that moved
+    meanwhile is left for the next fold."""
     if new != old and new is not None:
         note_pushed(shared.remote, ARCHIVE, old, new)
     crash_point("fold.noted")
@@ -294,9 +353,8 @@ def _here(shared: Shared, old: str | None, new: str | None, batch: Sequence[Cand
             changes.append(RefUpdate(f"{prefix}jobs/{c.job_id}", None, c.remote))
         if c.local is not None and _gone(c, deleted):
             changes.append(RefUpdate(JOBS_PREFIX + c.job_id, None, c.local))
-            stale = repo.read_ref(ACTIVE_PREFIX + c.job_id)
-            if stale is not None:
-                changes.append(RefUpdate(ACTIVE_PREFIX + c.job_id, None, stale))
+            if c.active is not None:
+                changes.append(RefUpdate(ACTIVE_PREFIX + c.job_id, None, c.active))
     if repo.update_refs(changes, "gitpub: folded into the archive"):
         return
     for change in changes:  # something moved: each on its own, the rest for the next fold

@@ -423,8 +423,12 @@ class Shared:
         ``damaged``, to be reported (this clone's own is reported by its delivery)."""
         taken: list[Job] = []
         store = self.ctx.store
+        # This clone's job refs (a damaged one included: the scan of this clone's jobs reports
+        # it) in one listing, not a git per remote job (10,000 of them an older gitpub left
+        # unfolded: minutes). A job adopted here since is a lost race for ``adopt``.
+        here = set(store.job_ids())
         for job_id, item in self.view.remote_jobs():
-            if self._here(job_id):
+            if job_id in here:
                 continue  # this clone's own: reconciled (or reported) by ``sync``
             if isinstance(item, CorruptStateError):
                 self.damaged.append(item)  # not taken over blindly
@@ -458,15 +462,6 @@ class Shared:
                               f"({item.state.value} on the remote); probing first")
             taken.append(acquired)
         return taken
-
-    def _here(self, job_id: str) -> bool:
-        """Whether this clone has a ref for the job (a damaged one included: the scan of
-        this clone's jobs reports it)."""
-        store = self.ctx.store
-        try:
-            return store.repo.read_ref(store.ref_name(job_id)) is not None
-        except CorruptStateError:
-            return True
 
     def locate(self, ref: str) -> Job | None:
         """A job this clone does not have, by id or unique id prefix, from a fresh fetch of

@@ -269,10 +269,11 @@ class RefAccess:
                 break
             self._mirror_known[u.ref] = u.new  # what we just wrote, under compare-and-swap
             self._mirror_broken.discard(u.ref)
-        if done:
-            for u in updates:
-                with contextlib.suppress(OSError):  # files backend: the entries are durable
-                    fsync_dir(_existing_parent(self.common_dir / u.ref))
+        if done:  # files backend: the entries are durable (each directory once)
+            for parent in dict.fromkeys(_existing_parent(self.common_dir / u.ref)
+                                        for u in updates):
+                with contextlib.suppress(OSError):
+                    fsync_dir(parent)
         return bool(done)
 
     def _transaction(self, updates: Sequence[RefUpdate], message: str) -> bool:
