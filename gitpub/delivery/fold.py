@@ -1,8 +1,8 @@
 """Folding finished jobs into the archive, on the remote and here, so refs stay O(unfinished).
 
 When finished job refs pile up — ``archive_after`` of them (default 64), counting this clone's
-and the remote's — ``reconcile`` folds them (``store.archive``), under the delivery lock, after
-a fresh fetch of the job store:
+and the remote's — every command that delivers folds them (``store.archive``), under the
+delivery lock, after a fetch of the job store (the command's own, if it made one):
 
 1. **objects**: one new archive commit on top of the remote's archive, adding the final records
    (``fold.written``: nothing points at it yet);
@@ -132,15 +132,19 @@ def due(shared: Shared, threshold: int) -> bool:
 
 
 def fold(shared: Shared, settled: Settled, *, flow: bool = False) -> Folded:
-    """Fold the finished jobs into the archive, in batches of ``FOLD_LIMIT``, a fresh fetch
-    first (see the module docstring): all of them, or (``flow``: a command that publishes) at
-    most ``flow_limit`` of them, ``Folded.left`` then saying how many finished job refs wait
-    for the next fold. Raises ``RemoteError`` when the remote does not answer or the outcome
-    of a push is unknown: the next fold's fetch finds out what happened."""
+    """Fold the finished jobs into the archive, in batches of ``FOLD_LIMIT``, after a fetch
+    (this command's, if it made one; see the module docstring): all of them, or (``flow``: a
+    command that publishes) at most ``flow_limit`` of them, ``Folded.left`` then saying how
+    many finished job refs wait for the next fold. Raises ``RemoteError`` when the remote does
+    not answer or the outcome of a push is unknown: the next fold's fetch finds out what
+    happened."""
     result = Folded()
     quota: int | None = None
-    for _ in range(ROUNDS):
-        shared.fetch()
+    for round_ in range(ROUNDS):
+        if round_ or not shared.fetched:
+            # A first try may build on this command's fetch of the store: over values that
+            # moved since, it loses a compare-and-swap, changes nothing and fetches.
+            shared.fetch()
         if shared.damaged_archive is not None:
             result.stopped = "the remote's refs/pub/archive is no archive: `git pub doctor " \
                              "--fix` puts the last good one back"
