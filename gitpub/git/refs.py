@@ -38,7 +38,7 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
@@ -122,6 +122,7 @@ class RefAccess:
         them), in one ``git for-each-ref``: name → object id (None: absent). A broken ref
         among ``names`` raises, as ``read_ref`` does."""
         found, broken = self._for_each_ref(*names, *prefixes)
+        self._remember(prefixes, found, broken)
         out: dict[str, str | None] = {name: sha for name, sha in found.items()
                                       if any(name.startswith(p) for p in prefixes)}
         for name in names:
@@ -131,6 +132,9 @@ class RefAccess:
                     self.git("symbolic-ref", "-q", "--no-recurse", name).returncode == 0:
                 raise broken_ref(self.common_dir, name, "a symbolic ref that leads nowhere")
             out[name] = found.get(name)
+            if self._is_mirror(name):  # a fresh read replaces what was kept (git.refs)
+                self._mirror_known[name] = out[name]
+                self._mirror_broken.discard(name)
         return out
 
     def _may_be_symbolic(self, name: str) -> bool:
@@ -150,12 +154,7 @@ class RefAccess:
             return {name[len(prefix):]: sha for name, sha in self._mirror_known.items()
                     if sha is not None and name.startswith(prefix)}
         found, broken = self._for_each_ref(prefix)
-        if self._is_mirror(prefix):
-            for name in [n for n in self._mirror_known if n.startswith(prefix)]:
-                del self._mirror_known[name]
-            self._mirror_known.update((n, v) for n, v in found.items() if n.startswith(prefix))
-            self._mirror_broken.update(n for n in broken if n.startswith(prefix))
-            self._mirror_listed.add(prefix)
+        self._remember([prefix], found, broken)
         return {name[len(prefix):]: sha for name, sha in found.items()
                 if name.startswith(prefix)}
 
@@ -167,23 +166,34 @@ class RefAccess:
         if not patterns:
             return {}
         found, broken = for_each_ref(self.git_dir, *patterns)
+        self._remember([p for p in patterns if p.endswith("/")], found, broken)
         for pattern in patterns:
-            if not self._is_mirror(pattern):
+            if not self._is_mirror(pattern) or pattern.endswith("/"):
                 continue
-            if pattern.endswith("/"):
-                for name in [n for n in self._mirror_known if n.startswith(pattern)]:
-                    del self._mirror_known[name]
-                self._mirror_known.update((n, v) for n, v in found.items()
-                                          if n.startswith(pattern))
-                self._mirror_broken.update(n for n in broken if n.startswith(pattern))
-                self._mirror_listed.add(pattern)
-            elif pattern in found:
+            self._mirror_broken.discard(pattern)
+            if pattern in found:
                 self._mirror_known[pattern] = found[pattern]
             elif pattern in broken:
                 self._mirror_broken.add(pattern)
             elif not self._may_be_symbolic(pattern):
                 self._mirror_known[pattern] = None
+            else:
+                self._mirror_known.pop(pattern, None)  # git is asked at the next read
         return found
+
+    def _remember(self, prefixes: Sequence[str], found: Mapping[str, str],
+                  broken: Sequence[str]) -> None:
+        """Keep what a listing of ``prefixes`` (each ending with ``/``) found of the mirror
+        refs: it replaces whatever was known below each (a fresh read is never older)."""
+        for prefix in prefixes:
+            if not self._is_mirror(prefix):
+                continue
+            for name in [n for n in self._mirror_known if n.startswith(prefix)]:
+                del self._mirror_known[name]
+            self._mirror_broken = {n for n in self._mirror_broken if not n.startswith(prefix)}
+            self._mirror_known.update((n, v) for n, v in found.items() if n.startswith(prefix))
+            self._mirror_broken.update(n for n in broken if n.startswith(prefix))
+            self._mirror_listed.add(prefix)
 
     def _is_mirror(self, name: str) -> bool:
         return any(name.startswith(p) for p in self.mirror_prefixes)

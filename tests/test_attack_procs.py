@@ -1,0 +1,70 @@
+"""Attacks on the procs merge (2ca950e): mirror refs kept per command, configuration read
+once, git found once, trailers' readings kept per process, the active index moved with the
+job ref. Each test failed on 2ca950e."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+from conftest import Site, git
+from netfaults import GitDaemon
+from test_delivery import article, prepare
+from test_shared import assert_store_agrees, node
+
+
+def person_fetches_before(tmp_path: Path, site: Site, trigger: str) -> dict[str, str]:
+    """An environment whose ``git`` (first on the PATH, running the real one) makes a person's
+    ``git fetch origin`` land in ``site`` just before gitpub's first git whose arguments
+    contain ``trigger`` (once)."""
+    real = shutil.which("git")
+    assert real is not None
+    bindir, marker = tmp_path / "racing-bin", tmp_path / "person-fetched"
+    bindir.mkdir(exist_ok=True)
+    wrapper = bindir / "git"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'case "$*" in *"{trigger}"*)\n'
+        f'  if [ ! -e "{marker}" ]; then touch "{marker}"; '
+        f'(unset GIT_DIR GIT_WORK_TREE; "{real}" -C "{site.path}" fetch -q origin); fi;;\n'
+        "esac\n"
+        f'exec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    return {"PATH": f"{bindir}:{os.environ['PATH']}"}
+
+
+
+def branch_has(site: Site, commit: str) -> bool:
+    """Whether the remote's branch holds ``commit``."""
+    return subprocess.run(["git", "merge-base", "--is-ancestor", commit, "main"],
+                          cwd=site.remote, capture_output=True).returncode == 0
+
+
+def test_a_fetch_that_moves_no_tracking_ref_leaves_no_older_value_kept(
+        site: Site, daemon: GitDaemon, tmp_path: Path) -> None:
+    """A person's ``git fetch`` lands in A's clone after A's push read the tracking ref and
+    before A's own fetch, which then finds the tracking ref already where the remote is and
+    moves nothing: A must not go on with the value it read before its fetch. Here the remote
+    branch was rewound (B's publication of A's job removed): A must not prove the remote's
+    PUBLISHED record on the tracking ref as it was before the rewind (2ca950e did: PUBLISHED,
+    for a commit the remote does not hold)."""
+    data = prepare(site, "k1", "posts/a.md", article("a"))
+    job_id = str(data["job_id"])
+    r = site.run("push", env={"GITPUB_CRASH_AT": "delivery.claimed"})
+    assert r.code == -signal.SIGKILL, r.out + r.err
+    before = git(site.remote, "rev-parse", "main").strip()
+    b = node(site, tmp_path, "node-b")
+    r = b.run_here("reconcile")
+    assert r.code == 0, r.out + r.err
+    assert_store_agrees(site, [job_id])
+    site.git("fetch", "-q", "origin")  # A's clone sees B's publication
+    git(site.remote, "update-ref", "refs/heads/main", before)  # the remote branch rewound
+    env = person_fetches_before(tmp_path, site, "refs/pub/remote/")
+    r = site.run("push", "--json", env=env)
+    assert (tmp_path / "person-fetched").exists()
+    state = site.call("status", "--json", job_id).json()
+    if state["state"] == "PUBLISHED":
+        assert branch_has(site, str(state["remote_commit"])), (r.out, r.err)
