@@ -10,6 +10,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import Site, git
 from netfaults import GitDaemon
 from test_delivery import article, prepare
@@ -68,3 +69,24 @@ def test_a_fetch_that_moves_no_tracking_ref_leaves_no_older_value_kept(
     state = site.call("status", "--json", job_id).json()
     if state["state"] == "PUBLISHED":
         assert branch_has(site, str(state["remote_commit"])), (r.out, r.err)
+
+
+def test_a_partial_clones_remote_keeps_its_fetch_url(site: Site, tmp_path: Path) -> None:
+    """``git remote -v`` says a promisor remote's fetch URL as ``URL (fetch) [FILTER]``: the
+    URLs read in one git are still the ones ``git remote get-url [--push]`` say (2ca950e lost
+    the fetch URL: a remote whose fetch URL is no repository passed ``check``)."""
+    from gitpub.git.remote import Remote, RemoteConfigError
+    from gitpub.git.repo import Repository
+
+    push_url = str(site.remote)
+    missing = str(tmp_path / "no-such-repository")
+    site.git("remote", "set-url", "origin", missing)
+    site.git("remote", "set-url", "--push", "origin", push_url)
+    site.git("config", "remote.origin.promisor", "true")
+    site.git("config", "remote.origin.partialclonefilter", "blob:none")
+    with Repository.discover(site.path) as repo:
+        remote = Remote(repo, "origin", "main")
+        assert remote.urls() == (site.git("remote", "get-url", "origin").strip(),
+                                 site.git("remote", "get-url", "--push", "origin").strip())
+        with pytest.raises(RemoteConfigError):
+            remote.check()

@@ -122,6 +122,9 @@ def local_path(url: str) -> str | None:
 
 
 _UNREAD = object()
+#: A URL as ``git remote -v`` says it: ``URL (fetch)`` or ``URL (push)``; a promisor remote's
+#: fetch URL is followed by its filter (``URL (fetch) [blob:none]``).
+_URL_LINE = re.compile(r"(.*) \((fetch|push)\)(?: \[[^\]\n]*\])?")
 
 
 #: The refs that mirror a remote's: its branches (``refs/remotes/<remote>/``) and its job store
@@ -168,9 +171,9 @@ class Remote:
         found: dict[str, str] = {}
         for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
             name, tab, rest = line.partition("\t")
-            url, _, kind = rest.rpartition(" ")
-            if tab and name == self.remote and kind in ("(fetch)", "(push)"):
-                found.setdefault(kind, url.strip())
+            said = _URL_LINE.fullmatch(rest)
+            if tab and name == self.remote and said is not None:
+                found.setdefault(f"({said.group(2)})", said.group(1).strip())
         if found:
             return tuple(dict.fromkeys(found[k] for k in ("(fetch)", "(push)") if k in found))
         if "/" in self.remote or ":" in self.remote or self.remote in (".", ".."):
