@@ -90,3 +90,51 @@ def test_a_partial_clones_remote_keeps_its_fetch_url(site: Site, tmp_path: Path)
                                  site.git("remote", "get-url", "--push", "origin").strip())
         with pytest.raises(RemoteConfigError):
             remote.check()
+
+
+def _logging_git(where: Path, log: Path) -> Path:
+    """A ``git`` in ``where`` that notes that it ran, then runs the real one."""
+    real = shutil.which("git")
+    assert real is not None
+    where.mkdir(parents=True, exist_ok=True)
+    wrapper = where / "git"
+    wrapper.write_text(f'#!/bin/sh\necho "{where}" >> "{log}"\nexec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def test_git_moved_on_an_unchanged_path_is_found_again(
+        site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git found once per PATH: when the git found is gone (uninstalled, moved by an
+    upgrade) and another is on the same PATH, the next start finds that one, as a start
+    that walks the PATH would (2ca950e kept starting the one that is gone: every git failed
+    for the rest of the process)."""
+    from gitpub.git.run import git_program, run_git
+
+    log = tmp_path / "ran.log"
+    first = _logging_git(tmp_path / "first-bin", log)
+    _logging_git(tmp_path / "second-bin", log)
+    monkeypatch.setenv("PATH", f"{first.parent}:{tmp_path / 'second-bin'}:{os.environ['PATH']}")
+    assert git_program() == str(first)
+    first.unlink()
+    proc = run_git(["rev-parse", "--git-dir"], cwd=site.path)
+    assert proc.returncode == 0, proc.stderr
+    assert log.read_text().split() == [str(tmp_path / "second-bin")]
+
+
+def test_a_relative_path_entry_is_looked_up_where_git_runs(
+        site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative ``PATH`` entry (``bin``, ``.``) names a directory relative to where git is
+    started (the repository), as every start that walked the PATH found it: git is not looked
+    up relative to the directory gitpub was started in and then started from another one
+    (2ca950e: ``bin/git`` found in the caller's directory, then missing from the
+    repository's: git "not installed")."""
+    from gitpub.git.repo import Repository
+
+    log = tmp_path / "ran.log"
+    monkeypatch.chdir(tmp_path)
+    _logging_git(tmp_path / "bin", log)
+    monkeypatch.setenv("PATH", f"bin:{os.environ['PATH']}")
+    with Repository.discover(site.path) as repo:
+        assert repo.read_ref("refs/heads/main") is not None
+    assert not log.exists()  # no bin/git in the repository: the real git, as a PATH walk finds

@@ -50,7 +50,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from subprocess import CompletedProcess, Popen, TimeoutExpired
-from typing import IO
+from typing import IO, Any
 
 from gitpub.core import pushmark
 from gitpub.core.errors import TryLaterError
@@ -96,12 +96,30 @@ _found: tuple[str | None, str] | None = None  # (the PATH, git's absolute path o
 
 def git_program() -> str:
     """git's absolute path on this process's ``PATH`` (looked up once per ``PATH``); plain
-    ``git`` when it is not there, which then fails to start as it would have."""
+    ``git`` when it is not there, which then fails to start as it would have, and when the
+    ``PATH`` has a relative entry (``bin``, ``.``, an empty one): that names a directory
+    relative to where git is started (the repository), so only a start there can look."""
     global _found
     path = os.environ.get("PATH")
     if _found is None or _found[0] != path:
-        _found = (path, shutil.which("git", path=path) or "git")
+        entries = (os.defpath if path is None else path).split(os.pathsep)
+        relative = any(not os.path.isabs(entry) for entry in entries)
+        _found = (path, "git" if relative else shutil.which("git", path=path) or "git")
     return _found[1]
+
+
+def _popen(args: Sequence[str], **kwargs: Any) -> Popen[bytes]:
+    """``subprocess.Popen`` of git (``git_program``) with ``args``. A git found earlier that
+    is gone (uninstalled, moved by an upgrade) is looked up again on the ``PATH`` once."""
+    global _found
+    program = git_program()
+    try:
+        return subprocess.Popen([program, *args], **kwargs)
+    except FileNotFoundError:
+        if program == "git" or os.path.exists(program):
+            raise  # not git that is missing (the directory to run it in), or no git at all
+        _found = None
+        return subprocess.Popen([git_program(), *args], **kwargs)
 
 
 def git_env(git_dir: Path | None = None, work_tree: Path | None = None,
@@ -132,9 +150,9 @@ def run_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
     directory or git is not installed, ``GitTimeout`` after ``timeout`` seconds
     (``DEFAULT_TIMEOUT`` when not given)."""
     seconds = DEFAULT_TIMEOUT if timeout is None else timeout
-    proc = subprocess.Popen([git_program(), *args], cwd=cwd, env=git_env(git_dir, work_tree, env),
-                            stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = _popen(args, cwd=cwd, env=git_env(git_dir, work_tree, env),
+                  stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # The timeout is a watchdog that kills git, not ``communicate(timeout=…)``: that one
     # waits for the exit by polling with sleeps (0.5 ms, 1 ms, 2 ms, …), which costs a
     # millisecond or more on every git run; here git's exit is waited for, not polled.
@@ -185,10 +203,10 @@ def spawn_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
     while the caller does other work. stdin and stdout are the files given (none when not:
     a file, not a pipe — read at once, after, which costs less than a pipe read 32 KiB at a
     time), stderr piped: ``communicate()`` collects it and waits."""
-    return subprocess.Popen([git_program(), *args], cwd=cwd, env=git_env(git_dir, work_tree),
-                            stdin=subprocess.DEVNULL if stdin is None else stdin,
-                            stdout=subprocess.DEVNULL if stdout is None else stdout,
-                            stderr=subprocess.PIPE)
+    return _popen(args, cwd=cwd, env=git_env(git_dir, work_tree),
+                  stdin=subprocess.DEVNULL if stdin is None else stdin,
+                  stdout=subprocess.DEVNULL if stdout is None else stdout,
+                  stderr=subprocess.PIPE)
 
 
 def popen_git(args: Sequence[str], *, git_dir: Path, cwd: Path,
@@ -197,6 +215,5 @@ def popen_git(args: Sequence[str], *, git_dir: Path, cwd: Path,
     stdout piped to us: a conversation (``cat-file --batch-command``, a ref transaction). Its
     stderr goes to the file given (a pipe nobody reads while waiting for an answer would fill:
     an inherited ``GIT_TRACE_PACK_ACCESS`` writes a line per object), else it is piped."""
-    return subprocess.Popen([git_program(), *args], cwd=cwd, env=git_env(git_dir),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE if stderr is None else stderr)
+    return _popen(args, cwd=cwd, env=git_env(git_dir), stdin=subprocess.PIPE,
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE if stderr is None else stderr)
