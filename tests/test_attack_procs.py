@@ -138,3 +138,32 @@ def test_a_relative_path_entry_is_looked_up_where_git_runs(
     with Repository.discover(site.path) as repo:
         assert repo.read_ref("refs/heads/main") is not None
     assert not log.exists()  # no bin/git in the repository: the real git, as a PATH walk finds
+
+
+
+@pytest.mark.parametrize("moves", [
+    ("remote", "prune", "origin"),
+    ("remote", "set-head", "origin", "main"),
+    ("symbolic-ref", "refs/remotes/origin/HEAD", "refs/remotes/origin/main"),
+])
+def test_a_git_that_moves_mirror_refs_forgets_them(site: Site, moves: tuple[str, ...]) -> None:
+    """``Repository.git`` keeps the mirror refs known only across gits that move no ref:
+    ``git remote`` prunes and sets heads, ``git symbolic-ref`` with a target writes one
+    (2ca950e kept them across all three, as read-only commands: the listing after them was
+    the one before)."""
+    from gitpub.git.remote import MIRROR_PREFIXES
+    from gitpub.git.repo import Repository
+
+    site.git("push", "-q", "origin", "HEAD:refs/heads/extra")
+    site.git("fetch", "-q", "origin")
+    git(site.remote, "update-ref", "-d", "refs/heads/extra")
+    with Repository.discover(site.path) as repo:
+        repo.mirror_prefixes = MIRROR_PREFIXES
+        before = repo.list_refs("refs/remotes/origin/")
+        assert "extra" in before and "HEAD" not in before
+        assert repo.git(*moves).returncode == 0
+        now = {name: sha for name, sha in (line.split() for line in site.git(
+            "for-each-ref", "--format=%(refname:lstrip=3) %(objectname)",
+            "refs/remotes/origin/").splitlines())}
+        assert now != before
+        assert repo.list_refs("refs/remotes/origin/") == now

@@ -47,7 +47,8 @@ from gitpub.git.writing import ObjectWriter
 T = TypeVar("T")
 
 #: git commands that move no ref (they read, or write objects, the index or configuration
-#: only): running one keeps the mirror refs known (``git.refs``); any other forgets them.
+#: only): running one keeps the mirror refs known (``git.refs``); any other forgets them, and
+#: so do ``remote`` and ``symbolic-ref`` but in their reading forms (``_moves_refs``).
 REF_NEUTRAL = frozenset({
     "cat-file", "commit-tree", "config", "diff", "diff-tree", "for-each-ref", "hash-object",
     "interpret-trailers", "log", "ls-files", "ls-remote", "ls-tree", "merge-base", "mktree",
@@ -129,8 +130,15 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
     def _moves_refs(args: tuple[str, ...]) -> bool:
         i = 0
         while i < len(args) and args[i].startswith("-"):
-            i += 2 if args[i] == "-c" else 1
-        return i >= len(args) or args[i] not in REF_NEUTRAL
+            i += 2 if args[i] in ("-c", "-C") else 1
+        if i >= len(args) or args[i] not in REF_NEUTRAL:
+            return True
+        rest = [a for a in args[i + 1:] if not a.startswith("-")]
+        if args[i] == "remote":  # prune, set-head, rename, remove, update, add -f move them
+            return bool(rest) and rest[0] not in ("get-url", "show")
+        if args[i] == "symbolic-ref":  # with a target it writes one; -d deletes one
+            return len(rest) > 1 or any(a in ("-d", "--delete") for a in args[i + 1:])
+        return False
 
     @property
     def pub_dir(self) -> Path:
