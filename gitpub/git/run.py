@@ -34,7 +34,9 @@ all of them share one environment:
   classifies as an unknown outcome, and that leaves a job in the state it was recorded in
   (``runtime.contain``) — never an internal error, never a job sent to a person.
 - **git found once.** Its absolute path is looked up on the ``PATH`` once (again when the
-  ``PATH`` changes), not by every start walking the ``PATH`` entry by entry.
+  ``PATH`` changes, or when the git found is gone), not by every start walking the ``PATH``
+  entry by entry; a ``PATH`` with a relative entry is walked by each start, from where git
+  runs, as it always was.
 
 Every process gitpub starts is started here (C git) or in ``runtime.steps`` (the pipeline's and
 the channels' commands); an import contract keeps it so. ``CompletedProcess``, ``Popen`` and
