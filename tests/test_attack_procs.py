@@ -167,3 +167,13 @@ def test_a_git_that_moves_mirror_refs_forgets_them(site: Site, moves: tuple[str,
             "refs/remotes/origin/").splitlines())}
         assert now != before
         assert repo.list_refs("refs/remotes/origin/") == now
+
+
+def test_a_damaged_published_job_at_the_tip_does_not_stop_the_push(site: Site) -> None:
+    """Not from the procs merge (found by test_damage_property while attacking it; main since
+    b1a7ab8): ``push`` first brings the local branch along to a publication at the remote tip
+    (``Deliverer.bring_along``), loading the job it names; when that job's state is damaged,
+    the load raised and the whole push stopped: the healthy job was not delivered."""
+    from test_damage import check_matrix_case
+
+    check_matrix_case(site, ["committed", "pushing-dead"], 1, "garbage-tree", "push")

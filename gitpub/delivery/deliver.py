@@ -50,7 +50,7 @@ import time
 from dataclasses import dataclass, field
 
 from gitpub.core.crashpoints import crash_point
-from gitpub.core.errors import LostRace, UsageError
+from gitpub.core.errors import CorruptStateError, LostRace, UsageError
 from gitpub.core.manifest import Manifest, ManifestEntry, ManifestError, content_sha256
 from gitpub.core.record import JobRecord
 from gitpub.core.sanitize import sanitize
@@ -543,7 +543,11 @@ class Deliverer:
                 repo.commit(tip).parents[:1] != (local,):
             return None
         verdict = verify_commit(repo, tip, self._prefixes())
-        job = None if verdict is None or not verdict.ok else self.ctx.store.load(verdict.job_id)
+        try:
+            job = None if verdict is None or not verdict.ok else \
+                self.ctx.store.load(verdict.job_id)
+        except CorruptStateError:
+            return None  # a damaged job is reported where the jobs are read; the others go on
         if job is None or job.state != S.PUBLISHED or job.record.kind == Kind.SYNC or \
                 job.record.remote_commit != tip:
             return None
