@@ -4,6 +4,7 @@ job ref. Each test failed on 2ca950e."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -177,3 +178,27 @@ def test_a_damaged_published_job_at_the_tip_does_not_stop_the_push(site: Site) -
     from test_damage import check_matrix_case
 
     check_matrix_case(site, ["committed", "pushing-dead"], 1, "garbage-tree", "push")
+
+
+def test_a_step_that_sets_the_identity_is_seen_by_the_commit(site: Site) -> None:
+    """The configuration is read once per command; a pipeline step is a program of the
+    person's that may run ``git config`` (a draft agent setting its identity): what it wrote
+    is what git reads after it, and what the job's commit is authored with, as when each
+    value was read where it was used (2ca950e kept the identity from before the draft)."""
+    from test_pipeline import use_draft
+
+    use_draft(site, 'git config user.name "Draft Agent" && '
+                    'git config user.email agent@example.com && '
+                    'mkdir -p "$GITPUB_OUTPUT/posts" && cat "$GITPUB_SOURCE" '
+                    '> "$GITPUB_OUTPUT/posts/a.md"')
+    site.git("config", "user.name", "Before Draft")
+    site.git("config", "user.email", "before@example.com")
+    env = {k: v for k, v in site.env.items()
+           if k not in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL")}
+    writer = Site(site.path, site.remote, env)
+    r = writer.run("prepare", "--json", "--key", "k1", "--to", "posts/a.md", "-",
+                   input=article("a"))
+    assert r.code == 0, r.out + r.err
+    commit = json.loads(r.out)["local_commit"]
+    assert site.git("log", "-1", "--format=%an <%ae>", commit).strip() == \
+        "Draft Agent <agent@example.com>"

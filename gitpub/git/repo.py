@@ -126,6 +126,13 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         return run_git(args, cwd=self.work_tree or self.git_dir, git_dir=self.git_dir,
                        work_tree=self.work_tree, timeout=timeout, input=input, env=env)
 
+    def forget_kept(self) -> None:
+        """Forget what this command kept of what another program may change: the
+        configuration and the mirror refs (after a program of the person's ran, which may run
+        git here). Whole-tree answers stay: objects never change."""
+        self._config = None
+        self.forget_mirrors()
+
     @staticmethod
     def _moves_refs(args: tuple[str, ...]) -> bool:
         i = 0

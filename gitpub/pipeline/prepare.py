@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gitpub.config.model import Command
@@ -259,6 +259,18 @@ def _artifact_files(ctx: Context, job: Job) -> dict[str, bytes]:
     return {p: ctx.repo.blob(e.sha) for p, e in ctx.repo.walk_files(tree)}
 
 
+def _run_step(ctx: Context, command: Command, scratch: steps.Scratch, *, stdin: bytes = b"",
+              env: Mapping[str, str] | None = None,
+              declared: frozenset[str] = frozenset()) -> steps.StepResult:
+    """``steps.run``; then what the command kept of the configuration and the mirror refs is
+    forgotten (``Repository.forget_kept``): the step is the person's program, which may run
+    git (``git config``, ``git fetch``) before what gitpub reads next."""
+    try:
+        return steps.run(command, scratch, stdin=stdin, env=env, declared=declared)
+    finally:
+        ctx.repo.forget_kept()
+
+
 def _draft(ctx: Context, job: Job, command: Command) -> Job:
     source = ctx.store.read_file(job, "source/input") or b""
     declared = frozenset(job.record.target_paths)
@@ -266,7 +278,7 @@ def _draft(ctx: Context, job: Job, command: Command) -> Job:
     with _scratch(ctx, job, "draft") as scratch:
         scratch.put("source", source)
         env = _phase_env(ctx, job) | {"GITPUB_SOURCE": str(scratch.path / "source")}
-        result = steps.run(command, scratch, stdin=source, env=env, declared=declared)
+        result = _run_step(ctx, command, scratch, stdin=source, env=env, declared=declared)
     crash_point("prepare.draft-ran")
     if not result.ok:
         code = (FailureCode.DRAFT_FAILED if not result.stray
@@ -313,7 +325,7 @@ def run_judge(ctx: Context, job: Job, command: Command,
     }, ensure_ascii=False).encode()
     ctx.progress(f"judge: running {command.name}")
     with _scratch(ctx, job, "judge") as scratch:
-        result = steps.run(command, scratch, stdin=payload, env=_phase_env(ctx, job))
+        result = _run_step(ctx, command, scratch, stdin=payload, env=_phase_env(ctx, job))
     answer = result.stdout.decode("utf-8", "replace").strip()
     if result.ok and answer in Answer.__members__:
         return Answer(answer), ""
@@ -368,7 +380,7 @@ def run_gates(ctx: Context, files: dict[str, bytes], *, job_id: str, base_commit
                 continue
             env = _env(ctx, job_id, base_commit, targets) | {
                 "GITPUB_FILES": "\n".join(f"files/{p}" for p in sorted(files))}
-            result = steps.run(command, scratch, env=env)
+            result = _run_step(ctx, command, scratch, env=env)
         if not result.ok:
             problems.append(f"gate {command.name}: {result.describe()}")
     return GateVerdict(FailureCode.GATE_FAILED if problems else None, problems, allowed)
