@@ -42,7 +42,7 @@ from gitpub.git.values import (
     Entry,
     Identity,
 )
-from gitpub.git.writing import ObjectWriter
+from gitpub.git.writing import _UNREAD, ObjectWriter
 
 T = TypeVar("T")
 
@@ -88,7 +88,7 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         self._config: dict[str, str] | None = None
         self._walks = {}
         self._diffs = {}
-        self._store = None
+        self._shared: object = _UNREAD
         self._batch_dirs: set[str] | None = None
 
     @classmethod
@@ -102,9 +102,6 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         if self.lock_policy is not None:
             self.lock_policy.close()
         self._cat.close()
-        if self._store is not None:
-            self._store.close()
-            self._store = None
 
     def __enter__(self) -> Repository:
         return self
