@@ -89,6 +89,8 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         self._config_every: dict[str, list[str]] = {}
         self._walks = {}
         self._diffs = {}
+        self._objects = {}
+        self._present = {}
         self._shared: object = _UNREAD
         self._batch_dirs: set[str] | None = None
 
