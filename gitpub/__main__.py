@@ -1,3 +1,3 @@
-from gitpub.cli.main import main
+from gitpub.cli.entry import main
 
 raise SystemExit(main())

@@ -132,7 +132,7 @@ def test_the_wheel_holds_the_package_and_nothing_of_the_tests(wheel: Path) -> No
                                                   "jsonschema", "import-linter"}:
             assert req.marker is not None and "test" in str(req.marker), line
     entry = zipfile.ZipFile(wheel).read(f"gitpub-{version}.dist-info/entry_points.txt")
-    assert b"git-pub = gitpub.cli.main:main" in entry
+    assert b"git-pub = gitpub.cli.entry:main" in entry
 
 
 def _runtime_closure(wheel: Path) -> list[md.Distribution]:

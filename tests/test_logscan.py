@@ -327,6 +327,34 @@ def test_the_split_point_is_a_commit_of_the_packs(tmp_path: Path,
         assert scan.count == count and {s for s, _ in scan.candidates} == expected
 
 
+def test_the_packs_say_which_sampled_objects_are_commits(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The split point's sample reads each object's type from its pack entry, without a git:
+    every type it names is git's, deltas (typed by their base) are passed over, and the
+    commits are found."""
+    from gitpub.git import walk as W
+
+    repo = tmp_path / "r"
+    git(tmp_path, "init", "-q", str(repo))
+    for i in range(40):
+        (repo / "f.txt").write_text("line\n" * 50 + f"change {i}\n")
+        (repo / f"g{i % 3}.txt").write_text(f"{i}\n")
+        git(repo, "add", ".")
+        git(repo, "commit", "-q", "-m", f"commit {i}")
+    git(repo, "repack", "-adfq", "--depth=10", "--window=50")
+    monkeypatch.setattr(W, "SPLIT_OBJECTS", 1)
+    monkeypatch.setattr(W, "SAMPLE", 1000)
+    with Repository.discover(repo) as r:
+        sampled = W._sampled_ids(r.common_dir / "objects" / "pack",
+                                 r.object_format.raw_length)
+    assert sampled
+    typed = [(sha, kind) for sha, kind in sampled if kind is not None]
+    assert len(typed) < len(sampled)  # some deltas: passed over
+    for sha, kind in typed:
+        assert git(repo, "cat-file", "-t", sha).strip() == kind, sha
+    assert any(kind == "commit" for _, kind in typed)
+
+
 def test_a_commit_both_halves_show_is_counted_once(tmp_path: Path) -> None:
     """Clock skew that makes git's walk of ``tip ^point`` stop early and show a commit the
     point reaches (X: dated far ahead, below a long run of old commits under the point, whose

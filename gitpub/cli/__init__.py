@@ -1,6 +1,8 @@
 """The command line: click commands and rendering only.
 
-- ``main``     the click commands, and ``main``: the ``git-pub`` executable
+- ``entry``    the ``git-pub`` executable: a plain ``confirm`` command line goes to ``fast``
+               (read without click: CI runs it on every push), every other to ``main``
+- ``main``     the click commands, and ``main``: every other command line
 - ``guard``    the one error handler: every outcome as an exit code, errors as one line + hint
 - ``options``  ``--json``/``--debug`` on every command; the working directory after ``-C``
 - ``output``   human text or one JSON object; progress on stderr; errors as one line + hint
@@ -9,5 +11,5 @@
 - ``generate`` the man page and the bash/zsh completions, written from the click definitions
 
 May import: ``gitpub.app`` and ``gitpub.core`` only (an import contract). The only layer that
-imports click.
+imports click (``entry`` and ``fast`` do not).
 """

@@ -1,11 +1,35 @@
-"""``git pub confirm``'s output, as text and as ``--json`` (``schemas/confirm.json``)."""
+"""``git pub confirm``: the command's body (``run``, without click: ``cli.fast``), and its
+output, as text and as ``--json`` (``schemas/confirm.json``)."""
 
 from __future__ import annotations
 
+import gc
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # a type only: rendering loads no verifier
+from gitpub.core.errors import EXIT_ERROR, EXIT_OK
+
+if TYPE_CHECKING:  # types only: rendering loads no verifier
     from gitpub.app.confirm import ConfirmReport
+    from gitpub.cli.output import Output
+
+
+def run(out: Output, *, rev_range: str | None, no_push_notes: bool, remote: str | None,
+        branch: str | None, anchor: str | None, no_anchor: bool, first_run: bool,
+        accept: str | None, reason: str | None) -> int:
+    """Run ``git pub confirm`` in the working directory (after ``-C``) and report it; the exit
+    code. The same whether click read the command line (``cli.main``) or ``cli.fast`` did."""
+    from gitpub.app.confirm import confirm
+
+    # The objects made so far live as long as the process: kept out of the collector's way,
+    # which would walk them all again at each collection and at exit (measured: 50 ms of a
+    # first run's exit).
+    gc.freeze()
+    report = confirm(Path.cwd(), out.progress, rev_range, not no_push_notes, accept, reason,
+                     remote=remote, branch=branch, anchor=anchor, no_anchor=no_anchor,
+                     first_run=first_run)
+    out.emit(confirm_json(report), confirm_text(report, accepting=accept))
+    return EXIT_ERROR if report.failed else EXIT_OK
 
 
 def confirm_json(report: ConfirmReport) -> dict[str, Any]:

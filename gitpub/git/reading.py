@@ -29,6 +29,12 @@ class ObjectReading:
     #: ``_KEPT`` of each are kept.
     _walks: dict[tuple[str, str], list[tuple[str, Entry]]]
     _diffs: dict[tuple[str, str], list[Change]]
+    #: Single objects of this command, by object id: the commits and trees read (up to
+    #: ``_SMALL`` bytes each: a command reads the same few again and again — the notes, the
+    #: configuration's way down), and the type and size of objects found here (an object
+    #: here stays here). The newest ``_OBJECTS`` of each are kept.
+    _objects: dict[str, tuple[str, bytes]]
+    _present: dict[str, tuple[str, int]]
 
     def git(self, *args: str, timeout: float | None = None, input: bytes | None = None
             ) -> CompletedProcess[bytes]:
@@ -38,7 +44,7 @@ class ObjectReading:
 
     def has_object(self, sha: str) -> bool:
         try:
-            return self._cat.info(sha) is not None
+            return self._info(sha) is not None
         except Unreadable:
             return True  # there, but damaged: reading it says so
 
@@ -46,29 +52,46 @@ class ObjectReading:
         """The type of object ``sha`` (``commit``, ``tree``, …; None: not here or unreadable),
         without reading it."""
         try:
-            found = self._cat.info(sha)
+            found = self._info(sha)
         except Unreadable:
             return None
-        return None if found is None else found[1]
+        return None if found is None else found[0]
 
     def object_size(self, sha: str) -> int | None:
         """The size of object ``sha``'s content in bytes (None: not here), without reading it."""
         try:
-            found = self._cat.info(sha)
+            found = self._info(sha)
         except Unreadable:
             return None
-        return None if found is None else found[2]
+        return None if found is None else found[1]
+
+    def _info(self, sha: str) -> tuple[str, int] | None:
+        """(type, size) of object ``sha``, None when it is not here; ``Unreadable``."""
+        known = self._present.get(sha)
+        if known is not None:
+            return known
+        found = self._cat.info(sha)
+        if found is None:
+            return None
+        if found[0] == sha:  # asked by its id (not by a name that may mean another later)
+            _keep(self._present, sha, (found[1], found[2]), _OBJECTS)
+        return found[1], found[2]
 
     def _read(self, sha: str, kind: str) -> bytes:
         """The content of object ``sha``, which must be a ``kind``."""
-        try:
-            found = self._cat.contents(sha)
-        except Unreadable as e:
-            raise CorruptStateError(f"object {sha} is unreadable (git: {e})",
-                                    hint="`git fsck` lists the damaged objects") from None
+        found = self._objects.get(sha)
         if found is None:
-            raise CorruptStateError(f"object {sha} is missing from the repository",
-                                    hint="`git fsck` lists the damaged objects")
+            try:
+                found = self._cat.contents(sha)
+            except Unreadable as e:
+                raise CorruptStateError(f"object {sha} is unreadable (git: {e})",
+                                        hint="`git fsck` lists the damaged objects") from None
+            if found is None:
+                raise CorruptStateError(f"object {sha} is missing from the repository",
+                                        hint="`git fsck` lists the damaged objects")
+            if found[0] in ("commit", "tree") and len(found[1]) <= _SMALL and \
+                    is_object_id(sha):
+                _keep(self._objects, sha, found, _OBJECTS)
         if found[0] != kind:
             raise CorruptStateError(f"object {sha} is a {found[0]}, not a {kind}")
         return found[1]
@@ -226,14 +249,17 @@ class ObjectReading:
 
 #: How many whole-tree answers of each kind a repository keeps (``ObjectReading``).
 _KEPT = 16
+#: How many single objects, and of what size at most (``ObjectReading._objects``).
+_OBJECTS = 256
+_SMALL = 64 * 1024
 K = TypeVar("K")
 V = TypeVar("V")
 
 
-def _keep(kept: dict[K, V], key: K, answer: V) -> None:
+def _keep(kept: dict[K, V], key: K, answer: V, most: int = _KEPT) -> None:
     kept.pop(key, None)
     kept[key] = answer
-    while len(kept) > _KEPT:
+    while len(kept) > most:
         del kept[next(iter(kept))]
 
 

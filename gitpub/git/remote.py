@@ -164,7 +164,11 @@ class Remote:
     def _read_urls(self) -> tuple[str, ...] | None:
         """One ``git remote -v``: for each remote its first fetch URL and its first push URL,
         as ``git remote get-url [--push]`` says them (``insteadOf``/``pushInsteadOf``
-        applied, ``pushurl`` first)."""
+        applied, ``pushurl`` first) — or the same read from the configuration this command
+        has read already, where nothing could make git's answer differ (``_configured``)."""
+        configured = self._configured()
+        if configured is not None:
+            return configured
         proc = self.repo.git("remote", "-v", timeout=30)
         if proc.returncode != 0:
             self._unreadable(proc.stderr)
@@ -179,6 +183,26 @@ class Remote:
         if "/" in self.remote or ":" in self.remote or self.remote in (".", ".."):
             return (self.remote,)
         return None
+
+    def _configured(self) -> tuple[str, ...] | None:
+        """What ``git remote -v`` says of this remote, from ``remote.<name>.url`` and
+        ``pushurl`` in the configuration (read once per command) — when nothing could make
+        git's answer another: no URL rewriting (``url.*``), no partial-clone filter (which
+        ``git remote -v`` prints after the fetch URL), no remote file of old (``remotes/``,
+        ``branches/``), no empty or multi-line value. None: ask git."""
+        repo = self.repo
+        config = repo.config()
+        if any(name.startswith("url.") for name in config) or \
+                f"remote.{self.remote}.partialclonefilter" in config:
+            return None
+        for directory in {repo.git_dir, repo.common_dir}:
+            if any((directory / old / self.remote).exists() for old in ("remotes", "branches")):
+                return None
+        fetch = repo.config_values(f"remote.{self.remote}.url")
+        push = repo.config_values(f"remote.{self.remote}.pushurl") or fetch
+        if not fetch or any(not v or "\n" in v for v in (*fetch, *push)):
+            return None
+        return tuple(dict.fromkeys(u.strip() for u in (fetch[0], push[0])))
 
     def _unreadable(self, stderr: bytes) -> None:
         """Raise when git failed for another reason than "no such remote": git refuses the

@@ -42,7 +42,7 @@ from gitpub.git.values import (
     Entry,
     Identity,
 )
-from gitpub.git.writing import ObjectWriter
+from gitpub.git.writing import _UNREAD, ObjectWriter
 
 T = TypeVar("T")
 
@@ -87,9 +87,12 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         self._cat = CatFile(self.git_dir, self.work_tree or self.git_dir)
         self.forget_mirrors()
         self._config: dict[str, str] | None = None
+        self._config_every: dict[str, list[str]] = {}
         self._walks = {}
         self._diffs = {}
-        self._store = None
+        self._objects = {}
+        self._present = {}
+        self._shared: object = _UNREAD
         self._batch_dirs: set[str] | None = None
 
     @classmethod
@@ -103,9 +106,6 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         if self.lock_policy is not None:
             self.lock_policy.close()
         self._cat.close()
-        if self._store is not None:
-            self._store.close()
-            self._store = None
 
     def __enter__(self) -> Repository:
         return self
@@ -219,14 +219,22 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         if self._config is None:
             proc = self.git("config", "--list", "-z", timeout=30)
             found: dict[str, str] = {}
+            every: dict[str, list[str]] = {}
             if proc.returncode == 0:
                 for item in proc.stdout.split(b"\0"):
                     name, _, value = item.partition(b"\n")
                     if name:
-                        found[name.decode("utf-8", "surrogateescape")] = \
+                        key, text = name.decode("utf-8", "surrogateescape"), \
                             value.decode("utf-8", "replace")
-            self._config = found
+                        found[key] = text
+                        every.setdefault(key, []).append(text)
+            self._config, self._config_every = found, every
         return self._config
+
+    def config_values(self, name: str) -> list[str]:
+        """Every value of ``name`` (as ``config`` names keys), in git's order."""
+        self.config()
+        return list(self._config_every.get(name, ()))
 
     def layout_config(self) -> Mapping[str, str]:
         """The configuration that says how the repository is laid out and shared

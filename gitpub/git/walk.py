@@ -279,28 +279,30 @@ def shallow_commits(repo: Repository) -> frozenset[str]:
 #: packs hold at least this many objects and this process may run on two cores: C git's walk
 #: of a long history is the cost of a first ``confirm`` run, and one git uses one core.
 SPLIT_OBJECTS = 50_000
-#: How many object ids of the packs the split point is chosen from.
-SAMPLE = 96
+#: How many object ids of the packs the split point is chosen from (the commits among them
+#: are dated: about one in five objects, so some 100 commits).
+SAMPLE = 512
 _IDX_MAGIC = b"\377tOc"
 
 
 def split_point(repo: Repository, tip: str) -> str | None:
     """A commit about halfway down ``tip``'s history, to split a long walk at; None when a
     split would not pay (a short history, one core, or no idle core: the machine's load is
-    at least its cores). Chosen without a walk: of the commits
-    among object ids read evenly from the packs' indexes (sorted by id, so spread at random
-    over the objects), the one with the median commit time. A guess: ``split_scan`` is right
-    whatever commit it is given — one that is not in ``tip``'s history, or near either end,
-    costs time, never a wrong answer."""
+    at least its cores). Chosen without a walk: of the commits among object ids read evenly
+    from the packs' indexes (sorted by id, so spread at random over the objects), the one
+    with the median commit time. A guess: ``split_scan`` is right whatever commit it is given
+    — one that is not in ``tip``'s history, or near either end, costs time, never a wrong
+    answer; the more commits sampled, the nearer the middle (a walk takes as long as its
+    longer half), so the packs say which sampled objects are commits, without a git (the
+    commits stored whole: git deltifies commits seldom, if ever)."""
     affinity = getattr(os, "sched_getaffinity", None)
     cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
     if cores < 2 or _load() >= cores:  # no core to spare: two gits would take turns
         return None
-    ids = _sampled_ids(repo.common_dir / "objects" / "pack", repo.object_format.raw_length)
-    dated = []
-    for sha in ids:
-        if sha != tip and repo.object_kind(sha) == "commit":
-            dated.append((repo.commit(sha).commit_time, sha))
+    dated = [(repo.commit(sha).commit_time, sha)
+             for sha, kind in _sampled_ids(repo.common_dir / "objects" / "pack",
+                                           repo.object_format.raw_length)
+             if kind == "commit" and sha != tip]
     dated.sort()
     return dated[len(dated) // 2][1] if dated else None
 
@@ -314,10 +316,11 @@ def _load() -> float:
         return 0.0
 
 
-def _sampled_ids(packs: Path, raw_length: int) -> list[str]:
+def _sampled_ids(packs: Path, raw_length: int) -> list[tuple[str, str | None]]:
     """``SAMPLE`` object ids read evenly from the version 2 pack indexes in ``packs`` (none
-    when they hold fewer than ``SPLIT_OBJECTS`` objects). Only a sample: an index that
-    cannot be read is passed over."""
+    when they hold fewer than ``SPLIT_OBJECTS`` objects), each with its type as its pack entry
+    says it (``_entry_type``). Only a sample: an index or a pack that cannot be read is passed
+    over."""
     indexes: list[tuple[Path, int]] = []
     for path in sorted(packs.glob("pack-*.idx")):
         try:
@@ -331,24 +334,47 @@ def _sampled_ids(packs: Path, raw_length: int) -> list[str]:
     total = sum(n for _, n in indexes)
     if total < SPLIT_OBJECTS:
         return []
-    ids: list[str] = []
+    ids: list[tuple[str, str | None]] = []
     step = total / SAMPLE
     at = step / 2
     start = 0
     for path, n in indexes:
         try:
-            with open(path, "rb") as f:
+            with open(path, "rb") as f, _pack(path) as pack:
                 while at < start + n:
-                    f.seek(8 + 256 * 4 + int(at - start) * raw_length)
+                    i = int(at - start)
+                    f.seek(8 + 256 * 4 + i * raw_length)
                     raw = f.read(raw_length)
+                    f.seek(8 + 256 * 4 + n * (raw_length + 4) + i * 4)
+                    offset = int.from_bytes(f.read(4), "big")
                     if len(raw) == raw_length:
-                        ids.append(raw.hex())
+                        ids.append((raw.hex(), _entry_type(pack, offset)))
                     at += step
         except OSError:
             pass
         start += n
         at = max(at, start + step / 2)
     return ids
+
+
+def _pack(index: Path) -> IO[bytes]:
+    return open(index.with_suffix(".pack"), "rb")
+
+
+#: A pack entry's type (the three bits after its first byte's top bit), for the types a
+#: pack stores whole (a delta's type is its base's: None here).
+_ENTRY_TYPES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
+
+
+def _entry_type(pack: IO[bytes], offset: int) -> str | None:
+    """The type of the pack entry at ``offset``; None for a delta (git stores commits whole,
+    all but never as deltas: a sampled delta is passed over) or an offset in the large
+    offsets' table."""
+    if offset & 0x80000000:
+        return None
+    pack.seek(offset)
+    first = pack.read(1)
+    return _ENTRY_TYPES.get((first[0] >> 4) & 7) if first else None
 
 
 #: The first half's records: the commit id and its parents (``%H %P``), NUL, the message.
@@ -365,6 +391,7 @@ def split_scan(repo: Repository, tip: str, point: str, needle: bytes = JOB_ID_NE
     ``tip`` is made instead: the split costs time then, never a wrong answer. A commit both
     walks show — with clock skew, git's walk of ``tip ^point`` may stop late and show a commit
     ``point`` reaches — is counted once. If either git fails, the one walk decides."""
+    width = repo.object_format.hex_length
     with _scratch(repo) as newer_file, _scratch(repo) as older_file:
         newer = _spawned(repo, _log_args([tip, f"^{point}"], fmt=_WITH_PARENTS), newer_file,
                          meanwhile)
@@ -374,22 +401,40 @@ def split_scan(repo: Repository, tip: str, point: str, needle: bytes = JOB_ID_NE
             newer.kill()
             newer.communicate()
             raise
-        newer.communicate()
+        try:
+            newer.communicate()
+            # the newer half read while the older is still walked (on the core the newer's
+            # git has left)
+            split = _newer_half(_output(newer_file), point, width, needle) \
+                if newer.returncode == 0 else None
+        except BaseException:
+            older.kill()
+            older.communicate()
+            raise
+        if split is None:
+            older.kill()  # the one walk decides
         older.communicate()
-        if newer.returncode != 0 or older.returncode != 0:
+        if split is None or older.returncode != 0:
             return _listed_scan(repo, [tip], needle, None)
-        new_out, old_out = _output(newer_file), _output(older_file)
-    width = repo.object_format.hex_length
-    heads = [h for h in new_out.split(b"\0")[0::2] if h]
-    marker = point.encode("ascii")
-    if not heads or not any(h.find(marker, width) > 0 for h in heads):
-        return _listed_scan(repo, [tip], needle, None)
+        old_out = _output(older_file)
+    ids, newer_count, newer_found = split
     older_count, older_found = _records(old_out, needle)
-    newer_count, newer_found = _records(new_out, needle, head=width)
-    ids = {h[:width] for h in heads}
     older_ids = [h for h in old_out.split(b"\0")[0::2] if h]
     both = ids.intersection(older_ids)
     if both:  # clock skew: counted once, found once
         newer_count -= len(both)
         newer_found = [(sha, m) for sha, m in newer_found if sha.encode() not in both]
     return LogScan(newer_count + older_count, tuple(newer_found + older_found))
+
+
+def _newer_half(out: bytes, point: str, width: int, needle: bytes
+                ) -> tuple[set[bytes], int, list[tuple[str, bytes]]] | None:
+    """The walk of ``tip ^point`` (``out``: its ``%H %P`` records): its commit ids, how many,
+    and the candidates; None when ``point`` is no parent of a commit it shows (not in the
+    history, or the walk shows nothing): no split then."""
+    heads = [h for h in out.split(b"\0")[0::2] if h]
+    marker = point.encode("ascii")
+    if not heads or not any(h.find(marker, width) > 0 for h in heads):
+        return None
+    count, found = _records(out, needle, head=width)
+    return {h[:width] for h in heads}, count, found

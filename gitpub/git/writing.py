@@ -1,12 +1,14 @@
 """Writing git objects durably: blobs, trees rebuilt along the changed paths, commits.
 
 The part of ``Repository`` that writes (a mixin). gitpub makes the bytes (``git.objects``) and
-dulwich's object store writes them as loose objects, in the repository's own hash (SHA-1 or
-SHA-256): the file under its lock, fsynced (``fsync_object_files``), renamed; an object already
-there only has its time refreshed (so that a concurrent ``git gc`` does not prune it before a
-ref points at it). dulwich never fsyncs a directory, so the object directories are fsynced
-here — inside ``batch()`` once, together, when the block ends. Nothing may point at an object
-before it is durable.
+writes them as loose objects, in the repository's own hash (SHA-1 or SHA-256), the way
+dulwich's ``DiskObjectStore.add_object`` does, through dulwich's locked file (``dulwich.file``:
+the file under its ``.lock``, fsynced, renamed; the modes ``core.sharedRepository`` asks for):
+an object already there only has its time refreshed (so that a concurrent ``git gc`` does not
+prune it before a ref points at it). Not dulwich's object store itself: importing it (packs,
+indexes, logging) costs more than a small command's writes (``git pub confirm``'s notes). A
+file's directory is fsynced here — inside ``batch()`` once, together, when the block ends.
+Nothing may point at an object before it is durable.
 
 Trees are rebuilt only along the paths that change, so the cost follows the size of the
 change; a commit is a new one (``write_commit``) or a person's commit rebased
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -38,7 +41,7 @@ from gitpub.git.objects import (
 from gitpub.git.values import MODE_TREE, STORE_IDENTITY, Entry, Identity
 
 if TYPE_CHECKING:
-    from dulwich.object_store import DiskObjectStore
+    from dulwich.file import SharedPerm
 
 T = TypeVar("T")
 
@@ -51,7 +54,7 @@ class ObjectWriter:
     object_format: ObjectFormat
     common_dir: Path
     _batch_dirs: set[str] | None
-    _store: DiskObjectStore | None
+    _shared: object  # core.sharedRepository as dulwich parses it (a SharedPerm or None); _UNREAD
 
     def has_object(self, sha: str) -> bool:
         raise NotImplementedError
@@ -87,42 +90,37 @@ class ObjectWriter:
     def layout_config(self) -> Mapping[str, str]:
         raise NotImplementedError
 
-    def _object_store(self) -> DiskObjectStore:
-        if self._store is None:
-            from dulwich.object_format import get_object_format
-            from dulwich.object_store import DiskObjectStore
-            from dulwich.repo import parse_shared_repository
-
-            # a repository shared by a group (core.sharedRepository): the directories and
-            # files gitpub makes are the group's as git makes them (else a member's git cannot
-            # add an object to a directory gitpub made)
+    def _shared_perm(self) -> SharedPerm | None:
+        """``core.sharedRepository`` as dulwich parses it (None: not shared), read once: the
+        modes of the directories and files gitpub makes are the group's as git makes them
+        (else a member's git cannot add an object to a directory gitpub made)."""
+        if self._shared is _UNREAD:
             shared = self.layout_config().get("core.sharedrepository")
-            self._store = DiskObjectStore(
-                str(self.common_dir / "objects"), fsync_object_files=True,
-                object_format=get_object_format(self.object_format.name),
-                shared_perm=None if shared is None else parse_shared_repository(shared))
-        return self._store
+            if shared is None:
+                self._shared = None
+            else:
+                from dulwich.repo import parse_shared_repository
+
+                self._shared = parse_shared_repository(shared)
+        return self._shared  # type: ignore[return-value]
 
     def write_object(self, kind: bytes, body: bytes) -> str:
         """Write one object durably (see the module); its id."""
-        from dulwich.file import FileLocked
-        from dulwich.objects import ShaFile
-
         from gitpub.git.locks import FileLocked as Locked
 
         sha = self.object_format.object_id(kind, body)
-        store = self._object_store()
-        obj = ShaFile.from_raw_string(_TYPE_NUMBERS[kind], body, sha.encode("ascii"),  # type: ignore[arg-type]
-                                      object_format=store.object_format)
+        objects = str(self.common_dir / "objects")
+        loose = os.path.join(objects, sha[:2], sha[2:])
+        shared = self._shared_perm()
 
         def add() -> None:
+            from dulwich.file import FileLocked
+
             try:
-                store.add_object(obj)
+                _add_loose(loose, kind, body, shared)
             except FileLocked as e:  # another process writes the same object
                 raise Locked(os.fsdecode(e.filename), os.fsdecode(e.lockfilename)) from None
 
-        objects = str(self.common_dir / "objects")
-        loose = os.path.join(objects, sha[:2], sha[2:])
         # another process writing the same object: done when its file is there (has_object
         # would say yes to the empty tree, which git knows without storing it)
         self._while_locked(add, f"object {sha}", done=lambda: os.path.exists(loose))
@@ -250,6 +248,40 @@ def _split(changes: Mapping[tuple[bytes, ...], Entry | None]) -> tuple[
         else:
             direct[parts[0]] = entry
     return direct, nested
+
+
+_UNREAD = object()
+
+
+def _add_loose(path: str, kind: bytes, body: bytes, shared: SharedPerm | None) -> None:
+    """Write the loose object file ``path`` (``kind``, ``body``) as dulwich's
+    ``DiskObjectStore.add_object`` (1.2) does: an object already there has its time refreshed
+    instead (its owner another user's: written again, for a fresh time); else it is written
+    under its ``.lock`` (read-only, fsynced, renamed; ``FileLocked`` while another process
+    holds the lock), zlib-compressed at zlib's default level."""
+    from dulwich.file import GitFile, adjust_shared_perm
+
+    directory = os.path.dirname(path)
+    try:
+        os.mkdir(directory)
+        adjust_shared_perm(directory, shared)
+    except FileExistsError:
+        pass
+    try:
+        os.utime(path, None)
+    except FileNotFoundError:
+        pass  # not there: written below
+    except PermissionError:
+        pass  # another user's, in a shared repository: written again for a fresh time
+    else:
+        return
+    data = zlib.compress(b"%s %d\x00" % (kind, len(body)) + body)
+    with GitFile(path, "wb", mask=_LOOSE_MODE, fsync=True, shared_perm=shared) as f:
+        f.write(data)
+
+
+#: A loose object's mode, as git and dulwich write it (``PACK_MODE``).
+_LOOSE_MODE = 0o444
 
 
 def _object_crash_points() -> None:

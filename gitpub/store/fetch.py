@@ -238,9 +238,24 @@ def _store_moves(remote: Remote, net: Path, here: dict[str, str]
 
 def _listed(net: Path, prefix: str) -> dict[str, str]:
     """The private fetch repository's refs under ``prefix``, keyed by the rest of their name
-    (damaged ones left out: the next fetch replaces them)."""
-    found, _ = for_each_ref(net, prefix)
-    return {name[len(prefix):]: sha for name, sha in found.items() if name.startswith(prefix)}
+    (damaged ones left out: the next fetch replaces them). Its refs are loose files — its
+    fetches write them so, ``_mirror_store`` too, and nothing packs them there (no gc, no
+    maintenance) — so they are read as files, without a git (two per fetch); with a
+    ``packed-refs`` there after all, git lists them."""
+    if (net / "packed-refs").exists():
+        found, _ = for_each_ref(net, prefix)
+        return {name[len(prefix):]: sha for name, sha in found.items()
+                if name.startswith(prefix)}
+    listed = {}
+    for dirpath, _dirs, files in os.walk(net / prefix):
+        for f in files:
+            if f.endswith(".lock") or f.startswith("."):  # names git never lists
+                continue
+            name = Path(dirpath, f).relative_to(net).as_posix()
+            sha = read_loose(net, name)
+            if sha is not None:
+                listed[name[len(prefix):]] = sha
+    return listed
 
 
 def _move(remote: Remote, ref: str, sha: str) -> None:
