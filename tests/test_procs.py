@@ -27,8 +27,11 @@ from gitpub.git.run import git_program
 #: 3, 15; merged into a712356, which brought the shared channel ledgers, the take-over re-gate
 #: and the fold: push 35, sync 72, reconcile 25; the pubspeed branch: the fetched store's
 #: listing kept for the command, the private fetch repository's refs read as files, a push
-#: noted by one compare-and-swap: push 29, sync 67, reconcile 21, confirm 11).
-CEILINGS = {"prepare": 14, "push": 29, "status": 5, "sync": 67, "reconcile": 21,
+#: noted by one compare-and-swap: push 29, sync 67, reconcile 21, confirm 11; a terminal
+#: state and its index entry in one transaction without a read, the main worktree found
+#: without git when it is the only one, the published job read only to adopt: push 25, sync
+#: 63, reconcile 20).
+CEILINGS = {"prepare": 14, "push": 25, "status": 5, "sync": 63, "reconcile": 20,
             "status-idle": 3, "confirm": 11}
 
 

@@ -63,10 +63,12 @@ def _finish_move(ctx: Context, deliverer: Deliverer) -> None:
     """A run killed between updating the worktree and moving the local branch to a published
     commit (``checkout.worktree-updated``), or between recording PUBLISHED and the move
     (``delivery.published-recorded``): the move is finished first."""
-    tip = ctx.repo.read_ref(deliverer.remote.tracking_ref)
-    if tip is None or ctx.repo.read_ref(f"refs/heads/{ctx.config.branch}") in (tip, None):
+    tracking, branch = deliverer.remote.tracking_ref, f"refs/heads/{ctx.config.branch}"
+    seen = ctx.repo.read_refs([tracking, branch])  # one git for both
+    tip, local = seen[tracking], seen[branch]
+    if tip is None or local in (tip, None):
         return  # the usual case: nothing was left half-way
-    note = finish_interrupted_move(ctx.repo, ctx.config.branch, tip) or \
+    note = finish_interrupted_move(ctx.repo, ctx.config.branch, tip, local) or \
         deliverer.bring_along(tip)
     if note is not None:
         ctx.progress(note)

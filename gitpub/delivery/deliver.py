@@ -511,7 +511,7 @@ class Deliverer:
         """Record PUBLISHED (the remote has ``remote_commit`` with the job's trailers and
         content; ``staged``: the very state commit the remote got with it) and bring the local
         branch along when that is safe."""
-        current = self.ctx.store.load(job.job_id)
+        current = None if staged is not None else self.ctx.store.load(job.job_id)
         if staged is not None:
             job = self.ctx.store.advance(job, staged)
         elif current is not None and current.state == S.PUBLISHED and \

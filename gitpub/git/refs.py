@@ -58,8 +58,14 @@ TRANSACTION_TIMEOUT = DEFAULT_TIMEOUT
 _LOCKED = re.compile(r"Unable to create '(.+)\.lock': File exists")
 
 
+#: The ``old`` of a deletion that holds whatever the ref holds, or nothing (git's ``delete``
+#: without an old value): for derived refs only (an index entry that goes with a state).
+ANY_VALUE = "any"
+
+
 class RefUpdate(NamedTuple):
-    """``ref`` from ``old`` (None: must not exist) to ``new`` (None: deleted)."""
+    """``ref`` from ``old`` (None: must not exist) to ``new`` (None: deleted; then ``old`` may
+    be ``ANY_VALUE``)."""
 
     ref: str
     new: str | None
@@ -281,7 +287,8 @@ class RefAccess:
         lines = ["start"]
         for u in updates:
             if u.new is None:
-                lines.append(f"delete {u.ref} {u.old or zero}")
+                lines.append(f"delete {u.ref}" if u.old == ANY_VALUE
+                             else f"delete {u.ref} {u.old or zero}")
             elif u.old is None:
                 lines.append(f"create {u.ref} {u.new}")
             else:
