@@ -31,8 +31,9 @@ from gitpub.git.run import git_program
 #: state and its index entry in one transaction without a read, the main worktree found
 #: without git when it is the only one, the published job read only to adopt: push 25, sync
 #: 63, reconcile 20; prepare reads the archive and the base together: prepare 13; the
-#: transactions on refs/pub/* through one update-ref session: prepare 8, push 21, sync 52).
-CEILINGS = {"prepare": 8, "push": 21, "status": 5, "sync": 52, "reconcile": 20,
+#: transactions on refs/pub/* through one update-ref session: prepare 8, push 21, sync 52;
+#: a small tree walked through cat-file: prepare 7, push 20, sync 51).
+CEILINGS = {"prepare": 7, "push": 20, "status": 5, "sync": 51, "reconcile": 20,
             "status-idle": 3, "confirm": 11}
 
 
