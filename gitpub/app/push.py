@@ -25,7 +25,6 @@ from gitpub.core.states import LOCAL, TERMINAL, State
 from gitpub.delivery.anywhere import find_anywhere, find_here, take_over
 from gitpub.delivery.checkout import finish_interrupted_move
 from gitpub.delivery.deliver import PUSHABLE, Deliverer
-from gitpub.delivery.sync import settle_outbox
 from gitpub.git.remote import RemoteConfigError
 from gitpub.pipeline.prepare import drive
 from gitpub.runtime.contain import Failures
@@ -119,6 +118,8 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
         except GitpubError as e:
             failures.add(None, e)
         pending = None
+        from gitpub.delivery.sync import settle_outbox  # reconcile's only: push loads none of it
+
         try:
             pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         except Exception as e:
