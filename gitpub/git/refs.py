@@ -335,7 +335,8 @@ class RefAccess:
         same answers, the same crash point; a transaction git refuses ends the session (git
         exits on it), and the next one starts another. A session that died between two
         transactions (nothing of this one was sent) is started again once."""
-        with _SESSIONS:
+        # one transaction at a time through this repository's session (setdefault: atomic)
+        with vars(self).setdefault("_session_lock", threading.Lock()):
             return self._session_round(updates, lines)
 
     def _session_round(self, updates: Sequence[RefUpdate], lines: list[str]) -> bool:
@@ -413,7 +414,6 @@ class RefAccess:
         raise CorruptStateError(sanitize(f"git refused to move a ref: {detail}"), hint=hint)
 
 
-_SESSIONS = threading.Lock()  # one transaction at a time through a session
 _ALL_OK = b"start: ok\nprepare: ok\ncommit: ok\n"
 
 
