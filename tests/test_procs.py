@@ -25,10 +25,17 @@ from gitpub.git.run import git_program
 #: The most git processes each command of ``test_git_processes_per_command`` may start
 #: (measured: 714036d started 23, 51, 5, 115, 32, 3 and 27; the procs branch 14, 31, 5, 71, 21,
 #: 3, 15; merged into a712356, which brought the shared channel ledgers, the take-over re-gate
-#: and the fold: push 35, sync 72, reconcile 25; branch confirm22 confirm 15 -> 10: no
-#: ``git remote -v``, the private fetch repository's refs read as files, and push 32, sync 69,
-#: reconcile 22 with it).
-CEILINGS = {"prepare": 14, "push": 35, "status": 5, "sync": 72, "reconcile": 25,
+#: and the fold: push 35, sync 72, reconcile 25; the pubspeed branch: the fetched store's
+#: listing kept for the command, the private fetch repository's refs read as files, a push
+#: noted by one compare-and-swap: push 29, sync 67, reconcile 21, confirm 11; a terminal
+#: state and its index entry in one transaction without a read, the main worktree found
+#: without git when it is the only one, the published job read only to adopt: push 25, sync
+#: 63, reconcile 20; prepare reads the archive and the base together: prepare 13; the
+#: transactions on refs/pub/* through one update-ref session: prepare 8, push 21, sync 52;
+#: a small tree walked through cat-file: prepare 7, push 20, sync 51; with the fold of
+#: 8612472: reconcile 19; with confirm22 (no `git remote -v`, objects kept per command):
+#: confirm 10).
+CEILINGS = {"prepare": 7, "push": 20, "status": 5, "sync": 51, "reconcile": 19,
             "status-idle": 3, "confirm": 10}
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from gitpub.app.common import driver_for, fold_if_due
 from gitpub.app.results import Prepared, Progress
-from gitpub.channels.drive import Report
 from gitpub.core.states import State
 from gitpub.delivery.deliver import Deliverer
 from gitpub.pipeline.advice import next_step
@@ -44,6 +43,8 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
         job = ctx.store.load(job.job_id) or job
         report = reports[0] if reports else None
         if failed:
+            from gitpub.channels.drive import Report
+
             report = Report(job.job_id, None, errors=tuple(failed))
         failures = Failures()
         fold_if_due(ctx, deliverer, failures)

@@ -25,7 +25,6 @@ from gitpub.core.states import LOCAL, TERMINAL, State
 from gitpub.delivery.anywhere import find_anywhere, find_here, take_over
 from gitpub.delivery.checkout import finish_interrupted_move
 from gitpub.delivery.deliver import PUSHABLE, Deliverer
-from gitpub.delivery.sync import settle_outbox
 from gitpub.git.remote import RemoteConfigError
 from gitpub.pipeline.prepare import drive
 from gitpub.runtime.contain import Failures
@@ -63,10 +62,12 @@ def _finish_move(ctx: Context, deliverer: Deliverer) -> None:
     """A run killed between updating the worktree and moving the local branch to a published
     commit (``checkout.worktree-updated``), or between recording PUBLISHED and the move
     (``delivery.published-recorded``): the move is finished first."""
-    tip = ctx.repo.read_ref(deliverer.remote.tracking_ref)
-    if tip is None or ctx.repo.read_ref(f"refs/heads/{ctx.config.branch}") in (tip, None):
+    tracking, branch = deliverer.remote.tracking_ref, f"refs/heads/{ctx.config.branch}"
+    seen = ctx.repo.read_refs([tracking, branch])  # one git for both
+    tip, local = seen[tracking], seen[branch]
+    if tip is None or local in (tip, None):
         return  # the usual case: nothing was left half-way
-    note = finish_interrupted_move(ctx.repo, ctx.config.branch, tip) or \
+    note = finish_interrupted_move(ctx.repo, ctx.config.branch, tip, local) or \
         deliverer.bring_along(tip)
     if note is not None:
         ctx.progress(note)
@@ -117,6 +118,8 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
         except GitpubError as e:
             failures.add(None, e)
         pending = None
+        from gitpub.delivery.sync import settle_outbox  # reconcile's only: push loads none of it
+
         try:
             pending = settle_outbox(ctx, ctx.repo.read_ref(deliverer.remote.tracking_ref))
         except Exception as e:

@@ -51,14 +51,15 @@ def resolve_channel(where: Path, progress: Progress, job_ref: str, channel: str,
     one this clone does not have is found on the remote and adopted here (and driven from
     here from now on)."""
     with open_session(where, progress) as ctx:
-        driver = driver_for(ctx)
+        chosen = driver_for(ctx)
+        driver = chosen.driver()  # a channel is decided: the channel code is needed
         job = _channel_job(ctx, driver, job_ref)
         spec = ctx.config.channel(channel)
         job = resolve_one(driver.state, job, channel, decision, url,
                           None if spec is None else target_of(spec))
         driver.found_published(job)
         errors: list[str] = []
-        done, channels = distribute(ctx, driver, [job], errors, only_named=True)
+        done, channels = distribute(ctx, chosen, [job], errors, only_named=True)
         return Jobs(tuple(done), tuple(errors), hints=next_steps(ctx, done), channels=channels)
 
 

@@ -311,12 +311,13 @@ def _contained(repo: Repository, branch: str, local: str, published: str) -> str
             "uncommitted change)")
 
 
-def finish_interrupted_move(repo: Repository, branch: str, tip: str | None) -> str | None:
-    """The move of ``branch`` to ``tip`` that a killed run began (``checkout.worktree-updated``):
-    the index of the worktree that has the branch checked out already is ``tip``'s tree, while
-    the branch is still behind it. Finished here (the worktree is not touched: its index
-    already is the new commit's). The note, or None when there is no such move."""
-    local = repo.read_ref(f"refs/heads/{branch}")
+def finish_interrupted_move(repo: Repository, branch: str, tip: str | None,
+                            local: str | None) -> str | None:
+    """The move of ``branch`` (now at ``local``, just read) to ``tip`` that a killed run began
+    (``checkout.worktree-updated``): the index of the worktree that has the branch checked out
+    already is ``tip``'s tree, while the branch is still behind it. Finished here (the worktree
+    is not touched: its index already is the new commit's). The note, or None when there is
+    no such move."""
     if tip is None or local is None or local == tip:
         return None
     holder, why = _held(repo, branch)

@@ -56,7 +56,6 @@ from gitpub.core.record import JobRecord
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import LOCAL, SETTLED, Answer, FailureCode, Kind, Phase, Stage, State
 from gitpub.delivery.checkout import fast_forward_local
-from gitpub.delivery.handplan import unpushed
 from gitpub.delivery.lock import delivery_lock
 from gitpub.delivery.review import Reviewer, by_content
 from gitpub.delivery.shared import Shared
@@ -287,6 +286,8 @@ class Deliverer:
         record, repo = job.record, self.ctx.repo
         if record.kind != Kind.SYNC or record.sync_commit is None or tip is None:
             return None
+        from gitpub.delivery.handplan import unpushed  # a hand commit's job only
+
         local = repo.read_ref(f"refs/heads/{self.ctx.config.branch}")
         rows = None if local is None else unpushed(repo, local, tip)
         if rows is not None and any(sha == record.sync_commit for sha, _ in rows):
@@ -511,7 +512,7 @@ class Deliverer:
         """Record PUBLISHED (the remote has ``remote_commit`` with the job's trailers and
         content; ``staged``: the very state commit the remote got with it) and bring the local
         branch along when that is safe."""
-        current = self.ctx.store.load(job.job_id)
+        current = None if staged is not None else self.ctx.store.load(job.job_id)
         if staged is not None:
             job = self.ctx.store.advance(job, staged)
         elif current is not None and current.state == S.PUBLISHED and \

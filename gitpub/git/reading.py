@@ -8,6 +8,7 @@ its diff is the one every clone's checkout agrees with.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
@@ -207,6 +208,10 @@ class ObjectReading:
         kept = self._walks.get(key)
         if kept is not None:
             return list(kept)
+        small = self._small_walk(tree, prefix) if is_object_id(tree) else None
+        if small is not None:
+            _keep(self._walks, key, small)
+            return list(small)
         proc = self.git("ls-tree", "-r", "-z", "--full-tree", tree)
         if proc.returncode != 0:
             raise _failed(f"cannot list tree {tree}", proc.stderr)
@@ -221,6 +226,41 @@ class ObjectReading:
         if is_object_id(tree):  # a name (HEAD, a ref) may mean another object later
             _keep(self._walks, key, out)
         return list(out)
+
+    def _small_walk(self, tree: str, prefix: str) -> list[tuple[str, Entry]] | None:
+        """``walk_files`` of a small tree (a job's artifacts: a few files a few directories
+        deep) through ``git cat-file``, a request per tree instead of a process; None when
+        the tree is not small (more than ``SMALL_TREES`` trees or ``SMALL_ENTRIES`` entries)
+        or not plainly a tree as git writes one (a mode git would show otherwise, entries out
+        of git's order or twice, a tree that cannot be read): then ``git ls-tree`` says it,
+        exactly as before."""
+        out: list[tuple[str, Entry]] = []
+        budget = [SMALL_TREES, SMALL_ENTRIES]
+
+        def walk(sha: str, path: str) -> bool:
+            budget[0] -= 1
+            if budget[0] < 0:
+                return False
+            try:
+                entries = parse_tree(self.raw_tree(sha), self.object_format, sha)
+            except (CorruptStateError, Unreadable):
+                return False
+            budget[1] -= len(entries)
+            keys = [git_order(e.name, e.mode) for e in entries]
+            if budget[1] < 0 or any(a >= b for a, b in itertools.pairwise(keys)):
+                return False
+            for e in entries:
+                if e.mode not in _CANONICAL or b"/" in e.name or not e.name:
+                    return False
+                name = path + e.name.decode("utf-8", "surrogateescape")
+                if e.mode == MODE_TREE:
+                    if not walk(e.sha, name + "/"):
+                        return False
+                else:
+                    out.append((name, Entry(e.mode, e.sha)))
+            return True
+
+        return out if walk(tree, prefix) else None
 
     def diff_entries(self, old_tree: str | None, new_tree: str) -> list[Change]:
         """Every file (blob, symlink or submodule entry) that differs between two trees, with
@@ -254,6 +294,14 @@ _OBJECTS = 256
 _SMALL = 64 * 1024
 K = TypeVar("K")
 V = TypeVar("V")
+
+
+#: ``walk_files`` asks ``git cat-file`` for a tree of at most this many trees and entries
+#: (``_small_walk``), ``git ls-tree -r`` for a bigger one.
+SMALL_TREES = 16
+SMALL_ENTRIES = 256
+#: The modes ``git ls-tree`` shows as they are stored (it shows any other as one of these).
+_CANONICAL = frozenset({0o100644, 0o100755, 0o120000, MODE_TREE, MODE_GITLINK})
 
 
 def _keep(kept: dict[K, V], key: K, answer: V, most: int = _KEPT) -> None:

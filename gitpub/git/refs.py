@@ -40,7 +40,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import IO, NamedTuple, TypeVar
 
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, TryLaterError
@@ -58,8 +58,14 @@ TRANSACTION_TIMEOUT = DEFAULT_TIMEOUT
 _LOCKED = re.compile(r"Unable to create '(.+)\.lock': File exists")
 
 
+#: The ``old`` of a deletion that holds whatever the ref holds, or nothing (git's ``delete``
+#: without an old value): for derived refs only (an index entry that goes with a state).
+ANY_VALUE = "any"
+
+
 class RefUpdate(NamedTuple):
-    """``ref`` from ``old`` (None: must not exist) to ``new`` (None: deleted)."""
+    """``ref`` from ``old`` (None: must not exist) to ``new`` (None: deleted; then ``old`` may
+    be ``ANY_VALUE``)."""
 
     ref: str
     new: str | None
@@ -81,8 +87,14 @@ class RefAccess:
     #: Mirror prefixes listed in full: a name below one that is not known is absent.
     _mirror_listed: set[str]
 
+    #: The ``git update-ref --stdin`` that serves this command's unlogged transactions.
+    _session: _Session | None = None
+
     def git(self, *args: str, timeout: float | None = None, input: bytes | None = None
             ) -> CompletedProcess[bytes]:
+        raise NotImplementedError
+
+    def config(self) -> dict[str, str]:
         raise NotImplementedError
 
     def _while_locked(self, action: Callable[[], T], what: str,
@@ -287,16 +299,9 @@ class RefAccess:
         return bool(done)
 
     def _transaction(self, updates: Sequence[RefUpdate], message: str) -> bool:
-        zero = self.object_format.zero
-        lines = ["start"]
-        for u in updates:
-            if u.new is None:
-                lines.append(f"delete {u.ref} {u.old or zero}")
-            elif u.old is None:
-                lines.append(f"create {u.ref} {u.new}")
-            else:
-                lines.append(f"update {u.ref} {u.new} {u.old}")
-        lines.append("prepare")
+        lines = self._lines(updates)
+        if self._unlogged(updates):
+            return self._in_session(updates, lines)
         with tempfile.TemporaryFile(prefix="gitpub-update-ref-") as err_file:
             proc = popen_git(["-c", "core.fsync=reference", "update-ref", "--no-deref",
                               "--stdin", "-m", " ".join(message.split())],
@@ -317,18 +322,71 @@ class RefAccess:
                 watchdog.cancel()
             err_file.seek(0)
             said = err_file.read().decode("utf-8", "surrogateescape")
-        if out == b"start: ok\nprepare: ok\ncommit: ok\n" and proc.returncode == 0:
+        if out == _ALL_OK and proc.returncode == 0:
             return True
         if fired.is_set():
-            from gitpub.core.sanitize import sanitize
-
-            raise TryLaterError(
-                sanitize(f"git update-ref did not finish in {TRANSACTION_TIMEOUT:g} seconds "
-                         f"({', '.join(u.ref for u in updates)}): killed, its refs as they "
-                         "were or all moved"),
-                hint="a reference-transaction hook or the file system hangs; run the command "
-                     "again when git answers (it reads where the refs stand)")
+            raise _hung(updates)
         return self._refused(said)
+
+    def _unlogged(self, updates: Sequence[RefUpdate]) -> bool:
+        """Whether git writes no reflog for any of ``updates`` (then the transaction's message
+        is not written anywhere, and it may go through the command's one ``update-ref``
+        session): refs under ``refs/pub/`` (no reflog by git's default rule), unless
+        ``core.logAllRefUpdates`` is ``always`` or the ref has a reflog already."""
+        if not all(u.ref.startswith("refs/pub/") for u in updates):
+            return False
+        if self.config().get("core.logallrefupdates", "").lower() == "always":
+            return False
+        return not any(os.path.lexists(self.common_dir / "logs" / u.ref) for u in updates)
+
+    def _in_session(self, updates: Sequence[RefUpdate], lines: list[str]) -> bool:
+        """``_transaction`` through the command's long-lived ``git update-ref --stdin`` (one
+        process for all of them, git 2.27's repeated ``start``): the same transaction, the
+        same answers, the same crash point; a transaction git refuses ends the session (git
+        exits on it), and the next one starts another. A session that died between two
+        transactions (nothing of this one was sent) is started again once."""
+        # one transaction at a time through this repository's session (setdefault: atomic)
+        with vars(self).setdefault("_session_lock", threading.Lock()):
+            return self._session_round(updates, lines)
+
+    def _session_round(self, updates: Sequence[RefUpdate], lines: list[str]) -> bool:
+        for attempt in range(2):
+            session = self._session
+            if session is None or session.proc.poll() is not None:
+                if session is not None:
+                    session.close()
+                session = self._session = _Session(self.git_dir)
+            sent, out = session.transaction(lines)
+            if out == _ALL_OK:
+                return True
+            self._session = None
+            said = session.close()
+            if session.fired.is_set():
+                raise _hung(updates)
+            if not sent and attempt == 0:
+                continue  # it had died meanwhile: nothing was asked of it
+            return self._refused(said)
+        raise AssertionError("unreachable")
+
+    def close_refs(self) -> None:
+        """End the command's ``update-ref`` session (with the repository)."""
+        session, self._session = self._session, None
+        if session is not None:
+            session.close()
+
+    def _lines(self, updates: Sequence[RefUpdate]) -> list[str]:
+        zero = self.object_format.zero
+        lines = ["start"]
+        for u in updates:
+            if u.new is None:
+                lines.append(f"delete {u.ref}" if u.old == ANY_VALUE
+                             else f"delete {u.ref} {u.old or zero}")
+            elif u.old is None:
+                lines.append(f"create {u.ref} {u.new}")
+            else:
+                lines.append(f"update {u.ref} {u.new} {u.old}")
+        lines.append("prepare")
+        return lines
 
     @staticmethod
     def _converse(proc: Popen[bytes], lines: list[str]) -> bytes:
@@ -364,6 +422,84 @@ class RefAccess:
                 if "reference broken" in said
                 else "`git for-each-ref` and `git fsck` show what is in the way")
         raise CorruptStateError(sanitize(f"git refused to move a ref: {detail}"), hint=hint)
+
+
+_ALL_OK = b"start: ok\nprepare: ok\ncommit: ok\n"
+
+
+def _hung(updates: Sequence[RefUpdate]) -> TryLaterError:
+    from gitpub.core.sanitize import sanitize
+
+    return TryLaterError(
+        sanitize(f"git update-ref did not finish in {TRANSACTION_TIMEOUT:g} seconds "
+                 f"({', '.join(u.ref for u in updates)}): killed, its refs as they "
+                 "were or all moved"),
+        hint="a reference-transaction hook or the file system hangs; run the command "
+             "again when git answers (it reads where the refs stand)")
+
+
+class _Session:
+    """One ``git update-ref --stdin`` serving a command's transactions in turn (its reflog
+    message is never written: ``RefAccess._unlogged``). git's stderr goes to a temporary file
+    (read when git refuses a transaction: it exits then)."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.err: IO[bytes] = tempfile.TemporaryFile(prefix="gitpub-update-ref-")  # noqa: SIM115
+        self.proc = popen_git(["-c", "core.fsync=reference", "update-ref", "--no-deref",
+                               "--stdin", "-m", "gitpub"],
+                              git_dir=git_dir, cwd=git_dir, stderr=self.err)
+        self.fired = threading.Event()  # the watchdog killed it
+
+    def transaction(self, lines: list[str]) -> tuple[bool, bytes]:
+        """(whether anything reached git, what it answered): ``start``… ``prepare``, its two
+        answers, the crash point, ``commit`` and its answer. A transaction that does not end
+        (a hung hook or file system) is killed: its locks stay, stale, for the lock policy."""
+        proc = self.proc
+        assert proc.stdin is not None and proc.stdout is not None
+
+        def give_up() -> None:
+            self.fired.set()
+            proc.kill()
+
+        watchdog = threading.Timer(TRANSACTION_TIMEOUT, give_up)
+        watchdog.start()
+        answers: list[bytes] = []
+        try:
+            try:
+                proc.stdin.write(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
+                proc.stdin.flush()
+            except BrokenPipeError:
+                return False, b""
+            answers = [proc.stdout.readline() for _ in range(2)]
+            if answers == [b"start: ok\n", b"prepare: ok\n"]:
+                crash_point("git.ref-locked", before=proc.kill)
+                try:
+                    proc.stdin.write(b"commit\n")
+                    proc.stdin.flush()
+                except BrokenPipeError:
+                    return True, b"".join(answers)
+                answers.append(proc.stdout.readline())
+        finally:
+            watchdog.cancel()
+        return True, b"".join(answers)
+
+    def close(self) -> str:
+        """End the process (its stdin closed: git ends, or has ended); what it said."""
+        proc = self.proc
+        with contextlib.suppress(OSError):
+            assert proc.stdin is not None
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=TRANSACTION_TIMEOUT)
+        except Exception:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        self.err.seek(0)
+        said = self.err.read().decode("utf-8", "surrogateescape")
+        self.err.close()
+        return said
 
 
 def for_each_ref(git_dir: Path, *patterns: str) -> tuple[dict[str, str], list[str]]:

@@ -105,6 +105,7 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
     def close(self) -> None:
         if self.lock_policy is not None:
             self.lock_policy.close()
+        self.close_refs()
         self._cat.close()
 
     def __enter__(self) -> Repository:
@@ -188,9 +189,12 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
                     return None
 
     def reader_pids(self) -> list[int]:
-        """The processes this repository keeps running to read it (its ``git cat-file``)."""
-        pid = self._cat.pid
-        return [] if pid is None else [pid]
+        """The processes this repository keeps running to read it (its ``git cat-file``) and
+        to move its refs (its ``git update-ref`` session, which holds no lock between two
+        transactions, and a transaction that meets a lock ends it): never a lock's holder
+        when this process looks for one."""
+        pids = [self._cat.pid, None if self._session is None else self._session.proc.pid]
+        return [pid for pid in pids if pid is not None]
 
     def sweep_stale_locks(self) -> int:
         """Remove the stale lock files nobody ran into yet (the lock policy's); how many."""

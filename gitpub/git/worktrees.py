@@ -100,6 +100,9 @@ def _operation(git_dir: Path) -> tuple[str, str] | None:
 
 def worktrees(repo: Repository) -> list[Worktree]:
     """Every worktree of ``repo`` that has a working tree (a bare main repository has none)."""
+    alone = _main_alone(repo)
+    if alone is not None:
+        return [alone]
     proc = repo.git("worktree", "list", "--porcelain", "-z")
     if proc.returncode != 0:
         return []
@@ -130,6 +133,25 @@ def worktrees(repo: Repository) -> list[Worktree]:
         current = _same(git_dir, repo.git_dir)
         out.append(Worktree(path, git_dir, branch, current, _operation(git_dir)))
     return out
+
+
+def _main_alone(repo: Repository) -> Worktree | None:
+    """The main worktree, when this command runs in it and it is the only one (no linked
+    worktree is registered: ``<common>/worktrees`` is absent or empty): what git would list,
+    found without a git (the branch is HEAD's target, read as ``symbolic_target`` reads it).
+    None otherwise: git lists them."""
+    if not _same(repo.common_dir, repo.git_dir) or repo.work_tree is None or \
+            repo.work_tree_implied:
+        return None
+    try:
+        if any((repo.common_dir / "worktrees").iterdir()):
+            return None
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    return Worktree(repo.work_tree, repo.common_dir, repo.symbolic_target("HEAD"), True,
+                    _operation(repo.common_dir))
 
 
 def _main_work_tree(repo: Repository, listed: Path | None) -> Path | None:

@@ -25,6 +25,7 @@ from gitpub.git import paths as git_paths
 from gitpub.git.repo import BLOB_MODES
 from gitpub.pipeline.gates import Base
 from gitpub.runtime.context import Context
+from gitpub.store.archive import ARCHIVE
 from gitpub.store.jobs import Job, job_id_for_key
 from gitpub.store.shared import SharedView
 
@@ -229,7 +230,7 @@ def ensure_job(ctx: Context, request: Request) -> tuple[Job, bool]:
     job_id = job_id_for_key(key)
     wanted = request.request_hash()
     for _ in range(3):
-        job = ctx.store.load(job_id) or _archived(ctx, job_id)
+        job = ctx.store.load(job_id) or _archived(ctx, job_id, warm=True)
         if job is not None:
             if job.record.request_hash != wanted:
                 raise KeyReusedError(
@@ -245,10 +246,15 @@ def ensure_job(ctx: Context, request: Request) -> tuple[Job, bool]:
     raise LostRace(job_id)
 
 
-def _archived(ctx: Context, job_id: str) -> Job | None:
+def _archived(ctx: Context, job_id: str, *, warm: bool = False) -> Job | None:
     """The job as the archive last fetched holds it: a finished job folded there (its ref gone
-    from this clone too) is still the job its key names. Offline: the tracking archive only."""
-    return SharedView(ctx.store, ctx.remote().store_prefix).archived_job(job_id)
+    from this clone too) is still the job its key names. Offline: the tracking archive only.
+    ``warm``: the base's tracking ref is read with the archive, in one git (both mirror refs,
+    kept for the command: ``check_base`` reads it next)."""
+    remote = ctx.remote()
+    if warm:
+        ctx.repo.read_together([remote.tracking_ref, remote.store_prefix + ARCHIVE])
+    return SharedView(ctx.store, remote.store_prefix).archived_job(job_id)
 
 
 def _create(ctx: Context, request: Request, key: str, job_id: str, request_hash: str) -> Job:

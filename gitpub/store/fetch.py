@@ -119,7 +119,11 @@ def _here(remote: Remote, also: str | None) -> dict[str, str | None]:
     None (``current_value``: the fetch replaces it)."""
     names = [remote.tracking_ref, f"refs/heads/{remote.branch}", *([also] if also else [])]
     try:
-        return remote.repo.read_refs(names, [remote.store_prefix])
+        # read_together: what it reads of the mirror refs (the tracking ref and store) is
+        # kept for the command, and the moves after the fetch keep what they write: the
+        # reads of the fetched store that follow cost no git (``git.refs``)
+        seen = remote.repo.read_together([*names, remote.store_prefix])
+        return {**{name: seen.get(name) for name in names}, **seen}
     except GitpubError:
         found: dict[str, str | None] = dict(remote.repo.list_refs(remote.store_prefix))
         found = {remote.store_prefix + k: v for k, v in found.items()}
@@ -238,23 +242,26 @@ def _store_moves(remote: Remote, net: Path, here: dict[str, str]
 
 def _listed(net: Path, prefix: str) -> dict[str, str]:
     """The private fetch repository's refs under ``prefix``, keyed by the rest of their name
-    (damaged ones left out: the next fetch replaces them). Its refs are loose files — its
-    fetches write them so, ``_mirror_store`` too, and nothing packs them there (no gc, no
-    maintenance) — so they are read as files, without a git (two per fetch); with a
-    ``packed-refs`` there after all, git lists them."""
+    (damaged ones left out: the next fetch replaces them). Its refs are loose files (git's
+    files backend, ``can_isolate``; nothing packs them there: no gc, no maintenance), written
+    by git's fetch and by ``_mirror_store``: read as files, as git would list them, without a
+    git — unless a ``packed-refs`` file is there after all: then git lists them."""
     if (net / "packed-refs").exists():
         found, _ = for_each_ref(net, prefix)
         return {name[len(prefix):]: sha for name, sha in found.items()
                 if name.startswith(prefix)}
-    listed = {}
-    for dirpath, _dirs, files in os.walk(net / prefix):
+    top = net / prefix
+    listed: dict[str, str] = {}
+    for dirpath, dirs, files in os.walk(top):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]  # no ref name has such a part
+        rel = Path(dirpath).relative_to(top).as_posix()
         for f in files:
-            if f.endswith(".lock") or f.startswith("."):  # names git never lists
-                continue
-            name = Path(dirpath, f).relative_to(net).as_posix()
-            sha = read_loose(net, name)
+            if f.startswith(".") or f.endswith(".lock"):
+                continue  # a lock, a temporary file: no ref (git skips them too)
+            key = f if rel == "." else f"{rel}/{f}"
+            sha = read_loose(net, prefix + key)
             if sha is not None:
-                listed[name[len(prefix):]] = sha
+                listed[key] = sha
     return listed
 
 
@@ -271,16 +278,15 @@ def note_pushed(remote: Remote, name: str, old: str | None, new: str | None) -> 
     tracking ref says so too (a compare-and-swap from ``old``; a concurrent fetch that moved
     it already is just as good)."""
     ref = remote.store_prefix + name
-    current = current_value(remote.repo, ref)
-    if current == new:
-        return
-    if current != old:
-        return
-    if new is None:
-        if current is not None:
-            remote.repo.delete_ref(ref, current)
-    else:
-        remote.repo.cas_ref(ref, current, new, "gitpub: pushed")
+    # One compare-and-swap from ``old``, not a read first: a tracking ref that is no longer
+    # ``old`` (a concurrent fetch moved it, to ``new`` or past it) is left as it is, as a
+    # read would have left it; a damaged one too (the next fetch replaces it).
+    with contextlib.suppress(CorruptStateError):
+        if new is None:
+            if old is not None:
+                remote.repo.delete_ref(ref, old)
+        elif old != new:
+            remote.repo.cas_ref(ref, old, new, "gitpub: pushed")
 
 
 def fetch_records(remote: Remote, depth: int, *, jobs: bool = True) -> None:

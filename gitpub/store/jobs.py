@@ -32,6 +32,7 @@ from gitpub.core.errors import CorruptStateError, GitpubError, LostRace, TryLate
 from gitpub.core.record import JobRecord, Lease, RecordError, parse_record
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import RESTING, TERMINAL, Stage, State, check_transition
+from gitpub.git.refs import ANY_VALUE
 from gitpub.git.repo import MODE_FILE, CommitInfo, Entry, RefUpdate, Repository
 from gitpub.store.lease import Worker, held_by_other, shown_owner
 
@@ -349,13 +350,12 @@ class JobStore:
                 return staged
             self.repo.cas_ref(active, None, staged.commit, "gitpub: active")  # before the job
         elif record.state in TERMINAL:
-            try:
-                current = self.repo.read_ref(active)
-            except CorruptStateError:
-                current = None  # a damaged entry: the state first, then it is reported
-            if current is not None and \
-                    self.repo.update_refs([move, RefUpdate(active, None, current)], message):
-                return staged
+            # The entry goes with the terminal state, whatever it holds (derived data): no
+            # read of it first. A damaged entry makes git refuse the pair: then the state
+            # first, and the entry is reported afterwards.
+            with contextlib.suppress(CorruptStateError):
+                if self.repo.update_refs([move, RefUpdate(active, None, ANY_VALUE)], message):
+                    return staged
         if not self.repo.update_refs([move], message):
             raise LostRace(ref)
         if record.state in TERMINAL:
