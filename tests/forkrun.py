@@ -1,0 +1,235 @@
+"""``git pub ARGS`` in a process of its own, forked from the test process instead of started.
+
+``python -m gitpub`` pays an interpreter start-up and gitpub's imports at every call (a few
+hundred ms on a loaded 2-core machine, hundreds of calls per run). A forked copy of the test
+process, gitpub already imported, is a process of its own at a few ms: ``GITPUB_CRASH_AT``'s
+SIGKILL kills it alone, it has its own environment, cwd, standard streams (files, read back
+after it ends), exit code (a signal's death is ``-N``, as ``subprocess`` reports it), and its
+own copy of every module's state.
+
+What the child starts from is what a fresh ``python -m gitpub`` starts from: gitpub's
+per-process state emptied (``fresh_state``: also what ``Site.run_here`` resets), the test's
+monkeypatches undone (a ``Clock``'s ``time.time`` included), pytest's hooks on logging,
+warnings, exceptions and signals put back to an interpreter's defaults, new ``sys.std*``
+objects over fds 0/1/2 (none of the parent's, whose locks another thread may hold), the
+garbage collector's view frozen (no finalizer of the test process's objects runs in the child).
+It ends with ``os._exit`` whatever happens: no atexit handler of the test process runs twice.
+
+What needs a real new interpreter stays on ``subprocess`` (``use_fork`` says which): another
+``PYTHONPATH`` (a sitecustomize: another host, a clock), other ``PYTHON*`` variables or
+locale, ``GITPUB_PAUSE_AT`` (a process stopped for a test to resume from outside).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import gc
+import importlib
+import importlib.util
+import io
+import locale
+import logging
+import os
+import pkgutil
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: The test process's active ``monkeypatch`` fixtures (conftest registers them): undone in a
+#: child, as a new interpreter never saw them.
+ACTIVE_PATCHES: list[Any] = []
+
+#: Python's warning filters in a fresh interpreter (no -W, no -X dev), first match wins.
+_DEFAULT_FILTERS = (
+    ("default", DeprecationWarning, "__main__"),
+    ("ignore", DeprecationWarning, None),
+    ("ignore", PendingDeprecationWarning, None),
+    ("ignore", ImportWarning, None),
+    ("ignore", ResourceWarning, None),
+)
+#: The warnings module's own printer (pytest's ``catch_warnings`` swaps in a recorder).
+_SHOW_WARNING = warnings._showwarnmsg_impl  # type: ignore[attr-defined]
+_MAIN = os.path.join(os.path.dirname(os.path.abspath(
+    importlib.util.find_spec("gitpub").origin or "")), "__main__.py")  # type: ignore[union-attr]
+_STARTUP_VARIABLES = ("LC_ALL", "LC_CTYPE", "LANG")
+_imported = False
+#: ``GITPUB_TEST_FORK=0``: every command through ``python -m gitpub`` (to compare, or to rule
+#: the fork out).
+ENABLED = os.environ.get("GITPUB_TEST_FORK", "1") != "0"
+
+
+def fresh_state() -> None:
+    """gitpub's per-process state as a new process has it, for the environment now in
+    ``os.environ``: injected-fault counts, remembered secrets, font memos, and the crash
+    point inside dulwich's object writes (installed at import when the environment asks for
+    it: here, if it asks now and no earlier import installed it)."""
+    from dulwich.file import _GitFile
+
+    from gitpub.core import crashpoints, sanitize
+    from gitpub.fonts import subset
+    from gitpub.git import writing
+
+    if _GitFile.close.__module__ != writing.__name__:
+        writing._object_crash_points()
+
+    crashpoints._counts.clear()
+    crashpoints._fail_counts.clear()
+    sanitize._KNOWN.clear()
+    subset._INDEX_MEMO.clear()
+    subset._STORE_MEMO.clear()
+
+
+def use_fork(env: Mapping[str, str], base: Mapping[str, str]) -> bool:
+    """Whether a command run in ``env`` may be a forked child of this process (started with
+    ``base``'s interpreter settings): the interpreter would start the same way, and nothing
+    needs the process stopped and resumed from outside."""
+    if not ENABLED or "GITPUB_PAUSE_AT" in env:
+        return False
+    if env.get("LC_ALL") != "C.UTF-8":
+        return False
+    python = {k for k in (*env, *base) if k.startswith("PYTHON") and k != "PYTHONHASHSEED"}
+    return all(env.get(k) == base.get(k) for k in (*python, *_STARTUP_VARIABLES))
+
+
+def _import_gitpub() -> None:
+    """Every gitpub module, once, in the test process: children do not import them each."""
+    global _imported
+    if _imported:
+        return
+    import gitpub
+
+    for module in pkgutil.walk_packages(gitpub.__path__, "gitpub."):
+        if not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
+    _imported = True
+
+
+def run(argv: Sequence[str], env: Mapping[str, str], data: bytes | None,
+        timeout: float) -> tuple[int, bytes, bytes]:
+    """``gitpub.cli.main.main(argv)`` in a forked child with environment ``env`` and standard
+    input ``data`` (None: this process's); (exit code, stdout, stderr), as ``subprocess.run``
+    with ``capture_output`` gives them; ``subprocess.TimeoutExpired`` after ``timeout`` s (the
+    child killed)."""
+    _import_gitpub()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.TemporaryFile() as given:
+        if data is not None:
+            given.write(data)
+            given.flush()
+            given.seek(0)
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            _child(list(argv), dict(env), given.fileno() if data is not None else None,
+                   out.fileno(), err.fileno())
+        code = _wait(pid, timeout, argv)
+        out.seek(0)
+        err.seek(0)
+        return code, out.read(), err.read()
+
+
+def _wait(pid: int, timeout: float, argv: Sequence[str]) -> int:
+    fd = os.pidfd_open(pid)
+    try:
+        if not select.select([fd], [], [], timeout)[0]:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise subprocess.TimeoutExpired(["python", "-m", "gitpub", *argv], timeout)
+    finally:
+        os.close(fd)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def _child(argv: list[str], env: dict[str, str], stdin: int | None, out: int,
+           err: int) -> None:
+    code = 70
+    try:
+        gc.freeze()  # the parent's objects: not collected (nor finalized) here
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+                    signal.SIGUSR2, signal.SIGALRM, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        faulthandler.disable()
+        if stdin is not None:
+            os.dup2(stdin, 0)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        cwd = os.getcwd()
+        for patch in reversed(ACTIVE_PATCHES):
+            patch.undo()
+        os.chdir(cwd)  # a process started now starts where the test process is
+        os.environ.clear()
+        os.environ.update(env)
+        time.tzset()
+        with contextlib.suppress(locale.Error):
+            locale.setlocale(locale.LC_CTYPE, "")
+        sys.stdin = sys.__stdin__ = io.TextIOWrapper(
+            io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
+        sys.stdout = sys.__stdout__ = io.TextIOWrapper(
+            io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
+        sys.stderr = sys.__stderr__ = io.TextIOWrapper(
+            io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8",
+            errors="backslashreplace", line_buffering=True)
+        sys.excepthook = sys.__excepthook__
+        sys.unraisablehook = sys.__unraisablehook__
+        threading.excepthook = threading.__excepthook__
+        warnings.resetwarnings()
+        for action, category, module in reversed(_DEFAULT_FILTERS):
+            if module is None:
+                warnings.simplefilter(action, category)  # type: ignore[arg-type]
+            else:
+                warnings.filterwarnings(action, category=category, module=module)  # type: ignore[arg-type]
+        warnings._showwarnmsg_impl = _SHOW_WARNING  # type: ignore[attr-defined]
+        warnings.showwarning = warnings._showwarning_orig  # type: ignore[attr-defined]
+        root = logging.getLogger()
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        root.setLevel(logging.WARNING)
+        logging.disable(logging.NOTSET)
+        fresh_state()
+        sys.argv = [_MAIN, *argv]
+        from gitpub.cli.main import main
+
+        try:
+            code = main(argv)
+        except SystemExit as e:
+            code = _exit_code(e.code)
+        except KeyboardInterrupt:
+            traceback.print_exc()
+            code = -signal.SIGINT
+        except BaseException:  # as the interpreter: the traceback, status 1
+            traceback.print_exc()
+            code = 1
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                code = 120  # as the interpreter, when the streams cannot be flushed at exit
+    except BaseException:  # the harness itself failed: say so, and never go back to pytest
+        try:
+            os.write(2, traceback.format_exc().encode("utf-8", "replace"))
+        finally:
+            os._exit(70)
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code & 0xFF)
+
+
+def _exit_code(value: object) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    print(value, file=sys.stderr)
+    return 1
