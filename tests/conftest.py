@@ -115,8 +115,7 @@ class Site:
             env: dict[str, str] | None = None, timeout: float = 60) -> Result:
         """``git pub ARGS`` in a process of its own (needed when the process may be killed):
         forked from this one, gitpub imported (``forkrun``), unless the interpreter must start
-        anew (another ``PYTHONPATH``: a sitecustomize; ``GITPUB_PAUSE_AT``): ``python -m
-        gitpub``."""
+        anew (another ``PYTHONPATH``: a sitecustomize): ``python -m gitpub``."""
         data = input.encode() if isinstance(input, str) else input
         merged = {**self.env, **(env or {})}
         argv = ["-C", str(self.path), *args]
@@ -309,11 +308,16 @@ def site(tmp_path: Path, hermetic: dict[str, str]) -> Iterator[Site]:
         assert proc.returncode == 0, f"git fsck --strict failed in {repo}: {proc.stderr!r}"
 
 
-def spawn(site: Site, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """``git pub -C site ARGS`` started in its own process (to pause, stop or race it)."""
-    return subprocess.Popen([sys.executable, "-m", "gitpub", "-C", str(site.path), *args],
-                            env={**site.env, **(env or {})}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+def spawn(site: Site, *args: str,
+          env: dict[str, str] | None = None) -> subprocess.Popen[bytes] | forkrun.Child:
+    """``git pub -C site ARGS`` started in its own process (to pause, stop or race it), as
+    ``Site.run`` starts it."""
+    merged = {**site.env, **(env or {})}
+    argv = ["-C", str(site.path), *args]
+    if forkrun.use_fork(merged, site.env):
+        return forkrun.Child(argv, merged, None)
+    return subprocess.Popen([sys.executable, "-m", "gitpub", *argv], env=merged,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def wait_stopped(pid: int, timeout: float = 60) -> None:

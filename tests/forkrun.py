@@ -17,7 +17,7 @@ It ends with ``os._exit`` whatever happens: no atexit handler of the test proces
 
 What needs a real new interpreter stays on ``subprocess`` (``use_fork`` says which): another
 ``PYTHONPATH`` (a sitecustomize: another host, a clock), other ``PYTHON*`` variables or
-locale, ``GITPUB_PAUSE_AT`` (a process stopped for a test to resume from outside).
+locale. A child stopped at ``GITPUB_PAUSE_AT`` is resumed from outside as a started one.
 """
 
 from __future__ import annotations
@@ -89,10 +89,10 @@ def fresh_state() -> None:
 
 
 def use_fork(env: Mapping[str, str], base: Mapping[str, str]) -> bool:
-    """Whether a command run in ``env`` may be a forked child of this process (started with
-    ``base``'s interpreter settings): the interpreter would start the same way, and nothing
-    needs the process stopped and resumed from outside."""
-    if not ENABLED or "GITPUB_PAUSE_AT" in env:
+    """Whether a command run in ``env`` may be a forked child of this process (whose gitpub
+    processes are started with ``base``): an interpreter started in ``env`` would start as
+    this one did (no sitecustomize of its own, the same ``PYTHON*`` variables and locale)."""
+    if not ENABLED:
         return False
     if env.get("LC_ALL") != "C.UTF-8":
         return False
@@ -113,39 +113,75 @@ def _import_gitpub() -> None:
     _imported = True
 
 
-def run(argv: Sequence[str], env: Mapping[str, str], data: bytes | None,
-        timeout: float) -> tuple[int, bytes, bytes]:
+class Child:
     """``gitpub.cli.main.main(argv)`` in a forked child with environment ``env`` and standard
-    input ``data`` (None: this process's); (exit code, stdout, stderr), as ``subprocess.run``
-    with ``capture_output`` gives them; ``subprocess.TimeoutExpired`` after ``timeout`` s (the
-    child killed)."""
-    _import_gitpub()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-            tempfile.TemporaryFile() as given:
-        if data is not None:
-            given.write(data)
+    input ``data`` (None: this process's), its stdout and stderr kept in files: as much of
+    ``subprocess.Popen(..., stdout=PIPE, stderr=PIPE)`` as the tests use (``pid``, ``poll``,
+    ``wait``, ``communicate``, ``send_signal``, ``kill``, ``returncode``)."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], data: bytes | None) -> None:
+        _import_gitpub()
+        self.args = ["python", "-m", "gitpub", *argv]
+        self.returncode: int | None = None
+        # The child's stdout and stderr, read once it has ended (closed with this object).
+        self._out = tempfile.TemporaryFile()  # noqa: SIM115
+        self._err = tempfile.TemporaryFile()  # noqa: SIM115
+        with tempfile.TemporaryFile() as given:
+            given.write(data or b"")
             given.flush()
             given.seek(0)
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            _child(list(argv), dict(env), given.fileno() if data is not None else None,
-                   out.fileno(), err.fileno())
-        code = _wait(pid, timeout, argv)
-        out.seek(0)
-        err.seek(0)
-        return code, out.read(), err.read()
+            self.pid = os.fork()
+            if self.pid == 0:  # the child: never returns
+                _child(list(argv), dict(env), given.fileno() if data is not None else None,
+                       self._out.fileno(), self._err.fileno())
+        self._done = os.pidfd_open(self.pid)  # readable once the child has ended
+
+    def poll(self) -> int | None:
+        return self.wait(0) if select.select([self._done], [], [], 0)[0] else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not select.select([self._done], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            os.close(self._done)
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[bytes, bytes]:
+        self.wait(timeout)
+        found = []
+        for stream in (self._out, self._err):
+            stream.seek(0)
+            found.append(stream.read())
+        return found[0], found[1]
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def __del__(self) -> None:
+        if self.returncode is None:
+            os.close(self._done)
+        self._out.close()
+        self._err.close()
 
 
-def _wait(pid: int, timeout: float, argv: Sequence[str]) -> int:
-    fd = os.pidfd_open(pid)
+def run(argv: Sequence[str], env: Mapping[str, str], data: bytes | None,
+        timeout: float) -> tuple[int, bytes, bytes]:
+    """As ``subprocess.run(..., capture_output=True, timeout=timeout)``: (exit code, stdout,
+    stderr); ``subprocess.TimeoutExpired`` after ``timeout`` s, the child killed."""
+    child = Child(argv, env, data)
     try:
-        if not select.select([fd], [], [], timeout)[0]:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            raise subprocess.TimeoutExpired(["python", "-m", "gitpub", *argv], timeout)
-    finally:
-        os.close(fd)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        out, err = child.communicate(timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+        raise
+    assert child.returncode is not None
+    return child.returncode, out, err
 
 
 def _child(argv: list[str], env: dict[str, str], stdin: int | None, out: int,
