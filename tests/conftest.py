@@ -114,13 +114,15 @@ class Site:
     def run(self, *args: str, input: bytes | str | None = None,
             env: dict[str, str] | None = None, timeout: float = 60) -> Result:
         """``git pub ARGS`` in a process of its own (needed when the process may be killed):
-        forked from this one, gitpub imported (``forkrun``), unless the interpreter must start
-        anew (another ``PYTHONPATH``: a sitecustomize): ``python -m gitpub``."""
+        forked from this one, gitpub imported (``forkrun``; a sitecustomize on ``PYTHONPATH``,
+        another host or a clock, run in it), unless the interpreter must start anew:
+        ``python -m gitpub``."""
         data = input.encode() if isinstance(input, str) else input
         merged = {**self.env, **(env or {})}
         argv = ["-C", str(self.path), *args]
-        if forkrun.use_fork(merged, self.env):
-            code, out, err = forkrun.run(argv, merged, data, timeout)
+        paths = forkrun.plan(merged)
+        if paths is not None:
+            code, out, err = forkrun.run(argv, merged, data, timeout, paths)
         else:
             proc = subprocess.run([sys.executable, "-m", "gitpub", *argv], input=data,
                                   capture_output=True, env=merged, timeout=timeout)
@@ -314,8 +316,9 @@ def spawn(site: Site, *args: str,
     ``Site.run`` starts it."""
     merged = {**site.env, **(env or {})}
     argv = ["-C", str(site.path), *args]
-    if forkrun.use_fork(merged, site.env):
-        return forkrun.Child(argv, merged, None)
+    paths = forkrun.plan(merged)
+    if paths is not None:
+        return forkrun.Child(argv, merged, None, paths)
     return subprocess.Popen([sys.executable, "-m", "gitpub", *argv], env=merged,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 

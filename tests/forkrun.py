@@ -15,9 +15,10 @@ objects over fds 0/1/2 (none of the parent's, whose locks another thread may hol
 garbage collector's view frozen (no finalizer of the test process's objects runs in the child).
 It ends with ``os._exit`` whatever happens: no atexit handler of the test process runs twice.
 
-What needs a real new interpreter stays on ``subprocess`` (``use_fork`` says which): another
-``PYTHONPATH`` (a sitecustomize: another host, a clock), other ``PYTHON*`` variables or
-locale. A child stopped at ``GITPUB_PAUSE_AT`` is resumed from outside as a started one.
+A ``sitecustomize`` on the command's ``PYTHONPATH`` (another host, a clock) is run in the
+child (``plan``). What needs a real new interpreter stays on ``subprocess``: other ``PYTHON*``
+variables or locale, a ``PYTHONPATH`` directory with modules in it. A child stopped at
+``GITPUB_PAUSE_AT`` is resumed from outside as a started one.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import tempfile
 import threading
 import time
 import traceback
+import types
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -60,7 +62,10 @@ _DEFAULT_FILTERS = (
 _SHOW_WARNING = warnings._showwarnmsg_impl  # type: ignore[attr-defined]
 _MAIN = os.path.join(os.path.dirname(os.path.abspath(
     importlib.util.find_spec("gitpub").origin or "")), "__main__.py")  # type: ignore[union-attr]
-_STARTUP_VARIABLES = ("LC_ALL", "LC_CTYPE", "LANG")
+#: The environment this process started with (its interpreter's settings).
+_STARTED = dict(os.environ)
+#: The directory holding ``gitpub/`` (on the tests' ``PYTHONPATH``: imported from here too).
+_ROOT = os.path.realpath(os.path.dirname(os.path.dirname(_MAIN)))
 _imported = False
 #: ``GITPUB_TEST_FORK=0``: every command through ``python -m gitpub`` (to compare, or to rule
 #: the fork out).
@@ -88,16 +93,33 @@ def fresh_state() -> None:
     subset._STORE_MEMO.clear()
 
 
-def use_fork(env: Mapping[str, str], base: Mapping[str, str]) -> bool:
-    """Whether a command run in ``env`` may be a forked child of this process (whose gitpub
-    processes are started with ``base``): an interpreter started in ``env`` would start as
-    this one did (no sitecustomize of its own, the same ``PYTHON*`` variables and locale)."""
-    if not ENABLED:
-        return False
-    if env.get("LC_ALL") != "C.UTF-8":
-        return False
-    python = {k for k in (*env, *base) if k.startswith("PYTHON") and k != "PYTHONHASHSEED"}
-    return all(env.get(k) == base.get(k) for k in (*python, *_STARTUP_VARIABLES))
+def plan(env: Mapping[str, str]) -> list[str] | None:
+    """How a command run in ``env`` can be a forked child of this process: the directories a
+    new interpreter would add to ``sys.path`` whose ``sitecustomize`` it would run (another
+    host, a clock: the first one's, run in the child), or None when the interpreter must start
+    anew (``subprocess``): other ``PYTHON*`` variables or locale than this process started
+    with, or a ``PYTHONPATH`` directory with more in it than a ``sitecustomize``."""
+    if not ENABLED or env.get("LC_ALL") != "C.UTF-8":
+        return None
+    python = {k for k in (*env, *_STARTED) if k.startswith("PYTHON")} - {
+        "PYTHONPATH", "PYTHONHASHSEED"}
+    if any(env.get(k) != _STARTED.get(k) for k in python):
+        return None
+    extra = []
+    for entry in env.get("PYTHONPATH", "").split(os.pathsep):
+        where = os.path.realpath(entry or os.getcwd())
+        if where == _ROOT or where in extra:
+            continue
+        try:
+            names = set(os.listdir(where)) - {"__pycache__"}
+        except OSError:
+            continue  # not a directory: nothing to import from it
+        if "sitecustomize.py" not in names or any(
+                n.endswith((".py", ".pyc", ".so", ".pth")) or os.path.isdir(os.path.join(where, n))
+                for n in names - {"sitecustomize.py"}):
+            return None
+        extra.append(where)
+    return extra
 
 
 def _import_gitpub() -> None:
@@ -115,11 +137,13 @@ def _import_gitpub() -> None:
 
 class Child:
     """``gitpub.cli.main.main(argv)`` in a forked child with environment ``env`` and standard
-    input ``data`` (None: this process's), its stdout and stderr kept in files: as much of
+    input ``data`` (None: this process's), ``paths`` (``plan``) on its ``sys.path`` and the
+    first one's ``sitecustomize`` run, its stdout and stderr kept in files: as much of
     ``subprocess.Popen(..., stdout=PIPE, stderr=PIPE)`` as the tests use (``pid``, ``poll``,
     ``wait``, ``communicate``, ``send_signal``, ``kill``, ``returncode``)."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], data: bytes | None) -> None:
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], data: bytes | None,
+                 paths: Sequence[str] = ()) -> None:
         _import_gitpub()
         self.args = ["python", "-m", "gitpub", *argv]
         self.returncode: int | None = None
@@ -132,7 +156,8 @@ class Child:
             given.seek(0)
             self.pid = os.fork()
             if self.pid == 0:  # the child: never returns
-                _child(list(argv), dict(env), given.fileno() if data is not None else None,
+                _child(list(argv), dict(env), list(paths),
+                       given.fileno() if data is not None else None,
                        self._out.fileno(), self._err.fileno())
         self._done = os.pidfd_open(self.pid)  # readable once the child has ended
 
@@ -169,11 +194,11 @@ class Child:
         self._err.close()
 
 
-def run(argv: Sequence[str], env: Mapping[str, str], data: bytes | None,
-        timeout: float) -> tuple[int, bytes, bytes]:
+def run(argv: Sequence[str], env: Mapping[str, str], data: bytes | None, timeout: float,
+        paths: Sequence[str] = ()) -> tuple[int, bytes, bytes]:
     """As ``subprocess.run(..., capture_output=True, timeout=timeout)``: (exit code, stdout,
     stderr); ``subprocess.TimeoutExpired`` after ``timeout`` s, the child killed."""
-    child = Child(argv, env, data)
+    child = Child(argv, env, data, paths)
     try:
         out, err = child.communicate(timeout)
     except subprocess.TimeoutExpired:
@@ -184,8 +209,8 @@ def run(argv: Sequence[str], env: Mapping[str, str], data: bytes | None,
     return child.returncode, out, err
 
 
-def _child(argv: list[str], env: dict[str, str], stdin: int | None, out: int,
-           err: int) -> None:
+def _child(argv: list[str], env: dict[str, str], paths: list[str], stdin: int | None,
+           out: int, err: int) -> None:
     code = 70
     try:
         gc.freeze()  # the parent's objects: not collected (nor finalized) here
@@ -232,6 +257,9 @@ def _child(argv: list[str], env: dict[str, str], stdin: int | None, out: int,
             root.removeHandler(handler)
         root.setLevel(logging.WARNING)
         logging.disable(logging.NOTSET)
+        sys.path[1:1] = paths
+        if paths:
+            _sitecustomize(os.path.join(paths[0], "sitecustomize.py"))
         fresh_state()
         sys.argv = [_MAIN, *argv]
         from gitpub.cli.main import main
@@ -260,6 +288,49 @@ def _child(argv: list[str], env: dict[str, str], stdin: int | None, out: int,
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     os._exit(code & 0xFF)
+
+
+def _sitecustomize(path: str) -> None:
+    """Run the ``sitecustomize`` at ``path`` as a new interpreter runs it, before gitpub is
+    imported: what it replaces in ``time``, ``os`` or ``socket`` (a clock, a host name) is
+    replaced too where gitpub's modules took the original at import (a default argument, a
+    module global)."""
+    import socket
+
+    watched = (time, os, socket)
+    before = [dict(vars(m)) for m in watched]
+    spec = importlib.util.spec_from_file_location("sitecustomize", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = module
+    spec.loader.exec_module(module)
+    swapped = {id(old): vars(m)[name] for m, was in zip(watched, before, strict=True)
+               for name, old in was.items() if vars(m).get(name, old) is not old}
+    if not swapped:
+        return
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("gitpub"):
+            continue
+        space = vars(mod)
+        for key, value in list(space.items()):
+            if id(value) in swapped:
+                space[key] = swapped[id(value)]
+            for function in _functions(value, name):
+                if function.__defaults__:
+                    function.__defaults__ = tuple(swapped.get(id(d), d)
+                                                  for d in function.__defaults__)
+                if function.__kwdefaults__:
+                    function.__kwdefaults__ = {k: swapped.get(id(d), d)
+                                               for k, d in function.__kwdefaults__.items()}
+
+
+def _functions(value: object, module: str) -> list[Any]:
+    """The functions defined in ``module`` that ``value`` is or holds (a class's methods)."""
+    if isinstance(value, type) and value.__module__ == module:
+        return [f for f in vars(value).values() if isinstance(f, types.FunctionType)]
+    if isinstance(value, types.FunctionType) and value.__module__ == module:
+        return [value]
+    return []
 
 
 def _exit_code(value: object) -> int:
