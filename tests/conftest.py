@@ -310,17 +310,21 @@ def site(tmp_path: Path, hermetic: dict[str, str]) -> Iterator[Site]:
         assert proc.returncode == 0, f"git fsck --strict failed in {repo}: {proc.stderr!r}"
 
 
-def spawn(site: Site, *args: str,
-          env: dict[str, str] | None = None) -> subprocess.Popen[bytes] | forkrun.Child:
-    """``git pub -C site ARGS`` started in its own process (to pause, stop or race it), as
-    ``Site.run`` starts it."""
+def spawn(site: Site, *args: str, env: dict[str, str] | None = None,
+          input: bytes | None = None) -> subprocess.Popen[bytes] | forkrun.Child:
+    """``git pub -C site ARGS`` started in its own process (to pause, stop or race it) as
+    ``Site.run`` starts it, ``input`` on its stdin; ``communicate()`` gives its output."""
     merged = {**site.env, **(env or {})}
     argv = ["-C", str(site.path), *args]
     paths = forkrun.plan(merged)
     if paths is not None:
-        return forkrun.Child(argv, merged, None, paths)
-    return subprocess.Popen([sys.executable, "-m", "gitpub", *argv], env=merged,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return forkrun.Child(argv, merged, input, paths)
+    with tempfile.TemporaryFile() as given:
+        given.write(input or b"")
+        given.seek(0)
+        return subprocess.Popen([sys.executable, "-m", "gitpub", *argv], env=merged,
+                                stdin=None if input is None else given,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def wait_stopped(pid: int, timeout: float = 60) -> None:
