@@ -74,23 +74,24 @@ ENABLED = os.environ.get("GITPUB_TEST_FORK", "1") != "0"
 
 def fresh_state() -> None:
     """gitpub's per-process state as a new process has it, for the environment now in
-    ``os.environ``: injected-fault counts, remembered secrets, font memos, and the crash
-    point inside dulwich's object writes (installed at import when the environment asks for
-    it: here, if it asks now and no earlier import installed it)."""
+    ``os.environ``: injected-fault counts, remembered secrets, font memos, git's path (looked
+    up again on the ``PATH``), and the crash point inside dulwich's object writes (installed
+    at import when the environment asks for it: here, if it asks now and no import did)."""
     from dulwich.file import _GitFile
 
     from gitpub.core import crashpoints, sanitize
     from gitpub.fonts import subset
+    from gitpub.git import run as git_run
     from gitpub.git import writing
 
     if _GitFile.close.__module__ != writing.__name__:
         writing._object_crash_points()
-
     crashpoints._counts.clear()
     crashpoints._fail_counts.clear()
     sanitize._KNOWN.clear()
     subset._INDEX_MEMO.clear()
     subset._STORE_MEMO.clear()
+    git_run._found = None
 
 
 def plan(env: Mapping[str, str]) -> list[str] | None:
