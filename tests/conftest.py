@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import forkrun
 import pytest
 from netfaults import GitDaemon
 
@@ -112,14 +113,21 @@ class Site:
 
     def run(self, *args: str, input: bytes | str | None = None,
             env: dict[str, str] | None = None, timeout: float = 60) -> Result:
-        """``git pub ARGS`` in a separate process (needed when the process may be killed)."""
+        """``git pub ARGS`` in a process of its own (needed when the process may be killed):
+        forked from this one, gitpub imported (``forkrun``; a sitecustomize on ``PYTHONPATH``,
+        another host or a clock, run in it), unless the interpreter must start anew:
+        ``python -m gitpub``."""
         data = input.encode() if isinstance(input, str) else input
-        proc = subprocess.run(
-            [sys.executable, "-m", "gitpub", "-C", str(self.path), *args],
-            input=data, capture_output=True, env={**self.env, **(env or {})}, timeout=timeout,
-        )
-        return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                      proc.stderr.decode("utf-8", "replace"), args)
+        merged = {**self.env, **(env or {})}
+        argv = ["-C", str(self.path), *args]
+        paths = forkrun.plan(merged)
+        if paths is not None:
+            code, out, err = forkrun.run(argv, merged, data, timeout, paths)
+        else:
+            proc = subprocess.run([sys.executable, "-m", "gitpub", *argv], input=data,
+                                  capture_output=True, env=merged, timeout=timeout)
+            code, out, err = proc.returncode, proc.stdout, proc.stderr
+        return Result(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), args)
 
     def call(self, *args: str, input: bytes | str = b"") -> Result:
         """``git pub ARGS`` in this process: same code path, no interpreter start-up."""
@@ -141,8 +149,6 @@ class Site:
         """As ``run`` (exactly the environment ``run`` gives, the injected-fault counts and
         remembered secrets of a fresh process), in this process: no interpreter start-up. For a
         command that is not killed or paused (``GITPUB_CRASH_AT``, ``GITPUB_PAUSE_AT``: ``run``)."""
-        from gitpub.core import crashpoints, sanitize
-
         merged = {**self.env, **(env or {})}
         assert not {"GITPUB_CRASH_AT", "GITPUB_PAUSE_AT"} & merged.keys(), "killed: use run"
         assert merged.get("PYTHONPATH") == self.env.get("PYTHONPATH"), \
@@ -150,9 +156,7 @@ class Site:
         saved = dict(os.environ)
         os.environ.clear()
         os.environ.update(merged)
-        crashpoints._counts.clear()
-        crashpoints._fail_counts.clear()
-        sanitize._KNOWN.clear()
+        forkrun.fresh_state()
         try:  # Site's call: a subclass's call may set its own environment
             return Site.call(self, *args, input=b"" if input is None else input)
         finally:
@@ -182,6 +186,18 @@ HERMETIC = {
     "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
     "LC_ALL": "C.UTF-8",
 }
+
+
+@pytest.fixture
+def monkeypatch() -> Iterator[pytest.MonkeyPatch]:
+    """pytest's, known to ``forkrun``: a forked ``git pub`` starts without the test's patches."""
+    patch = pytest.MonkeyPatch()
+    forkrun.ACTIVE_PATCHES.append(patch)
+    try:
+        yield patch
+    finally:
+        forkrun.ACTIVE_PATCHES.remove(patch)
+        patch.undo()
 
 
 @pytest.fixture
@@ -294,11 +310,21 @@ def site(tmp_path: Path, hermetic: dict[str, str]) -> Iterator[Site]:
         assert proc.returncode == 0, f"git fsck --strict failed in {repo}: {proc.stderr!r}"
 
 
-def spawn(site: Site, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """``git pub -C site ARGS`` started in its own process (to pause, stop or race it)."""
-    return subprocess.Popen([sys.executable, "-m", "gitpub", "-C", str(site.path), *args],
-                            env={**site.env, **(env or {})}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+def spawn(site: Site, *args: str, env: dict[str, str] | None = None,
+          input: bytes | None = None) -> subprocess.Popen[bytes] | forkrun.Child:
+    """``git pub -C site ARGS`` started in its own process (to pause, stop or race it) as
+    ``Site.run`` starts it, ``input`` on its stdin; ``communicate()`` gives its output."""
+    merged = {**site.env, **(env or {})}
+    argv = ["-C", str(site.path), *args]
+    paths = forkrun.plan(merged)
+    if paths is not None:
+        return forkrun.Child(argv, merged, input, paths)
+    with tempfile.TemporaryFile() as given:
+        given.write(input or b"")
+        given.seek(0)
+        return subprocess.Popen([sys.executable, "-m", "gitpub", *argv], env=merged,
+                                stdin=None if input is None else given,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def wait_stopped(pid: int, timeout: float = 60) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import Result, Site, git
+from conftest import Result, Site, git, spawn
 from test_delivery import article, prepare
 
 from gitpub.git.notes import add_notes
@@ -124,10 +124,7 @@ def test_racing_confirm_runs_keep_each_others_notes(site: Site, tmp_path: Path) 
     first = git(site.remote, "rev-list", "--max-parents=0", "main").strip()
     clones = [ci_clone(site, tmp_path, f"ci{i}", depth=None) for i in range(2)]
     ranges = [f"{first}..{commits[1]}", f"{commits[1]}..{commits[3]}"]
-    procs = [subprocess.Popen([sys.executable, "-m", "gitpub", "-C", str(c.path), "confirm",
-                               "--range", rng], env=c.env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE) for c, rng in zip(clones, ranges,
-                                                                         strict=True)]
+    procs = [spawn(c, "confirm", "--range", rng) for c, rng in zip(clones, ranges, strict=True)]
     results = [(*p.communicate(timeout=120), p.returncode) for p in procs]
     assert all(code == 0 for _, _, code in results), results
     for c in commits:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Site, git
+from conftest import Site, git, spawn
 from netfaults import DropReplyProxy, GitDaemon
 
 from gitpub.core.record import Lease
@@ -208,8 +206,7 @@ def test_stale_lease_holder_cannot_overwrite(site: Site) -> None:
 # -- two writers -----------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_two_writers_ten_jobs_each_all_land_once(site: Site, tmp_path: Path,
-                                                 hermetic: dict[str, str]) -> None:
+def test_two_writers_ten_jobs_each_all_land_once(site: Site, tmp_path: Path) -> None:
     second = Site(other_writer(tmp_path, site, "writer2"), site.remote, site.env)
     writers = [site, second]
     for writer in writers:
@@ -219,10 +216,7 @@ def test_two_writers_ten_jobs_each_all_land_once(site: Site, tmp_path: Path,
         for i in range(10):
             data = prepare(writer, f"w{w}-{i}", f"posts/w{w}/{i}.md", article(f"{w}-{i}"))
             expected.add(data["job_id"])
-    procs = [subprocess.Popen([sys.executable, "-m", "gitpub", "-C", str(w.path), "push"],
-                              env=hermetic | {"PYTHONPATH": str(Path(__file__).parent.parent)},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for w in writers]
+    procs = [spawn(w, "push") for w in writers]
     outs = [p.communicate(timeout=300) for p in procs]
     for w in writers:  # a writer that ran out of rebase rounds finishes on its next run
         for _ in range(5):

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import io
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Site, git
+from conftest import Site, git, spawn
 from test_delivery import other_writer, remote_job_ids
 from test_fonts import build_font
 
@@ -90,9 +89,7 @@ def test_two_writers_with_new_characters_both_land(fonted: Site, tmp_path: Path)
                        + FONT_CONFIG)
     first = prepare(fonted, "w1", "posts/w1.md", post("在不了"))
     other = prepare(second, "w2", "posts/w2.md", post("有和人"))
-    procs = [subprocess.Popen([sys.executable, "-m", "gitpub", "-C", str(s.path), "push"],
-                              env=s.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for s in (fonted, second)]
+    procs = [spawn(s, "push") for s in (fonted, second)]
     outs = [p.communicate(timeout=120) for p in procs]
     for s in (fonted, second):
         r = s.run("push")

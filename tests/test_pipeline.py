@@ -11,12 +11,11 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Result, Site
+from conftest import Result, Site, spawn
 
 # Fake credentials built at run time: the literal never sits in a file of the repository.
 TOKEN = "ghp_" + "Zq7Xw2Pk" * 4 + "R9t3"
@@ -588,11 +587,9 @@ def test_prepare_needs_no_network(site: Site) -> None:
 
 
 def test_concurrent_prepares_of_one_key_make_one_job(site: Site) -> None:
-    args = [sys.executable, "-m", "gitpub", "-C", str(site.path), "prepare", "--json",
-            "--key", "race", "--to", "posts/hello.md", "-"]
-    procs = [subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, env=site.env) for _ in range(3)]
-    outs = [p.communicate(ARTICLE.encode(), timeout=60) for p in procs]
+    args = ["prepare", "--json", "--key", "race", "--to", "posts/hello.md", "-"]
+    procs = [spawn(site, *args, input=ARTICLE.encode()) for _ in range(3)]
+    outs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], outs
     results = [json.loads(out) for out, _err in outs]
     assert len({r["job_id"] for r in results}) == 1

@@ -4,31 +4,19 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
-from typing import IO
 
-from conftest import Site
+from conftest import Site, spawn
+from forkrun import Child
 
 from gitpub.store.jobs import job_id_for_key
 
 ARTICLE = "# Race\n\nSame key, many processes.\n"
 
 
-def spawn(site: Site, key: str, content: str) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gitpub", "-C", str(site.path), "prepare", "--json",
-         "--key", key, "--to", "posts/race.md", "-"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=site.env)
-    assert proc.stdin is not None
-    proc.stdin.write(content.encode())
-    proc.stdin.close()
-    return proc
-
-
-def read(stream: IO[bytes] | None) -> bytes:
-    assert stream is not None
-    return stream.read()
+def start(site: Site, key: str, content: str) -> subprocess.Popen[bytes] | Child:
+    return spawn(site, "prepare", "--json", "--key", key, "--to", "posts/race.md", "-",
+                 input=content.encode())
 
 
 def history(site: Site, job_id: str) -> list[dict[str, object]]:
@@ -39,8 +27,8 @@ def history(site: Site, job_id: str) -> list[dict[str, object]]:
 
 
 def test_racing_processes_on_one_key_get_one_job(site: Site) -> None:
-    procs = [spawn(site, "race-key", ARTICLE) for _ in range(6)]
-    results = [(p.wait(60), read(p.stdout), read(p.stderr)) for p in procs]
+    procs = [start(site, "race-key", ARTICLE) for _ in range(6)]
+    results = [(p.wait(60), *p.communicate()) for p in procs]
     assert all(code == 0 for code, _, _ in results), [(c, e) for c, _, e in results if c]
     ids = {json.loads(out)["job_id"] for _, out, _ in results}
     assert ids == {job_id_for_key("race-key")}
@@ -52,7 +40,7 @@ def test_racing_processes_on_one_key_get_one_job(site: Site) -> None:
 
 
 def test_racing_different_content_on_one_key(site: Site) -> None:
-    procs = [spawn(site, "race-key", ARTICLE + str(i)) for i in range(2)]
+    procs = [start(site, "race-key", ARTICLE + str(i)) for i in range(2)]
     codes = sorted(p.wait(60) for p in procs)
     assert codes == [0, 3]
 
