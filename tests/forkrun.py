@@ -226,6 +226,7 @@ def _child(argv: list[str], env: dict[str, str], paths: list[str], stdin: int | 
             os.dup2(stdin, 0)
         os.dup2(out, 1)
         os.dup2(err, 2)
+        _drop_inherited()
         cwd = os.getcwd()
         for patch in reversed(ACTIVE_PATCHES):
             patch.undo()
@@ -263,7 +264,7 @@ def _child(argv: list[str], env: dict[str, str], paths: list[str], stdin: int | 
             _sitecustomize(os.path.join(paths[0], "sitecustomize.py"))
         fresh_state()
         sys.argv = [_MAIN, *argv]
-        from gitpub.cli.main import main
+        from gitpub.cli.entry import main  # as ``python -m gitpub`` and ``git-pub`` start
 
         try:
             code = main(argv)
@@ -289,6 +290,22 @@ def _child(argv: list[str], env: dict[str, str], paths: list[str], stdin: int | 
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     os._exit(code & 0xFF)
+
+
+def _drop_inherited() -> None:
+    """Let go of every file the test process had open, but the standard streams: a process
+    started anew has none of them. Kept, they would hold what the test process's own
+    commands hold — a lock's ``flock`` (shared with every copy of its descriptor), the write
+    end of a pipe to a git that waits for end of input, execnet's channel — for as long as
+    this child lives, or is paused. Each is pointed at ``/dev/null`` rather than closed: its
+    number stays taken, so no finalizer of an inherited object closes a file of the child's."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd != null:
+            with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+                os.dup2(null, fd, inheritable=False)
+    os.close(null)
 
 
 def _sitecustomize(path: str) -> None:

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import select
 import signal
 import subprocess
+from pathlib import Path
 
 import forkrun
 import pytest
@@ -64,3 +67,29 @@ def test_a_child_that_does_not_end_is_killed_at_the_timeout(site: Site) -> None:
         site.run("push", env={"GITPUB_PAUSE_AT": "delivery.claimed"}, timeout=1)
     r = site.run("push")  # killed, not left paused holding the job
     assert r.code == 0, r.out + r.err
+
+
+def test_a_paused_child_holds_none_of_the_test_processs_files(site: Site,
+                                                             tmp_path: Path) -> None:
+    """Forked while the test process holds a lock and the write end of a pipe (as an
+    in-process command holds its delivery lock and its update-ref session), the child, paused,
+    holds neither: the lock is taken again and the pipe's reader sees its end (kept, they made
+    a test wait on a paused child for ever)."""
+    prepare(site, "k", "posts/a.md", article("a"))
+    lock = os.open(tmp_path / "held.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    read_end, write_end = os.pipe()
+    p = spawn(site, "push", env={"GITPUB_PAUSE_AT": "delivery.claimed"})
+    try:
+        wait_stopped(p.pid)
+        os.close(lock)
+        os.close(write_end)
+        again = os.open(tmp_path / "held.lock", os.O_RDWR)
+        fcntl.flock(again, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while the child holds it
+        os.close(again)
+        assert select.select([read_end], [], [], 5)[0] and os.read(read_end, 1) == b""
+    finally:
+        os.kill(p.pid, signal.SIGCONT)
+        os.close(read_end)
+    p.communicate(timeout=60)
+    assert p.returncode == 0
