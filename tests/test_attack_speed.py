@@ -5,6 +5,8 @@ test failed on 1e5d245."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -38,3 +40,21 @@ def test_a_small_tree_with_a_mode_git_calls_malformed_is_refused_as_ls_tree_refu
     assert git(path, "ls-tree", "-r", "-z", tree, check=False) == ""
     with Repository.discover(path) as repo, pytest.raises(CorruptStateError):
         repo.walk_files(tree)
+
+
+def test_a_remote_url_that_is_not_utf8_is_the_one_git_says(
+        tmp_path: Path, hermetic: dict[str, str]) -> None:
+    """A local remote whose path is not UTF-8 (a Latin-1 name): ``git remote -v`` was read
+    with its bytes kept (surrogateescape), the configuration is decoded with U+FFFD for each
+    byte it cannot read: 1e5d245's URL from the configuration named another path."""
+    from gitpub.git.remote import Remote
+
+    path = bare_repo(tmp_path)
+    url = b"/srv/caf\xe9.git"
+    with (path / ".git" / "config").open("ab") as config:
+        config.write(b'[remote "origin"]\n\turl = ' + url + b"\n")
+    says = subprocess.run(["git", "remote", "get-url", "origin"], cwd=path,
+                          capture_output=True, check=True).stdout.rstrip(b"\n")
+    assert says == url
+    with Repository.discover(path) as repo:
+        assert Remote(repo, "origin", "main").urls() == (os.fsdecode(url),)
