@@ -58,3 +58,35 @@ def test_a_remote_url_that_is_not_utf8_is_the_one_git_says(
     assert says == url
     with Repository.discover(path) as repo:
         assert Remote(repo, "origin", "main").urls() == (os.fsdecode(url),)
+
+
+@pytest.mark.parametrize("logged", [False, True])
+def test_a_transaction_cut_short_after_prepare_leaves_the_session_usable(
+        tmp_path: Path, hermetic: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+        logged: bool) -> None:
+    """An exception between git's ``prepare: ok`` and ``commit`` (``GITPUB_FAIL_AT`` at
+    ``git.ref-locked``, a bug contained to one job): the transaction is not applied, its lock
+    is gone, and the command's next transactions go through. 1e5d245 kept the session with
+    its transaction prepared: every later one in the command was refused ("prepared
+    transactions can only be closed"), a CorruptStateError for a healthy job. A transaction
+    that writes a reflog (its own ``git update-ref``) kept its locks while the exception's
+    traceback kept the process: the next transaction on the ref waited, then LockedError."""
+    from gitpub.core import crashpoints
+    from gitpub.git.refs import RefUpdate
+
+    path = bare_repo(tmp_path)
+    git(path, "commit", "-q", "--allow-empty", "-m", "a")
+    head = git(path, "rev-parse", "HEAD").strip()
+    if logged:
+        git(path, "config", "core.logAllRefUpdates", "always")
+    monkeypatch.setattr(crashpoints, "_fail_counts", {})
+    monkeypatch.setenv("GITPUB_FAIL_AT", "git.ref-locked:1")
+    with Repository.discover(path) as repo:
+        repo.lock_wait = 0.5
+        with pytest.raises(crashpoints.InjectedFault):
+            repo.update_refs([RefUpdate("refs/pub/one", head, None)])
+        assert not (path / ".git" / "refs" / "pub" / "one.lock").exists()
+        assert repo.update_refs([RefUpdate("refs/pub/two", head, None)])
+        assert repo.update_refs([RefUpdate("refs/pub/one", head, None)])
+    assert git(path, "for-each-ref", "--format=%(refname)", "refs/pub/").split() == \
+        ["refs/pub/one", "refs/pub/two"]
