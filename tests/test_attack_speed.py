@@ -1,7 +1,6 @@
-"""Attacks on the two speed merges (confirm22 593a4f4, pubspeed 1e5d245): the update-ref
-session, the terminal state's index entry deleted without reading it, small trees walked
-through cat-file, the fast confirm command line, remote URLs from the configuration. Each
-test failed on 1e5d245."""
+"""Attacks on the two speed merges (confirm22 593a4f4, pubspeed 1e5d245) that broke them:
+small trees walked through cat-file, remote URLs from the configuration, the update-ref
+session. Each test failed on 1e5d245."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from gitpub.core.errors import CorruptStateError
 from gitpub.git.repo import Repository
 
 
-def bare_repo(tmp_path: Path) -> Path:
+def new_repo(tmp_path: Path) -> Path:
     path = tmp_path / "r"
     git(tmp_path, "init", "-q", str(path))
     return path
@@ -34,7 +33,7 @@ def test_a_small_tree_with_a_mode_git_calls_malformed_is_refused_as_ls_tree_refu
     """A mode git's tree parser refuses (only the digits 0-7) made ``git ls-tree -r`` fail,
     and so ``walk_files``; 1e5d245's cat-file walk read it with Python's ``int(…, 8)``, which
     takes a sign, underscores and whitespace: a tree git calls damaged was listed."""
-    path = bare_repo(tmp_path)
+    path = new_repo(tmp_path)
     blob = git(path, "hash-object", "-w", "--stdin", input=b"hi\n").strip()
     tree = literal_tree(path, mode + b" a.txt\0" + bytes.fromhex(blob))
     assert git(path, "ls-tree", "-r", "-z", tree, check=False) == ""
@@ -49,7 +48,7 @@ def test_a_remote_url_that_is_not_utf8_is_the_one_git_says(
     byte it cannot read: 1e5d245's URL from the configuration named another path."""
     from gitpub.git.remote import Remote
 
-    path = bare_repo(tmp_path)
+    path = new_repo(tmp_path)
     url = b"/srv/caf\xe9.git"
     with (path / ".git" / "config").open("ab") as config:
         config.write(b'[remote "origin"]\n\turl = ' + url + b"\n")
@@ -74,7 +73,7 @@ def test_a_transaction_cut_short_after_prepare_leaves_the_session_usable(
     from gitpub.core import crashpoints
     from gitpub.git.refs import RefUpdate
 
-    path = bare_repo(tmp_path)
+    path = new_repo(tmp_path)
     git(path, "commit", "-q", "--allow-empty", "-m", "a")
     head = git(path, "rev-parse", "HEAD").strip()
     if logged:
