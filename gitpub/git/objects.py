@@ -76,11 +76,11 @@ def parse_tree(data: bytes, fmt: ObjectFormat, oid: str = "") -> list[TreeEntry]
         if nul < 0 or nul + 1 + width > n:
             raise CorruptStateError(f"tree {oid} is damaged (a torn entry)",
                                     hint="`git fsck` lists the damaged objects")
-        try:
-            mode = int(data[pos:space], 8)
-        except ValueError:
+        digits = data[pos:space]  # the digits 0-7 only, as git's parser (int() takes more)
+        if digits.strip(b"01234567"):
             raise CorruptStateError(f"tree {oid} is damaged (a mode that is not octal)",
-                                    hint="`git fsck` lists the damaged objects") from None
+                                    hint="`git fsck` lists the damaged objects")
+        mode = int(digits, 8)
         out.append(TreeEntry(data[space + 1:nul], mode, data[nul + 1:nul + 1 + width].hex()))
         pos = nul + 1 + width
     return out

@@ -318,6 +318,9 @@ class RefAccess:
             watchdog.start()
             try:
                 out = self._converse(proc, lines)
+            except BaseException:
+                _end(proc)  # cut short, perhaps prepared: git aborts it (its locks go)
+                raise
             finally:
                 watchdog.cancel()
             err_file.seek(0)
@@ -356,7 +359,14 @@ class RefAccess:
                 if session is not None:
                     session.close()
                 session = self._session = _Session(self.git_dir)
-            sent, out = session.transaction(lines)
+            try:
+                sent, out = session.transaction(lines)
+            except BaseException:
+                # cut short (a fault, ^C), perhaps with the transaction prepared: its end
+                # of input makes git abort it (its locks go) and exit; the next starts afresh
+                self._session = None
+                session.close()
+                raise
             if out == _ALL_OK:
                 return True
             self._session = None
@@ -485,21 +495,26 @@ class _Session:
 
     def close(self) -> str:
         """End the process (its stdin closed: git ends, or has ended); what it said."""
-        proc = self.proc
-        with contextlib.suppress(OSError):
-            assert proc.stdin is not None
-            proc.stdin.close()
-        try:
-            proc.wait(timeout=TRANSACTION_TIMEOUT)
-        except Exception:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        _end(self.proc)
         self.err.seek(0)
         said = self.err.read().decode("utf-8", "surrogateescape")
         self.err.close()
         return said
+
+
+def _end(proc: Popen[bytes]) -> None:
+    """End an ``update-ref --stdin``: its end of input (git aborts a transaction it has not
+    committed, its locks go, and exits); killed if it does not end in time."""
+    with contextlib.suppress(OSError):
+        assert proc.stdin is not None
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=TRANSACTION_TIMEOUT)
+    except Exception:
+        proc.kill()
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def for_each_ref(git_dir: Path, *patterns: str) -> tuple[dict[str, str], list[str]]:

@@ -189,7 +189,7 @@ class Remote:
         ``pushurl`` in the configuration (read once per command) — when nothing could make
         git's answer another: no URL rewriting (``url.*``), no partial-clone filter (which
         ``git remote -v`` prints after the fetch URL), no remote file of old (``remotes/``,
-        ``branches/``), no empty or multi-line value. None: ask git."""
+        ``branches/``), no empty or multi-line value, none that is not UTF-8. None: ask git."""
         repo = self.repo
         config = repo.config()
         if any(name.startswith("url.") for name in config) or \
@@ -200,7 +200,9 @@ class Remote:
                 return None
         fetch = repo.config_values(f"remote.{self.remote}.url")
         push = repo.config_values(f"remote.{self.remote}.pushurl") or fetch
-        if not fetch or any(not v or "\n" in v for v in (*fetch, *push)):
+        # a byte that is not UTF-8 is U+FFFD in the configuration as read, kept in git's
+        # answer (surrogateescape): such a URL is git's to say
+        if not fetch or any(not v or "\n" in v or "\ufffd" in v for v in (*fetch, *push)):
             return None
         return tuple(dict.fromkeys(u.strip() for u in (fetch[0], push[0])))
 
