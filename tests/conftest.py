@@ -36,6 +36,11 @@ ROOT = Path(__file__).resolve().parent.parent
 #: One seed per run for every randomized test (set in the environment so that the xdist workers,
 #: started after this module is imported, draw from the same one).
 SEED = int(os.environ.setdefault("GITPUB_TEST_SEED", str(random.randrange(2**32))))
+#: The interpreters the suite starts (xdist's workers, ``python -m gitpub``, the hooks git runs)
+#: keep gitpub's compiled modules in ``__pycache__``, as Python does by default: a machine whose
+#: environment says ``PYTHONDONTWRITEBYTECODE`` would have each of them compile every module
+#: again (a few hundred ms a start). Removed before the workers start, as SEED is set.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 #: The long version of the randomized tests: ``GITPUB_TEST_LONG=1``.
 LONG = os.environ.get("GITPUB_TEST_LONG", "") not in ("", "0")
 
