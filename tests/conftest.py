@@ -13,10 +13,12 @@ Tests marked ``slow`` (kills, races, many rounds) are scheduled first so they ne
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -109,6 +111,10 @@ class Site:
     remote: Path
     env: dict[str, str]
     repos: list[Path] = field(default_factory=list)
+    #: Repositories copied from a template that passed ``git fsck --strict``, with what their
+    #: objects, refs and configuration were right after the copy (``fingerprint``): one left
+    #: as it was is not checked again at teardown.
+    copied: dict[Path, tuple[tuple[str, int, int], ...]] = field(default_factory=dict)
 
     def git(self, *args: str, input: bytes | None = None, check: bool = True) -> str:
         return git(self.path, *args, input=input, check=check)
@@ -236,7 +242,7 @@ def make_site(tmp_path: Path, env: dict[str, str], name: str = "site") -> Site:
     if key not in _TEMPLATES:
         where = Path(tempfile.mkdtemp(prefix="gitpub-site-template-"))
         atexit.register(shutil.rmtree, where, True)
-        new_site(where, env)
+        fsck(*new_site(where, env).repos)
         _TEMPLATES[key] = where
     template = _TEMPLATES[key]
     site = Site(path, remote, env, [path, remote])
@@ -244,9 +250,10 @@ def make_site(tmp_path: Path, env: dict[str, str], name: str = "site") -> Site:
     return site
 
 
-def _copy_repos(path: Path, remote: Path, site: Site) -> None:
-    """Copies of ``path`` and its ``remote`` as ``site``'s: its remote URL and FETCH_HEAD naming
-    its own remote, the index refreshed."""
+def _copy_repos(path: Path, remote: Path, site: Site, url: str | None = None) -> None:
+    """Copies of ``path`` and its ``remote`` (both passed ``git fsck --strict``) as ``site``'s:
+    its remote URL (``url``, else its own remote) and FETCH_HEAD naming its own remote, the
+    index refreshed."""
     for src, dst in ((path, site.path), (remote, site.remote)):
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(src, dst, symlinks=True)
@@ -254,8 +261,44 @@ def _copy_repos(path: Path, remote: Path, site: Site) -> None:
     if fetch_head.exists():
         fetch_head.write_bytes(fetch_head.read_bytes().replace(
             str(remote).encode(), str(site.remote).encode()))
-    site.git("remote", "set-url", "origin", str(site.remote))
+    url = url or str(site.remote)
+    config = site.path / ".git/config"
+    text = config.read_bytes()
+    line = f"\turl = {remote}\n".encode()
+    if _PLAIN_PATH.fullmatch(str(remote)) and _PLAIN_PATH.fullmatch(url) and \
+            text.count(line) == 1:  # written as git writes it (no quoting needed): edited here
+        config.write_bytes(text.replace(line, f"\turl = {url}\n".encode()))
+    else:
+        site.git("remote", "set-url", "origin", url)
     site.git("update-index", "-q", "--refresh")  # the copies' inodes are new
+    site.copied.update((repo, fingerprint(repo)) for repo in (site.path, site.remote))
+
+
+#: A path or URL git writes into its configuration as it is, unquoted.
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9/._:@+-]+")
+
+
+def fingerprint(repo: Path) -> tuple[tuple[str, int, int], ...]:
+    """What ``git fsck`` reads of ``repo`` — its objects, refs, index and configuration — as each
+    file's (path, size, modification time): equal fingerprints, equal verdicts."""
+    top = repo / ".git" if (repo / ".git").is_dir() else repo
+    found = []
+    for part in ("objects", "refs", "packed-refs", "config", "shallow", "info", "index"):
+        where = top / part
+        walk = os.walk(where) if where.is_dir() else [(str(top), [], [part])]
+        for dirpath, _dirs, files in walk:
+            for name in files:
+                with contextlib.suppress(FileNotFoundError):
+                    st = os.lstat(os.path.join(dirpath, name))
+                    found.append((os.path.join(dirpath, name), st.st_size, st.st_mtime_ns))
+    return tuple(sorted(found))
+
+
+def fsck(*repos: Path) -> None:
+    for repo in repos:
+        proc = subprocess.run(["git", "fsck", "--strict", "--no-progress"], cwd=repo,
+                              capture_output=True)
+        assert proc.returncode == 0, f"git fsck --strict failed in {repo}: {proc.stderr!r}"
 
 
 #: Per test process: set-ups made once and copied, by (name, git environment): the template
@@ -279,11 +322,12 @@ def set_up_once(site: Site, name: str, build: Callable[[Site, Path], T]) -> T:
         where = Path(tempfile.mkdtemp(prefix="gitpub-set-up-"))
         atexit.register(shutil.rmtree, where, True)
         template = make_site(where, site.env)
-        _SET_UPS[key] = template, build(template, where)
+        made = build(template, where)
+        fsck(template.path, template.remote)
+        _SET_UPS[key] = template, made
     template, made = _SET_UPS[key]
     url = site.git("remote", "get-url", "origin").strip()  # a daemon's, say: kept
-    _copy_repos(template.path, template.remote, site)
-    site.git("remote", "set-url", "origin", url)
+    _copy_repos(template.path, template.remote, site, url)
     return made
 
 
@@ -309,10 +353,7 @@ def new_site(tmp_path: Path, env: dict[str, str], name: str = "site") -> Site:
 def site(tmp_path: Path, hermetic: dict[str, str]) -> Iterator[Site]:
     s = make_site(tmp_path, hermetic)
     yield s
-    for repo in s.repos:
-        proc = subprocess.run(["git", "fsck", "--strict", "--no-progress"], cwd=repo,
-                              capture_output=True)
-        assert proc.returncode == 0, f"git fsck --strict failed in {repo}: {proc.stderr!r}"
+    fsck(*(repo for repo in s.repos if s.copied.get(repo) != fingerprint(repo)))
 
 
 def spawn(site: Site, *args: str, env: dict[str, str] | None = None,
