@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from gitpub.app.results import History, Jobs, Progress, Shown
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.states import TERMINAL, State
-from gitpub.delivery.anywhere import find_anywhere
 from gitpub.pipeline.advice import next_step
 from gitpub.runtime.contain import Failures
 from gitpub.runtime.session import open_session
@@ -27,6 +26,8 @@ def status(where: Path, progress: Progress, job_ref: str | None,
     distribution index)."""
     with open_session(where, progress) as ctx:
         if job_ref is not None:
+            from gitpub.delivery.anywhere import find_anywhere  # (delivery: a named job only)
+
             job = find_anywhere(ctx, job_ref)
             if job.state != State.PUBLISHED:
                 return Shown(job, next_step(ctx, job), None)
@@ -57,6 +58,8 @@ def status(where: Path, progress: Progress, job_ref: str | None,
 
 
 def log(where: Path, progress: Progress, job_ref: str) -> History:
+    from gitpub.delivery.anywhere import find_anywhere
+
     with open_session(where, progress) as ctx:
         job = find_anywhere(ctx, job_ref)
         return History(job, tuple(ctx.store.history(job)))

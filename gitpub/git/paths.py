@@ -15,8 +15,6 @@ in case is the same file on a case-insensitive file system.
 
 from __future__ import annotations
 
-from dulwich.index import validate_path_element_hfs, validate_path_element_ntfs
-
 from gitpub.core import paths
 from gitpub.git.repo import MODE_TREE, Repository
 
@@ -25,6 +23,10 @@ MODE_GITLINK = 0o160000
 
 def dulwich_refuses(component: str) -> bool:
     """Whether dulwich's NTFS or HFS+ validator refuses the path component."""
+    # Imported here: dulwich.index brings dulwich's object store (~15 ms), which the commands
+    # that never judge a new path (status, log, confirm) do not need.
+    from dulwich.index import validate_path_element_hfs, validate_path_element_ntfs
+
     raw = component.encode("utf-8", "surrogateescape")
     return not (validate_path_element_ntfs(raw) and validate_path_element_hfs(raw))
 

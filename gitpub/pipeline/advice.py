@@ -13,7 +13,6 @@ from gitpub.core.allowlist import ALLOWLIST_FILE
 from gitpub.core.manifest import content_sha256
 from gitpub.core.record import JobRecord
 from gitpub.core.states import LOCAL, MERGED, FailureCode, Kind, Phase, State
-from gitpub.fonts.step import font_outputs
 from gitpub.git.values import MODE_TREE
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
@@ -93,6 +92,8 @@ def _review(ctx: Context, jid: str, record: JobRecord) -> str:
                 f"(`git push {ctx.config.remote} {ctx.config.branch}`); the job keeps its base, "
                 f"so `git pub resolve {jid} --abandon`, then prepare it again under a new --key")
     if code in (F.SECRET_IN_SOURCE, F.SECRET_IN_CONTENT):
+        from gitpub.fonts.step import font_outputs  # (the font code: ~20 ms of status's start)
+
         fonts = font_outputs(ctx.config)
         articles = [p for p in record.target_paths if p not in fonts]
         secret = _secret_way_out(jid, record, articles)
