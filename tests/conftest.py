@@ -43,6 +43,27 @@ SEED = int(os.environ.setdefault("GITPUB_TEST_SEED", str(random.randrange(2**32)
 #: environment says ``PYTHONDONTWRITEBYTECODE`` would have each of them compile every module
 #: again (a few hundred ms a start). Removed before the workers start, as SEED is set.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+def _temporary_files_in_memory() -> None:
+    """Tests make and delete thousands of small repositories. On a disk file creation can slow
+    down many times over, for a minute or more, after deletions nearby (these VMs' ext4 without
+    a journal: see bench/README.md), and a run's time with it; so their temporary directories
+    (``tmp_path``, and the ``TMPDIR`` of every process the tests start) are on ``/dev/shm``
+    when it is a writable tmpfs with room to spare, unless ``TMPDIR`` says where they go. A
+    passed test's directory is removed when it ends (``tmp_path_retention_policy``)."""
+    if "TMPDIR" in os.environ:
+        return
+    try:
+        room = os.statvfs("/dev/shm")
+    except OSError:
+        return
+    if room.f_bavail * room.f_frsize >= 2 << 30 and os.access("/dev/shm", os.W_OK):
+        os.environ["TMPDIR"] = "/dev/shm"  # set before the workers start, as SEED
+        tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
+_temporary_files_in_memory()
 #: The long version of the randomized tests: ``GITPUB_TEST_LONG=1``.
 LONG = os.environ.get("GITPUB_TEST_LONG", "") not in ("", "0")
 
