@@ -280,20 +280,27 @@ def test_two_clones_sending_at_once_stay_within_the_rate(site: Site, tmp_path: P
     assert attempted(site, "hook") == 2
 
 
+def pending_in_two_clones(site: Site, tmp_path: Path, url: str) -> tuple[Site, list[str]]:
+    """A ``1/hour`` webhook shared by ``site`` and a clone of it, each with a published job
+    whose channel is pending (the push killed right after the channels were recorded)."""
+    configure(site, webhook_channel(url, extra="    rate: 1/hour\n"))
+    share_config(site)
+    other = clone(site, tmp_path)
+    jobs = []
+    for s, key in ((site, "a1"), (other, "b1")):
+        jobs.append(prepare(s, key, f"posts/{key}.md"))
+        r = s.run("push", env={"GITPUB_CRASH_AT": "channels.initialized"})
+        assert r.code == -signal.SIGKILL, r.err
+    return other, jobs
+
+
 def test_four_workers_of_two_clones_racing_send_once_under_1_per_hour(
         site: Site, tmp_path: Path) -> None:
     """``1/hour``; each clone has a published job whose channel is pending; two workers of
     each clone reconcile at once against a slow platform: one post in all; the other job is
     held back by the shared window (pending, rate_limited), on both clones alike."""
     with Platform(default="delay:0.4") as platform:
-        configure(site, webhook_channel(platform.url, extra="    rate: 1/hour\n"))
-        share_config(site)
-        other = clone(site, tmp_path)
-        jobs = []
-        for s, key in ((site, "a1"), (other, "b1")):
-            jobs.append(prepare(s, key, f"posts/{key}.md"))
-            r = s.run("push", env={"GITPUB_CRASH_AT": "channels.initialized"})
-            assert r.code == -signal.SIGKILL, r.err
+        other, jobs = pending_in_two_clones(site, tmp_path, platform.url)
         racers = [spawn(s, "reconcile") for s in (site, other, site, other)]
         for proc in racers:
             proc.communicate(timeout=120)
@@ -319,14 +326,7 @@ def test_a_decision_made_on_an_older_ledger_is_made_again(site: Site, tmp_path: 
     compare-and-swap against the *newer* ledger, so it must decide again on it — held back by
     the window — not add its send to B's (two posts in the hour)."""
     with Platform(default="ok") as platform:
-        configure(site, webhook_channel(platform.url, extra="    rate: 1/hour\n"))
-        share_config(site)
-        other = clone(site, tmp_path)
-        jobs = []
-        for s, key in ((site, "a1"), (other, "b1")):
-            jobs.append(prepare(s, key, f"posts/{key}.md"))
-            r = s.run("push", env={"GITPUB_CRASH_AT": "channels.initialized"})
-            assert r.code == -signal.SIGKILL, r.err
+        other, jobs = pending_in_two_clones(site, tmp_path, platform.url)
         frozen = spawn(site, "reconcile", env={"GITPUB_PAUSE_AT": "channels.decided"})
         try:
             wait_stopped(frozen.pid)

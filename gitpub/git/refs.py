@@ -127,16 +127,12 @@ class RefAccess:
     def _read_ref(self, name: str) -> str | None:
         return self.read_refs([name])[name]
 
-    def read_refs(self, names: Sequence[str], prefixes: Sequence[str] = ()
-                  ) -> dict[str, str | None]:
-        """``read_ref`` of each of ``names`` (full names), and every readable ref under each
-        of ``prefixes`` (ending with ``/``; broken ones left out, as ``list_refs`` leaves
-        them), in one ``git for-each-ref``: name → object id (None: absent). A broken ref
-        among ``names`` raises, as ``read_ref`` does."""
-        found, broken = self._for_each_ref(*names, *prefixes)
-        self._remember(prefixes, found, broken)
-        out: dict[str, str | None] = {name: sha for name, sha in found.items()
-                                      if any(name.startswith(p) for p in prefixes)}
+    def read_refs(self, names: Sequence[str]) -> dict[str, str | None]:
+        """``read_ref`` of each of ``names`` (full names) in one ``git for-each-ref``: name →
+        object id (None: absent). A broken ref among them raises, as ``read_ref`` does
+        (``read_together`` reads leniently, prefixes too)."""
+        found, broken = self._for_each_ref(*names)
+        out: dict[str, str | None] = {}
         for name in names:
             if name in broken:
                 raise broken_ref(self.common_dir, name)
