@@ -19,6 +19,7 @@ import pytest
 from conftest import Site
 from test_delivery import article
 
+from gitpub.git.remote import MIRROR_PREFIXES
 from gitpub.git.repo import Repository
 from gitpub.git.run import git_program
 
@@ -34,8 +35,10 @@ from gitpub.git.run import git_program
 #: transactions on refs/pub/* through one update-ref session: prepare 8, push 21, sync 52;
 #: a small tree walked through cat-file: prepare 7, push 20, sync 51; with the fold of
 #: 8612472: reconcile 19; with confirm22 (no `git remote -v`, objects kept per command):
-#: confirm 10).
-CEILINGS = {"prepare": 7, "push": 20, "status": 5, "sync": 51, "reconcile": 19,
+#: confirm 10; the pushpath branch: a publishing command lists the refs it keeps once, at its
+#: start (git.refs, local_prefixes), the job's ref read afresh after the fetch, a push forgets
+#: only the remote-tracking refs it may move: push 13).
+CEILINGS = {"prepare": 7, "push": 13, "status": 5, "sync": 51, "reconcile": 19,
             "status-idle": 3, "confirm": 10}
 
 
@@ -116,3 +119,38 @@ def test_a_tracking_ref_is_read_once_per_command_and_again_after_a_failed_swap(
         site.git("update-ref", tracking, second, first)
         assert repo.list_refs("refs/remotes/origin/") == {"main": first}  # kept
         assert repo.read_ref(tracking) == first
+
+
+def test_kept_job_refs_never_make_a_swap_pass_and_a_fresh_read_asks_git(site: Site) -> None:
+    """gitpub's own listings kept for a publishing command (``local_prefixes``): a value read
+    (or written) is kept, and a swap from a kept value another process has moved since fails
+    (then everything is forgotten); ``read_refs`` always asks git; a push forgets only the
+    remote-tracking refs it may move, the local ones stay."""
+    job = "refs/pub/jobs/j1"
+    first = site.git("rev-parse", "HEAD").strip()
+    site.git("commit", "-q", "--allow-empty", "-m", "another")
+    second = site.git("rev-parse", "HEAD").strip()
+    site.git("update-ref", job, first)
+    with Repository.discover(site.path) as repo:
+        repo.mirror_prefixes = MIRROR_PREFIXES
+        repo.local_prefixes = ("refs/pub/jobs/",)
+        seen = repo.read_refs(["refs/heads/main"], also=["refs/pub/jobs/", "refs/remotes/"])
+        assert seen == {"refs/heads/main": second}
+        assert repo.list_refs("refs/pub/jobs/") == {"j1": first}
+        site.git("update-ref", job, second, first)  # another process moves it
+        assert repo.read_ref(job) == first  # kept: what the command read
+        assert repo.read_together([job, "refs/pub/jobs/"]) == {job: first}  # no git either
+        assert repo.read_refs([job]) == {job: second}  # a read that decides a race: git
+        site.git("update-ref", job, first, second)
+        assert repo.read_ref(job) == second  # what the fresh read saw, kept
+        assert not repo.cas_ref(job, second, first)  # the kept value never makes it pass
+        assert repo.read_ref(job) == first  # forgotten: read again
+        assert repo.cas_ref(job, first, second)
+        assert repo.list_refs("refs/remotes/origin/") == {"main": first}
+        repo.git("push", "-q", "origin", f"{second}:refs/heads/other")  # moves tracking refs
+        site.git("update-ref", job, first, second)
+        assert repo.read_ref(job) == second  # a push leaves the local refs kept
+        site.git("update-ref", "refs/remotes/origin/main", second, first)
+        assert repo.list_refs("refs/remotes/origin/") == {"main": second, "other": second}
+        repo.git("pack-refs", "--all")  # any other git that may move refs: all forgotten
+        assert repo.read_ref(job) == first

@@ -31,7 +31,7 @@ from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
 from gitpub.pipeline.advice import next_step
 from gitpub.runtime.contain import Failures
 from gitpub.runtime.context import Context
-from gitpub.store.jobs import DISTRIBUTING_PREFIX, Job
+from gitpub.store.jobs import DISTRIBUTING_PREFIX, KEPT_PREFIXES, Job
 from gitpub.store.maintenance import pack_refs_if_needed
 
 if TYPE_CHECKING:
@@ -41,6 +41,18 @@ if TYPE_CHECKING:
 #: payload, the channel records, the live check), named here so that a command can tell
 #: without loading the channel code that a job has none.
 CHANNEL_FILES = ("payload.json", "channels", "live.json")
+
+
+def read_first(ctx: Context, remote: Remote) -> tuple[str | None, str | None]:
+    """A publishing command's first read of refs, in one ``for-each-ref``: (the remote
+    branch's tracking ref, the local branch), read exactly, and the listings the command
+    keeps from then on (``git.refs``): this clone's active index, job refs and distribution
+    index (``KEPT_PREFIXES``), and the remote's job store as last fetched. What the command
+    reads of them later costs no git (the job's ref before its claim is read afresh)."""
+    ctx.repo.local_prefixes = KEPT_PREFIXES
+    tracking, branch = remote.tracking_ref, f"refs/heads/{ctx.config.branch}"
+    seen = ctx.repo.read_refs([tracking, branch], also=[*KEPT_PREFIXES, remote.store_prefix])
+    return seen[tracking], seen[branch]
 
 
 def next_steps(ctx: Context, jobs: Sequence[Job]) -> dict[str, str]:

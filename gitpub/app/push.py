@@ -17,6 +17,7 @@ from gitpub.app.common import (
     fold_if_due,
     maintain,
     next_steps,
+    read_first,
     unfinished,
 )
 from gitpub.app.results import Jobs, Progress
@@ -38,7 +39,7 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote(), now_please=bool(job_refs),
                               create_branch=create_branch)
-        _finish_move(ctx, deliverer)
+        _finish_move(ctx, deliverer, read_first(ctx, deliverer.remote))
         failures = Failures()
         errors = failures.errors
         if job_refs:
@@ -58,13 +59,17 @@ def push(where: Path, progress: Progress, job_refs: Sequence[str],
                     held=tuple(j.job_id for j in done if deliverer.left_to_others(j)))
 
 
-def _finish_move(ctx: Context, deliverer: Deliverer) -> None:
+def _finish_move(ctx: Context, deliverer: Deliverer,
+                 seen: tuple[str | None, str | None] | None = None) -> None:
     """A run killed between updating the worktree and moving the local branch to a published
     commit (``checkout.worktree-updated``), or between recording PUBLISHED and the move
-    (``delivery.published-recorded``): the move is finished first."""
-    tracking, branch = deliverer.remote.tracking_ref, f"refs/heads/{ctx.config.branch}"
-    seen = ctx.repo.read_refs([tracking, branch])  # one git for both
-    tip, local = seen[tracking], seen[branch]
+    (``delivery.published-recorded``): the move is finished first. ``seen``: (the tracking
+    ref, the branch) as the command read them just now."""
+    if seen is None:
+        tracking, branch = deliverer.remote.tracking_ref, f"refs/heads/{ctx.config.branch}"
+        read = ctx.repo.read_refs([tracking, branch])  # one git for both
+        seen = read[tracking], read[branch]
+    tip, local = seen
     if tip is None or local in (tip, None):
         return  # the usual case: nothing was left half-way
     note = finish_interrupted_move(ctx.repo, ctx.config.branch, tip, local) or \

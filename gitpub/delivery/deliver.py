@@ -208,7 +208,8 @@ class Deliverer:
                 raise branch_missing(self.remote)
             if tip is None and job.record.base_commit is None:
                 raise parentless(self.remote, job)
-            job = self.shared.sync(reload(self.ctx.store, job))
+            # the job's ref read afresh (``git.refs``): what the claim and the push rest on
+            job = self.shared.sync(reload(self.ctx.store, job, fresh=True))
             if job.job_id in self.shared.lost or job.state not in DELIVERABLE:
                 return job
             if self.shared.held_elsewhere(job):

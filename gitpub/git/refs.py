@@ -26,6 +26,13 @@ and moves refs as git moves them:
   exactly what a fresh read just before that fetch would have seen — and a decision taken on
   it is checked by the remote's compare-and-swap (``--force-with-lease``, a fast-forward) or by
   the local one, which then fails and forgets it.
+- **So are gitpub's own listings, where a command asks** (``local_prefixes``: the publishing
+  commands' job refs, active and distribution index, listed once at their start). Every move
+  of those refs is a compare-and-swap here too, so a kept value another process of this clone
+  has moved since makes the next compare-and-swap on it fail (and forget it): never pass. A
+  read that decides a race is fresh (``read_refs``: the job's ref after the fetch, before its
+  claim). They are forgotten with the mirrors, except after a ``push`` or ``fetch``, which
+  move remote-tracking refs only.
 
 A test may kill the process while git holds the transaction's locks (``git.ref-locked``:
 after ``prepare``): git is killed first, leaving exactly the locks a power cut leaves.
@@ -80,12 +87,18 @@ class RefAccess:
     git_dir: Path
     #: Prefixes (ending with ``/``) of the refs that mirror a remote's (see the module).
     mirror_prefixes: tuple[str, ...] = ()
-    #: Mirror refs known in this command: name -> value (None: there is none).
-    _mirror_known: dict[str, str | None]
-    #: Mirror refs git called broken when they were listed.
-    _mirror_broken: set[str]
-    #: Mirror prefixes listed in full: a name below one that is not known is absent.
-    _mirror_listed: set[str]
+    #: Prefixes (ending with ``/``) of this repository's own refs kept as the mirrors are, in
+    #: a command that asks (see the module).
+    local_prefixes: tuple[str, ...] = ()
+    #: Kept refs known in this command: name -> value (None: there is none).
+    _kept_known: dict[str, str | None]
+    #: Kept refs git called broken when they were listed.
+    _kept_broken: set[str]
+    #: Kept prefixes listed in full: a name below one that is not known is absent.
+    _kept_listed: set[str]
+    #: The value of every ref read by name in this command, kept or not, as last read or
+    #: written: for what no decision rests on (``seen``).
+    _seen: dict[str, str | None]
 
     #: The ``git update-ref --stdin`` that serves this command's unlogged transactions.
     _session: _Session | None = None
@@ -109,29 +122,32 @@ class RefAccess:
     def read_ref(self, name: str) -> str | None:
         """The object id a ref points at, ``None`` if absent; a broken ref raises, and so does
         a symbolic ref that leads nowhere (gitpub writes none: ``for-each-ref`` skips it
-        silently, ``symbolic-ref`` names it). A mirror ref (``mirror_prefixes``) is read once
-        per command (see the module)."""
-        if not self._is_mirror(name):
+        silently, ``symbolic-ref`` names it). A kept ref (``mirror_prefixes``,
+        ``local_prefixes``) is read once per command (see the module)."""
+        if not self._is_kept(name):
             return self._read_ref(name)
-        if name in self._mirror_broken:
+        if name in self._kept_broken:
             raise broken_ref(self.common_dir, name)
-        if name in self._mirror_known:
-            return self._mirror_known[name]
-        if any(name.startswith(p) for p in self._mirror_listed) and \
-                not self._may_be_symbolic(name):
+        if name in self._kept_known:
+            return self._kept_known[name]
+        if self._below_listed(name) and not self._may_be_symbolic(name):
             return None  # listed in full, and no file stands there
         value = self._read_ref(name)
-        self._mirror_known[name] = value
+        self._kept_known[name] = value
         return value
 
     def _read_ref(self, name: str) -> str | None:
         return self.read_refs([name])[name]
 
-    def read_refs(self, names: Sequence[str]) -> dict[str, str | None]:
-        """``read_ref`` of each of ``names`` (full names) in one ``git for-each-ref``: name →
-        object id (None: absent). A broken ref among them raises, as ``read_ref`` does
-        (``read_together`` reads leniently, prefixes too)."""
-        found, broken = self._for_each_ref(*names)
+    def read_refs(self, names: Sequence[str], also: Sequence[str] = ()
+                  ) -> dict[str, str | None]:
+        """``read_ref`` of each of ``names`` (full names) in one ``git for-each-ref``, always
+        asking git (a read that decides a race: ``git.refs``): name → object id (None:
+        absent). A broken ref among them raises, as ``read_ref`` does (``read_together`` reads
+        leniently, prefixes too). ``also``: prefixes (ending with ``/``) listed in the same
+        ``for-each-ref``, leniently, for what is kept of them (``list_refs``)."""
+        found, broken = self._for_each_ref(*names, *also)
+        self._remember(also, found, broken)
         out: dict[str, str | None] = {}
         for name in names:
             if name in broken:
@@ -139,11 +155,17 @@ class RefAccess:
             if name not in found and self._may_be_symbolic(name) and \
                     self.git("symbolic-ref", "-q", "--no-recurse", name).returncode == 0:
                 raise broken_ref(self.common_dir, name, "a symbolic ref that leads nowhere")
-            out[name] = found.get(name)
-            if self._is_mirror(name):  # a fresh read replaces what was kept (git.refs)
-                self._mirror_known[name] = out[name]
-                self._mirror_broken.discard(name)
+            out[name] = self._seen[name] = found.get(name)
+            if self._is_kept(name):  # a fresh read replaces what was kept (git.refs)
+                self._kept_known[name] = out[name]
+                self._kept_broken.discard(name)
         return out
+
+    def seen(self, names: Sequence[str]) -> dict[str, str | None]:
+        """The values of those of ``names`` this command read by name (or wrote), kept refs or
+        not, as it last did: for what no decision rests on (the refs a fetch negotiates with),
+        since any of them may have moved since. The others are left out."""
+        return {n: self._seen[n] for n in names if n in self._seen}
 
     def _may_be_symbolic(self, name: str) -> bool:
         """Whether a ref ``for-each-ref`` did not list may be a symbolic ref (only then is
@@ -158,8 +180,8 @@ class RefAccess:
     def list_refs(self, prefix: str) -> dict[str, str]:
         """Refs under ``prefix`` (which ends with ``/``), keyed by the rest of their name;
         broken ones left out (``ref_names`` lists them)."""
-        if self._is_mirror(prefix) and any(prefix.startswith(p) for p in self._mirror_listed):
-            return {name[len(prefix):]: sha for name, sha in self._mirror_known.items()
+        if self._is_kept(prefix) and self._below_listed(prefix):
+            return {name[len(prefix):]: sha for name, sha in self._kept_known.items()
                     if sha is not None and name.startswith(prefix)}
         found, broken = self._for_each_ref(prefix)
         self._remember([prefix], found, broken)
@@ -170,48 +192,101 @@ class RefAccess:
         """Refs read together, in one ``for-each-ref``: each pattern a full name or a prefix
         ending with ``/``; the readable refs they match (full name -> id: broken ones and a
         symbolic ref that leads nowhere left out, as ``current_value`` leaves them). What it
-        reads of the mirror refs is kept for the command (``read_ref``, ``list_refs``)."""
+        reads of the kept refs is kept for the command (``read_ref``, ``list_refs``); when
+        every pattern is kept already, no git is asked."""
         if not patterns:
             return {}
+        kept = self._kept_reading(patterns)
+        if kept is not None:
+            return kept
         found, broken = for_each_ref(self.git_dir, *patterns)
         self._remember([p for p in patterns if p.endswith("/")], found, broken)
         for pattern in patterns:
-            if not self._is_mirror(pattern) or pattern.endswith("/"):
+            if pattern.endswith("/"):
                 continue
-            self._mirror_broken.discard(pattern)
+            self._seen[pattern] = found.get(pattern)
+            if not self._is_kept(pattern):
+                continue
+            self._kept_broken.discard(pattern)
             if pattern in found:
-                self._mirror_known[pattern] = found[pattern]
+                self._kept_known[pattern] = found[pattern]
             elif pattern in broken:
-                self._mirror_broken.add(pattern)
+                self._kept_broken.add(pattern)
             elif not self._may_be_symbolic(pattern):
-                self._mirror_known[pattern] = None
+                self._kept_known[pattern] = None
             else:
-                self._mirror_known.pop(pattern, None)  # git is asked at the next read
+                self._kept_known.pop(pattern, None)  # git is asked at the next read
         return found
+
+    def _kept_reading(self, patterns: Sequence[str]) -> dict[str, str] | None:
+        """What ``read_together`` reads of ``patterns``, from the refs kept; None unless every
+        pattern is kept (a name known, or below a prefix listed in full)."""
+        out: dict[str, str] = {}
+        for pattern in patterns:
+            if not self._is_kept(pattern):
+                return None
+            if pattern.endswith("/"):
+                if not self._below_listed(pattern):
+                    return None
+                out.update((n, v) for n, v in self._kept_known.items()
+                           if v is not None and n.startswith(pattern))
+            elif pattern in self._kept_broken:
+                continue  # left out, as git's listing leaves it out
+            elif pattern in self._kept_known:
+                value = self._kept_known[pattern]
+                if value is not None:
+                    out[pattern] = value
+            elif not self._below_listed(pattern) or self._may_be_symbolic(pattern):
+                return None
+        return out
 
     def _remember(self, prefixes: Sequence[str], found: Mapping[str, str],
                   broken: Sequence[str]) -> None:
-        """Keep what a listing of ``prefixes`` (each ending with ``/``) found of the mirror
+        """Keep what a listing of ``prefixes`` (each ending with ``/``) found of the kept
         refs: it replaces whatever was known below each (a fresh read is never older)."""
         for prefix in prefixes:
-            if not self._is_mirror(prefix):
+            if not self._is_kept(prefix):
                 continue
-            for name in [n for n in self._mirror_known if n.startswith(prefix)]:
-                del self._mirror_known[name]
-            self._mirror_broken = {n for n in self._mirror_broken if not n.startswith(prefix)}
-            self._mirror_known.update((n, v) for n, v in found.items() if n.startswith(prefix))
-            self._mirror_broken.update(n for n in broken if n.startswith(prefix))
-            self._mirror_listed.add(prefix)
+            for name in [n for n in self._kept_known if n.startswith(prefix)]:
+                del self._kept_known[name]
+            self._kept_broken = {n for n in self._kept_broken if not n.startswith(prefix)}
+            self._kept_known.update((n, v) for n, v in found.items() if n.startswith(prefix))
+            self._kept_broken.update(n for n in broken if n.startswith(prefix))
+            self._kept_listed.add(prefix)
 
-    def _is_mirror(self, name: str) -> bool:
-        return any(name.startswith(p) for p in self.mirror_prefixes)
+    def _is_kept(self, name: str) -> bool:
+        return any(name.startswith(p) for p in (*self.mirror_prefixes, *self.local_prefixes))
 
-    def forget_mirrors(self) -> None:
-        """Forget every mirror ref known: the next read asks git (after a fetch, a push, a
-        transaction that failed)."""
-        self._mirror_known = {}
-        self._mirror_broken = set()
-        self._mirror_listed = set()
+    def _below_listed(self, name: str) -> bool:
+        return any(name.startswith(p) for p in self._kept_listed)
+
+    def forget_mirrors(self, below: Sequence[str] | None = None) -> None:
+        """Forget the mirror refs known (``below``: only those whose names start with one of
+        these): the next read asks git (after a fetch or a push, which move remote-tracking
+        refs). The local refs kept stay (``forget_refs``)."""
+        if not hasattr(self, "_kept_known"):
+            self.forget_refs()
+            return
+        gone = tuple(p for p in (self.mirror_prefixes if below is None else below) if p)
+        if not gone:
+            return
+
+        def overlaps(prefix: str) -> bool:  # a listing below or above what may have moved
+            return prefix.startswith(gone) or any(g.startswith(prefix) for g in gone)
+
+        self._kept_known = {n: v for n, v in self._kept_known.items() if not n.startswith(gone)}
+        self._kept_broken = {n for n in self._kept_broken if not n.startswith(gone)}
+        self._kept_listed = {p for p in self._kept_listed if not overlaps(p)}
+        self._seen = {n: v for n, v in self._seen.items() if not n.startswith(gone)}
+
+    def forget_refs(self) -> None:
+        """Forget every ref kept, mirror or local: the next read asks git (after a
+        transaction that failed, a git that may have moved any ref, a program of the
+        person's)."""
+        self._kept_known = {}
+        self._kept_broken = set()
+        self._kept_listed = set()
+        self._seen = {}
 
     def ref_names(self, prefix: str) -> list[str]:
         """The names under ``prefix`` (ending with ``/``) of every ref, *including* broken
@@ -274,19 +349,19 @@ class RefAccess:
         for u in updates:
             _check_name(u.ref)
         what = "ref " + ", ".join(u.ref for u in updates)
-        mirrors = [u for u in updates if self._is_mirror(u.ref)]
         try:
             done = self._while_locked(lambda: self._transaction(updates, message), what)
         except BaseException:
-            if mirrors:
-                self.forget_mirrors()
+            self.forget_refs()
             raise
-        for u in mirrors:
-            if not done:
-                self.forget_mirrors()  # a value moved: ask git again
-                break
-            self._mirror_known[u.ref] = u.new  # what we just wrote, under compare-and-swap
-            self._mirror_broken.discard(u.ref)
+        if not done:
+            self.forget_refs()  # a value moved: ask git again
+        else:
+            for u in updates:  # what we just wrote, under compare-and-swap
+                self._seen[u.ref] = u.new
+                if self._is_kept(u.ref):
+                    self._kept_known[u.ref] = u.new
+                    self._kept_broken.discard(u.ref)
         if done:  # files backend: the entries are durable (each directory once)
             for parent in dict.fromkeys(_existing_parent(self.common_dir / u.ref)
                                         for u in updates):

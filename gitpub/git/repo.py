@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -60,6 +60,19 @@ __all__ = ["BLOB_MODES", "MODE_EXEC", "MODE_FILE", "MODE_GITLINK", "MODE_LINK", 
            "Repository"]
 
 
+def _command_at(args: Sequence[str]) -> int:
+    """Where the git command's name is among ``args`` (after git's own options)."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in ("-c", "-C") else 1
+    return i
+
+
+def _command(args: Sequence[str]) -> str | None:
+    i = _command_at(args)
+    return args[i] if i < len(args) else None
+
+
 class Repository(ObjectReading, ObjectWriter, RefAccess):
     """A git repository opened for gitpub: objects (``git.reading``, ``git.writing``), refs
     (``git.refs``) and configuration. Close it (``with``): it ends the repository's
@@ -85,7 +98,7 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         #: How long a write waits for such a lock (None: the policy's, else ``locks.WAIT``).
         self.lock_wait: float | None = None
         self._cat = CatFile(self.git_dir, self.work_tree or self.git_dir)
-        self.forget_mirrors()
+        self.forget_refs()
         self._config: dict[str, str] | None = None
         self._config_every: dict[str, list[str]] = {}
         self._walks = {}
@@ -118,27 +131,40 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
             env: Mapping[str, str] | None = None) -> CompletedProcess[bytes]:
         """Run C git in this repository and no other (see ``git.run``). ``env`` adds
         variables (a temporary ``GIT_INDEX_FILE``, say) after the hardening. A git that may
-        move refs (anything but the commands in ``REF_NEUTRAL``) makes the mirror refs known
-        in this command forgotten (``git.refs``)."""
+        move refs (anything but the commands in ``REF_NEUTRAL``) makes the refs kept in this
+        command forgotten (``git.refs``): a ``push`` those it may move only (``_tracked``)."""
         if self._moves_refs(args):
-            self.forget_mirrors()
+            if _command(args) == "push":
+                self.forget_mirrors(self._tracked())
+            else:
+                self.forget_refs()
         if "config" in args:
             self._config = None  # it may write: read it again
         return run_git(args, cwd=self.work_tree or self.git_dir, git_dir=self.git_dir,
                        work_tree=self.work_tree, timeout=timeout, input=input, env=env)
 
+    def _tracked(self) -> list[str]:
+        """Where a ``git push`` here may move refs: the remote-tracking refs git updates after
+        it for the refs it pushed, which the remotes' fetch refspecs name (the destination of
+        each, up to its ``*``)."""
+        found = []
+        for key in [k for k in self.config() if k.startswith("remote.") and k.endswith(".fetch")]:
+            for spec in self.config_values(key):
+                _, colon, dst = spec.partition(":")
+                if colon and dst and not spec.startswith("^"):
+                    found.append(dst.split("*", 1)[0])
+        return found
+
     def forget_kept(self) -> None:
         """Forget what this command kept of what another program may change: the
-        configuration and the mirror refs (after a program of the person's ran, which may run
+        configuration and the refs kept (after a program of the person's ran, which may run
         git here). Whole-tree answers stay: objects never change."""
         self._config = None
-        self.forget_mirrors()
+        self.forget_refs()
 
     @staticmethod
     def _moves_refs(args: tuple[str, ...]) -> bool:
-        i = 0
-        while i < len(args) and args[i].startswith("-"):
-            i += 2 if args[i] in ("-c", "-C") else 1
+        i = _command_at(args)
         if i >= len(args) or args[i] not in REF_NEUTRAL:
             return True
         rest = [a for a in args[i + 1:] if not a.startswith("-")]

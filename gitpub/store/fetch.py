@@ -115,19 +115,23 @@ def fetch_with_store(remote: Remote, also: tuple[str, str] | None = None) -> Fet
 
 def _here(remote: Remote, also: str | None) -> dict[str, str | None]:
     """This repository's values of the refs a fetch with the job store moves (the tracking
-    ref, the branch, ``also``, the tracking store), in one ``for-each-ref``; a damaged ref is
-    None (``current_value``: the fetch replaces it)."""
-    names = [remote.tracking_ref, f"refs/heads/{remote.branch}", *([also] if also else [])]
+    ref, the branch, ``also``, the tracking store), in one ``for-each-ref`` at most; a damaged
+    ref is None (``current_value``: the fetch replaces it)."""
+    repo, branch = remote.repo, f"refs/heads/{remote.branch}"
+    names = [remote.tracking_ref, *([also] if also else [])]
+    # The branch only gives the negotiation a tip: its value as this command read it will do.
+    hint = repo.seen([branch])
     try:
         # read_together: what it reads of the mirror refs (the tracking ref and store) is
         # kept for the command, and the moves after the fetch keep what they write: the
-        # reads of the fetched store that follow cost no git (``git.refs``)
-        seen = remote.repo.read_together([*names, remote.store_prefix])
-        return {**{name: seen.get(name) for name in names}, **seen}
+        # reads of the fetched store that follow cost no git (``git.refs``); read already
+        # (a publishing command lists them at its start), they cost none here either
+        seen = repo.read_together([*names, *([] if hint else [branch]), remote.store_prefix])
+        return {**{name: seen.get(name) for name in [*names, branch]}, **hint, **seen}
     except GitpubError:
-        found: dict[str, str | None] = dict(remote.repo.list_refs(remote.store_prefix))
+        found: dict[str, str | None] = dict(repo.list_refs(remote.store_prefix))
         found = {remote.store_prefix + k: v for k, v in found.items()}
-        return {**found, **{n: current_value(remote.repo, n) for n in names}}
+        return {**found, **{n: current_value(repo, n) for n in [*names, branch]}}
 
 
 def _store_part(remote: Remote, here: dict[str, str | None]) -> dict[str, str]:

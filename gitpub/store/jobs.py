@@ -48,6 +48,9 @@ SUPERSEDED_PREFIX = "refs/pub/superseded/"
 #: The jobs whose channel distribution is not settled (``gitpub.channels.state`` keeps it; named
 #: here so that ``status`` can tell without loading the channel code that there is none).
 DISTRIBUTING_PREFIX = "refs/pub/distributing/"
+#: What a publishing command lists once, at its start, and keeps (``git.refs``,
+#: ``local_prefixes``): every move of these refs is a compare-and-swap here.
+KEPT_PREFIXES = (ACTIVE_PREFIX, JOBS_PREFIX, DISTRIBUTING_PREFIX)
 _JOB_NAMESPACE = "6f1c2f0e-5b1e-4c55-9a43-3c8f9d0e7a21"
 EVENT_VERSION = 1
 
@@ -113,10 +116,13 @@ class JobStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def load(self, job_id: str) -> Job | None:
-        """The job, or None if there is no such ref. Unreadable state raises, naming the job."""
+    def load(self, job_id: str, *, fresh: bool = False) -> Job | None:
+        """The job, or None if there is no such ref. Unreadable state raises, naming the job.
+        ``fresh``: its ref read from git even where the command keeps it (``git.refs``: a
+        read that decides a race)."""
+        ref = self.ref_name(job_id)
         try:
-            sha = self.repo.read_ref(self.ref_name(job_id))
+            sha = self.repo.read_refs([ref])[ref] if fresh else self.repo.read_ref(ref)
         except CorruptStateError as e:
             raise self._unreadable(job_id, e) from None
         return None if sha is None else self._load_listed(job_id, sha)
