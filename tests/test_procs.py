@@ -37,8 +37,10 @@ from gitpub.git.run import git_program
 #: 8612472: reconcile 19; with confirm22 (no `git remote -v`, objects kept per command):
 #: confirm 10; the pushpath branch: a publishing command lists the refs it keeps once, at its
 #: start (git.refs, local_prefixes), the job's ref read afresh after the fetch, a push forgets
-#: only the remote-tracking refs it may move: push 13).
-CEILINGS = {"prepare": 7, "push": 13, "status": 5, "sync": 51, "reconcile": 19,
+#: only the remote-tracking refs it may move: push 13; prepare reads the job's ref with the
+#: base and the archive, sync and prepare --push list like push, a hand commit's unpushed
+#: commits one rev-list per pair in a command: prepare 6, sync 34, reconcile 17).
+CEILINGS = {"prepare": 6, "push": 13, "status": 5, "sync": 34, "reconcile": 17,
             "status-idle": 3, "confirm": 10}
 
 

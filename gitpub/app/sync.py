@@ -12,6 +12,7 @@ from gitpub.app.common import (
     driver_for,
     fold_if_due,
     next_steps,
+    read_first,
     unfinished,
 )
 from gitpub.app.results import Jobs, Progress
@@ -30,6 +31,7 @@ def sync(where: Path, progress: Progress) -> Jobs:
     with open_session(where, progress) as ctx:
         deliverer = Deliverer(ctx, ctx.remote())
         deliverer.remote.check()  # no such remote, not a repository: exit 2, nothing changed
+        read_first(ctx, deliverer.remote)
         failures = Failures()
         errors = failures.errors
         try:

@@ -142,13 +142,23 @@ def _git_out(repo: Repository, *args: str) -> str | None:
 
 def unpushed(repo: Repository, local: str, tip: str) -> list[tuple[str, tuple[str, ...]]] | None:
     """(commit, parents) of every commit of ``local`` that ``tip`` lacks, oldest first; None
-    when there are more than ``MAX_COMMITS``."""
-    count = _git_out(repo, "rev-list", "--count", local, f"^{tip}")
-    if count is None or int(count.strip() or 0) > MAX_COMMITS:
-        return None
-    out = _git_out(repo, "rev-list", "--reverse", "--topo-order", "--parents", local, f"^{tip}")
-    rows = [line.split() for line in (out or "").splitlines() if line.strip()]
-    return [(row[0], tuple(row[1:])) for row in rows]
+    when there are more than ``MAX_COMMITS``. One ``rev-list`` (it stops past that many), and
+    one per pair of commits in a command: the answer never changes (commits are immutable)."""
+    known: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]] | None] = \
+        vars(repo).setdefault("_unpushed", {})
+    if (local, tip) in known:
+        rows = known[(local, tip)]
+        return None if rows is None else list(rows)
+    # --max-count applies before --reverse: the newest MAX_COMMITS + 1 of the range, enough
+    # to tell that there are too many
+    out = _git_out(repo, "rev-list", "--reverse", "--topo-order", "--parents",
+                   f"--max-count={MAX_COMMITS + 1}", local, f"^{tip}")
+    if out is None:
+        return None  # git cannot walk it (as before: no answer, not kept)
+    found = [(row[0], tuple(row[1:])) for row in (line.split() for line in out.splitlines()
+                                                   if line.strip())]
+    known[(local, tip)] = None if len(found) > MAX_COMMITS else found
+    return None if len(found) > MAX_COMMITS else list(found)
 
 
 #: How many of the remote-tracking branch's newest reflog entries ``removed_from_remote`` reads.

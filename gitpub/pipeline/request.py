@@ -229,8 +229,14 @@ def ensure_job(ctx: Context, request: Request) -> tuple[Job, bool]:
     key = request.effective_key()
     job_id = job_id_for_key(key)
     wanted = request.request_hash()
+    remote = ctx.remote()
+    # The job's ref, the base's tracking ref and the archive in one git (none where the
+    # command listed them already, ``app.common.read_first``): kept for the command where
+    # it keeps them (``git.refs``); the job's ref is created by compare-and-swap.
+    ctx.repo.read_together([ctx.store.ref_name(job_id), remote.tracking_ref,
+                            remote.store_prefix + ARCHIVE])
     for _ in range(3):
-        job = ctx.store.load(job_id) or _archived(ctx, job_id, warm=True)
+        job = ctx.store.load(job_id) or _archived(ctx, job_id)
         if job is not None:
             if job.record.request_hash != wanted:
                 raise KeyReusedError(
@@ -246,14 +252,10 @@ def ensure_job(ctx: Context, request: Request) -> tuple[Job, bool]:
     raise LostRace(job_id)
 
 
-def _archived(ctx: Context, job_id: str, *, warm: bool = False) -> Job | None:
+def _archived(ctx: Context, job_id: str) -> Job | None:
     """The job as the archive last fetched holds it: a finished job folded there (its ref gone
-    from this clone too) is still the job its key names. Offline: the tracking archive only.
-    ``warm``: the base's tracking ref is read with the archive, in one git (both mirror refs,
-    kept for the command: ``check_base`` reads it next)."""
+    from this clone too) is still the job its key names. Offline: the tracking archive only."""
     remote = ctx.remote()
-    if warm:
-        ctx.repo.read_together([remote.tracking_ref, remote.store_prefix + ARCHIVE])
     return SharedView(ctx.store, remote.store_prefix).archived_job(job_id)
 
 

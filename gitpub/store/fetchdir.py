@@ -100,13 +100,15 @@ def mirror_ref(repo: Repository, net: Path, ref: str, value: str | None = _READ)
 def mirror_refs(repo: Repository, net: Path, refs: list[str],
                 also: tuple[str, ...] = ()) -> None:
     """Give the private fetch repository this repository's value of each of ``refs`` (the
-    fetch negotiates with them: no decision rests on these values), or none where it has no
-    usable one; read in one ``for-each-ref`` with ``also`` (patterns the caller reads next:
-    kept for the command when they are mirror refs, ``git.refs``)."""
-    try:
-        seen = repo.read_together([*refs, *also])
-    except GitpubError:
-        seen = {}  # unreadable here: none (as current_value); the fetch replaces them
+    fetch negotiates with them: no decision rests on these values, so a value this command
+    read already will do, ``Repository.seen``), or none where it has no usable one; the
+    others read in one ``for-each-ref`` with ``also`` (patterns the caller reads next: kept
+    for the command when they are kept refs, ``git.refs``)."""
+    seen: dict[str, str | None] = dict(repo.seen(refs))
+    unread = [ref for ref in refs if ref not in seen]
+    if unread or also:  # unreadable here: none (as current_value); the fetch replaces them
+        with contextlib.suppress(GitpubError):
+            seen.update(repo.read_together([*unread, *also]))
     for ref in refs:
         _mirror_value(repo, net, ref, seen.get(ref))
 
