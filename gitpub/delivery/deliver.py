@@ -208,8 +208,7 @@ class Deliverer:
                 raise branch_missing(self.remote)
             if tip is None and job.record.base_commit is None:
                 raise parentless(self.remote, job)
-            # the job's ref read afresh (``git.refs``): what the claim and the push rest on
-            job = self.shared.sync(reload(self.ctx.store, job, fresh=True))
+            job = self.shared.sync(self._fresh(job))
             if job.job_id in self.shared.lost or job.state not in DELIVERABLE:
                 return job
             if self.shared.held_elsewhere(job):
@@ -251,6 +250,12 @@ class Deliverer:
                 return job
         return self.transient(job, f"the remote branch moved {MAX_REBASE_ROUNDS} times "
                                     "while we rebased")
+
+    def _fresh(self, job: Job) -> Job:
+        """``job`` as its ref has it now, read afresh where the command keeps its refs
+        (``git.refs``): what the claim and the push rest on."""
+        found = self.ctx.store.load(job.job_id, fresh=True)
+        return reload(self.ctx.store, job) if found is None else found  # None: it says why
 
     def fetch_and_probe(self, job: Job) -> tuple[str | None, str | None]:
         """Fetch the remote branch and job store now: (the branch's tip, the job's publication
