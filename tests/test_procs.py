@@ -39,8 +39,10 @@ from gitpub.git.run import git_program
 #: start (git.refs, local_prefixes), the job's ref read afresh after the fetch, a push forgets
 #: only the remote-tracking refs it may move: push 13; prepare reads the job's ref with the
 #: base and the archive, sync and prepare --push list like push, a hand commit's unpushed
-#: commits one rev-list per pair in a command: prepare 6, sync 34, reconcile 17).
-CEILINGS = {"prepare": 6, "push": 13, "status": 5, "sync": 34, "reconcile": 17,
+#: commits one rev-list per pair in a command: prepare 6, sync 34, reconcile 17; the job's
+#: ref confirmed by a verify in the update-ref session instead of read again: push 12,
+#: sync 33).
+CEILINGS = {"prepare": 6, "push": 12, "status": 5, "sync": 33, "reconcile": 17,
             "status-idle": 3, "confirm": 10}
 
 
@@ -126,8 +128,9 @@ def test_a_tracking_ref_is_read_once_per_command_and_again_after_a_failed_swap(
 def test_kept_job_refs_never_make_a_swap_pass_and_a_fresh_read_asks_git(site: Site) -> None:
     """gitpub's own listings kept for a publishing command (``local_prefixes``): a value read
     (or written) is kept, and a swap from a kept value another process has moved since fails
-    (then everything is forgotten); ``read_refs`` always asks git; a push forgets only the
-    remote-tracking refs it may move, the local ones stay."""
+    (then everything is forgotten); ``read_refs`` always asks git, ``read_ref_now`` has git
+    confirm the kept value (or reads afresh); a push forgets only the remote-tracking refs it
+    may move, the local ones stay."""
     job = "refs/pub/jobs/j1"
     first = site.git("rev-parse", "HEAD").strip()
     site.git("commit", "-q", "--allow-empty", "-m", "another")
@@ -143,12 +146,25 @@ def test_kept_job_refs_never_make_a_swap_pass_and_a_fresh_read_asks_git(site: Si
         assert repo.read_ref(job) == first  # kept: what the command read
         assert repo.read_together([job, "refs/pub/jobs/"]) == {job: first}  # no git either
         assert repo.read_refs([job]) == {job: second}  # a read that decides a race: git
+        assert repo.read_ref_now(job) == second  # confirmed by git (verify), kept
         site.git("update-ref", job, first, second)
         assert repo.read_ref(job) == second  # what the fresh read saw, kept
-        assert not repo.cas_ref(job, second, first)  # the kept value never makes it pass
-        assert repo.read_ref(job) == first  # forgotten: read again
-        assert repo.cas_ref(job, first, second)
+        assert repo.read_ref_now(job) == first  # moved: git says so, read afresh
+        site.git("update-ref", job, second, first)
+        assert repo.read_ref(job) == first  # what that read saw, kept
+        assert not repo.cas_ref(job, first, second)  # the kept value never makes it pass
+        assert repo.read_ref(job) == second  # forgotten: read again
+        assert repo.cas_ref(job, second, first)
+        site.git("update-ref", job, second, first)
+        assert repo.read_ref(job) == first  # what it wrote, kept
+        other = "refs/pub/jobs/j2"
+        assert repo.read_refs([job], also=["refs/pub/jobs/"]) == {job: second}
+        assert repo.read_ref_now(other) is None  # listed, absent: confirmed absent
+        site.git("update-ref", other, first)  # another process creates it
+        assert repo.read_ref(other) is None  # kept
+        assert repo.read_ref_now(other) == first
         assert repo.list_refs("refs/remotes/origin/") == {"main": first}
+        assert repo.read_ref(job) == second
         repo.git("push", "-q", "origin", f"{second}:refs/heads/other")  # moves tracking refs
         site.git("update-ref", job, first, second)
         assert repo.read_ref(job) == second  # a push leaves the local refs kept

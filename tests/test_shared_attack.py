@@ -526,7 +526,7 @@ def test_one_key_on_three_nodes_at_once(site: Site, daemon: GitDaemon, tmp_path:
 
 ATOMIC_POINTS = ["delivery.fetched", "delivery.claimed", "delivery.pushing-recorded",
                  "delivery.pushed", "delivery.published-recorded", "git.ref-locked:1",
-                 "git.ref-locked:2", "git.ref-locked:3", "git.ref-locked:4",
+                 "git.ref-locked:2", "git.ref-locked:3", "git.ref-locked:4", "git.ref-locked:5",
                  "git.object-locked:1", "git.object-locked:4"]
 IN_ORDER_POINTS = ["shared.pushing-pushed", "shared.content-pushed", "delivery.pushed"]
 

@@ -161,6 +161,38 @@ class RefAccess:
                 self._kept_broken.discard(name)
         return out
 
+    def read_ref_now(self, name: str) -> str | None:
+        """``name``'s value as it is now (a read that decides a race): the value kept for the
+        command, confirmed by git — a ``verify`` through the command's ``update-ref`` session,
+        which costs no process of its own — or, when none is kept or it moved (then
+        everything kept is forgotten, as after any swap that fails), read afresh
+        (``read_refs``)."""
+        if self._is_kept(name) and name not in self._kept_broken and (
+                name in self._kept_known or
+                (self._below_listed(name) and not self._may_be_symbolic(name))):
+            value = self._kept_known.get(name)
+            if self._verified(name, value):
+                self._kept_known[name] = self._seen[name] = value  # confirmed: kept
+                return value
+        return self.read_refs([name])[name]
+
+    def _verified(self, name: str, value: str | None) -> bool:
+        """Whether ``name`` holds ``value`` (None: no such ref), by git's ``verify`` (it takes
+        the ref's lock, writes nothing) in the command's ``update-ref`` session."""
+        _check_name(name)
+        lines = ["start", f"verify {name} {value or self.object_format.zero}", "prepare"]
+        check = [RefUpdate(name, value, value)]
+        try:
+            done = self._while_locked(lambda: self._in_session(check, lines), f"ref {name}")
+        except CorruptStateError:
+            done = False  # damaged, say: the fresh read says what
+        except BaseException:
+            self.forget_refs()
+            raise
+        if not done:
+            self.forget_refs()
+        return bool(done)
+
     def seen(self, names: Sequence[str]) -> dict[str, str | None]:
         """The values of those of ``names`` this command read by name (or wrote), kept refs or
         not, as it last did: for what no decision rests on (the refs a fetch negotiates with),

@@ -118,11 +118,11 @@ class JobStore:
 
     def load(self, job_id: str, *, fresh: bool = False) -> Job | None:
         """The job, or None if there is no such ref. Unreadable state raises, naming the job.
-        ``fresh``: its ref read from git even where the command keeps it (``git.refs``: a
-        read that decides a race)."""
+        ``fresh``: its ref as it is now, where the command keeps it (``git.refs``: a read that
+        decides a race)."""
         ref = self.ref_name(job_id)
         try:
-            sha = self.repo.read_refs([ref])[ref] if fresh else self.repo.read_ref(ref)
+            sha = self.repo.read_ref_now(ref) if fresh else self.repo.read_ref(ref)
         except CorruptStateError as e:
             raise self._unreadable(job_id, e) from None
         return None if sha is None else self._load_listed(job_id, sha)
