@@ -41,9 +41,9 @@ from gitpub.git.run import git_program
 #: base and the archive, sync and prepare --push list like push, a hand commit's unpushed
 #: commits one rev-list per pair in a command: prepare 6, sync 34, reconcile 17; the job's
 #: ref confirmed by a verify in the update-ref session instead of read again: push 12,
-#: sync 33).
+#: sync 33; prepare --push, counted from then on: 20 on c40bc4a, 14).
 CEILINGS = {"prepare": 6, "push": 12, "status": 5, "sync": 33, "reconcile": 17,
-            "status-idle": 3, "confirm": 10}
+            "status-idle": 3, "confirm": 10, "prepare-push": 14}
 
 
 @pytest.fixture
@@ -88,6 +88,8 @@ def test_git_processes_per_command(site: Site, counted: Path) -> None:
     run("reconcile", "reconcile")
     site.git("fetch", "-q", "origin")
     run("confirm", "confirm")
+    run("prepare-push", "prepare", "--push", "--key", "k3", "--to", "posts/three.md", "-",
+        input=article(3))
     over = {name: len(lines) for name, lines in seen.items() if len(lines) > CEILINGS[name]}
     assert not over, "\n".join(
         f"{name}: {n} git processes (at most {CEILINGS[name]}): " + "; ".join(
