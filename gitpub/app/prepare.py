@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from gitpub.app.common import driver_for, fold_if_due, read_first
+from gitpub.app.common import driver_for, fold_if_due
 from gitpub.app.results import Prepared, Progress
 from gitpub.core.states import State
 from gitpub.delivery.deliver import Deliverer
@@ -27,6 +27,8 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
     with open_session(where, progress, keep_lease_in=keep) as ctx:
         ctx.repo.local_prefixes = KEPT_PREFIXES  # the job's ref, read once (``git.refs``)
         if push:  # what the delivery and the fold read, listed now in the same git
+            from gitpub.app.common import read_first
+
             read_first(ctx, ctx.remote())
         drafted = ctx.config.draft is not None
         check_targets(targets, ctx.repo.prefix, ctx.repo.work_tree)
