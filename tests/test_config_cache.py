@@ -74,6 +74,25 @@ def test_a_parse_is_cached_and_the_cache_gives_the_same_config(site: tuple[Path,
     assert written == json.dumps(record, separators=(",", ":")) + "\n"
 
 
+def test_a_hit_reads_no_yaml(site: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache is used (not silently missed): with the YAML reader gone, the file's cached
+    value still gives its Config; a changed file needs the reader again."""
+    from gitpub.config import yamlread
+
+    root, pub = site
+    write(root, FULL)
+    first = load_config(root, pub)
+
+    def no_yaml(text: str, source: str) -> object:
+        raise AssertionError("the YAML reader ran")
+
+    monkeypatch.setattr(yamlread, "load_yaml", no_yaml)
+    assert load_config(root, pub) == first
+    write(root, FULL + "\n")
+    with pytest.raises(AssertionError, match="the YAML reader ran"):
+        load_config(root, pub)
+
+
 def test_the_cache_is_keyed_by_the_exact_bytes(site: tuple[Path, Path]) -> None:
     root, pub = site
     write(root, "remote: upstream\n")
