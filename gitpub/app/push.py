@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from gitpub.app.common import deliver_all, fold_if_due, maintain, next_steps, unfinished
+from gitpub.app.common import (
+    deliver_all,
+    fold_if_due,
+    maintain,
+    next_steps,
+    unfinished,
+)
 from gitpub.app.distribution import distribute, driver_for
 from gitpub.app.results import Jobs, Progress
 from gitpub.core.errors import GitpubError, UsageError

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gitpub.app.common import deliver_all, deliver_one, fold_if_due, next_steps, unfinished
+from gitpub.app.common import (
+    deliver_all,
+    deliver_one,
+    fold_if_due,
+    next_steps,
+    unfinished,
+)
 from gitpub.app.distribution import distribute, driver_for
 from gitpub.app.results import Jobs, Progress
 from gitpub.core.states import LOCAL
