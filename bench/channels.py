@@ -83,7 +83,7 @@ def _pending_jobs(site: Path, env: dict[str, str], n: int) -> list[str]:
 
 
 def _measure(site: Path, ids: list[str], baseline: Any) -> tuple[list[float], list[float]]:
-    from gitpub.app.common import driver_for
+    from gitpub.app.distribution import driver_for
     from gitpub.runtime.session import open_session
 
     ours: list[float] = []

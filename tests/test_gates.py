@@ -12,7 +12,7 @@ from test_delivery import commit_file, other_writer
 
 from gitpub.config.load import StrictLoader
 from gitpub.pipeline.frontmatter import problem as front_matter_problem
-from gitpub.pipeline.gates import title_of
+from gitpub.pipeline.frontmatter import title_of
 
 
 @pytest.mark.parametrize("line", ["title: Hello", 'title: "Quoted: x"', "title: 你好 世界",

@@ -128,6 +128,47 @@ def test_dulwich_alone_misses_what_the_core_rules_add() -> None:
     assert paths.symlink_problem(".gitmodules") is not None
 
 
+#: Characters that make a component look like ``.git`` to one of dulwich's validators, plus
+#: letters whose NFD or lower case is or holds an ASCII letter (the Kelvin sign, a dotted I).
+_CONFUSING = [".", " ", "g", "i", "t", "G", "I", "T", "~", "1", ":", "\\", "/", "x", "\u212a",
+              "\u0130", "\u0131", "\u01f5", "\u1e6b", "\uff0e", "\udcff", *IGNORABLE]
+_COMPONENTS = st.one_of(
+    st.lists(st.sampled_from(_CONFUSING), max_size=9).map("".join),
+    st.lists(st.one_of(st.sampled_from(_CONFUSING), st.text(max_size=3)), max_size=6).map("".join),
+    st.sampled_from([*DOTGIT, *NOT_DOTGIT, ".", "..", "", " ", ". .", "git~1", "GIT~1 ."]),
+    st.text(max_size=12),
+)
+
+
+def dulwich_validators_refuse(component: str) -> bool:
+    from dulwich.index import validate_path_element_hfs, validate_path_element_ntfs
+
+    raw = component.encode("utf-8", "surrogateescape")
+    return not (validate_path_element_ntfs(raw) and validate_path_element_hfs(raw))
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_COMPONENTS)
+def test_the_pre_check_never_passes_what_dulwich_refuses(component: str) -> None:
+    """``cannot_be_refused`` (which spares the commands dulwich's index code for ordinary names)
+    says "fine" only where both of dulwich's validators accept; ``dulwich_refuses`` is theirs."""
+    refused = dulwich_validators_refuse(component)
+    if git_paths.cannot_be_refused(component):
+        assert not refused, repr(component)
+    assert git_paths.dulwich_refuses(component) == refused
+
+
+def test_the_pre_check_spares_ordinary_names_and_knows_dulwichs_ignorables() -> None:
+    from dulwich.index import HFS_IGNORABLE_CHARS
+
+    assert {ord(c) for c in paths.HFS_IGNORABLE} == set(HFS_IGNORABLE_CHARS)
+    for name in ("posts", "a-1.md", "2026", ".github-x", "README", ".well-known", "a b.",
+                 ".htaccess", "x.GI T"):
+        assert git_paths.cannot_be_refused(name) == ("git" not in name.lower()), name
+    for name in ("", ".", "..", " ", ". .", ".git", "\u200c.git", "git~1", "\u212agit", "中文"):
+        assert not git_paths.cannot_be_refused(name), name
+
+
 @pytest.mark.parametrize("name", [".", "..", *DOTGIT])
 def test_prepare_refuses_every_spelling_and_stores_nothing(site: Site, name: str) -> None:
     site.write_config('publish: ["**"]\n')  # the scope would allow anything: the path rule acts

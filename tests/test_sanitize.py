@@ -28,6 +28,7 @@ from gitpub.core.sanitize import (
     sanitize,
     sanitize_bytes,
 )
+from gitpub.core.secretrules import Rule
 
 ALNUM = string.ascii_letters + string.digits
 B64 = ALNUM + "+/"
@@ -709,3 +710,26 @@ _HASHY = st.one_of(
 def test_hashes_and_uuids_are_never_redacted(parts: list[str], sep: str) -> None:
     text = sep.join(parts)
     assert sanitize(text) is text
+
+
+_HINTED = [rule for rule in _RULES if rule.hints]
+
+
+@pytest.mark.parametrize("rule", _HINTED, ids=[r.kind for r in _HINTED])
+@_FAST
+@given(data=st.data())
+def test_a_rules_hints_are_a_sound_pre_check(rule: Rule, data: st.DataObject) -> None:
+    """A text (lower-cased for a case-insensitive rule, as ``_scan`` runs it) with none of a
+    rule's hints is one its pattern never matches: skipping it there changes no finding. The
+    texts are biased towards what the pattern looks for (its needles, key names, operators)."""
+    pieces = st.sampled_from([*rule.needles, *rule.hints, "password", "api_key", "token",
+                              "secret_key", " ", "\t", '"', "'", "\\", ":", "=", ">", "==",
+                              ":=", "=>", "\n", "value", "x" * 12, "k_live_", "A1b2C3d4e5"])
+    text = "".join(data.draw(st.lists(st.one_of(pieces, st.text(max_size=4)), max_size=12)))
+    for hint in rule.hints:
+        text = text.replace(hint, "")
+    for haystack in ([text.lower()] if rule.ci else [text]):
+        assume(not any(h in haystack for h in rule.hints))
+        assert list(rule.regex.finditer(haystack)) == []
+        if rule.ci:
+            assert list(rule.folding_regex().finditer(text)) == []

@@ -14,7 +14,8 @@
 - ``secrets``   ``git pub secrets baseline``: the findings already on the branch, as allowlist rules
 - ``demo``      ``git pub demo``
 - ``results``   what the commands return, and the exit codes they carry
-- ``common``    what several commands share: delivering jobs, then driving their channels
+- ``common``    what the commands that deliver share: delivering jobs, folding the finished
+- ``distribution``  driving the published jobs' channels (``prepare`` loads no delivery code)
 
 May import everything below it. Never click, never printing: the command line
 (``gitpub.cli``) renders what these return, and imports a command's module only when that

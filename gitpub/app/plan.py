@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gitpub.config.model import font_outputs
 from gitpub.core.errors import CorruptStateError
 from gitpub.core.states import LOCAL, State
 from gitpub.delivery.deliver import PUSHABLE, Deliverer
 from gitpub.delivery.sync import Foreseen, Pending, discover, foresee
-from gitpub.fonts.step import font_outputs
 from gitpub.git.remote import RemoteError
 from gitpub.pipeline.commit import target_problems
 from gitpub.runtime.context import Context

@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from gitpub.app.common import driver_for, fold_if_due
+from gitpub.app.distribution import driver_for
 from gitpub.app.results import Prepared, Progress
 from gitpub.core.states import State
-from gitpub.delivery.deliver import Deliverer
 from gitpub.pipeline.advice import next_step
 from gitpub.pipeline.prepare import prepare as run_prepare
 from gitpub.pipeline.request import Request
@@ -38,7 +37,11 @@ def prepare(where: Path, progress: Progress, key: str | None, targets: Sequence[
             driver_for(ctx).found_published(job)
         if not push:
             return Prepared(job, created, _no_base_note(ctx, job), next_step(ctx, job))
-        # Deliver it now, in this process: one interpreter start instead of two.
+        # Deliver it now, in this process: one interpreter start instead of two (the delivery
+        # code is loaded only here: a plain prepare delivers nothing).
+        from gitpub.app.common import fold_if_due
+        from gitpub.delivery.deliver import Deliverer
+
         deliverer = Deliverer(ctx, ctx.remote(), now_please=True)
         driver = driver_for(ctx)
         driver.expect([job])

@@ -12,14 +12,13 @@ from pathlib import Path
 
 from gitpub.app.common import (
     deliver_all,
-    distribute,
-    driver_for,
     fold_if_due,
     maintain,
     next_steps,
     read_first,
     unfinished,
 )
+from gitpub.app.distribution import distribute, driver_for
 from gitpub.app.results import Jobs, Progress
 from gitpub.core.errors import GitpubError, UsageError
 from gitpub.core.states import LOCAL, TERMINAL, State
@@ -27,7 +26,6 @@ from gitpub.delivery.anywhere import find_anywhere, find_here, take_over
 from gitpub.delivery.checkout import finish_interrupted_move
 from gitpub.delivery.deliver import PUSHABLE, Deliverer
 from gitpub.git.remote import RemoteConfigError
-from gitpub.pipeline.prepare import drive
 from gitpub.runtime.contain import Failures
 from gitpub.runtime.context import Context
 from gitpub.runtime.session import open_session
@@ -113,6 +111,8 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
         try:
             done = deliver_all(ctx, jobs, deliverer, failures)
         except RemoteConfigError:
+            from gitpub.pipeline.prepare import drive  # push loads no prepare pipeline
+
             for job in jobs:
                 if job.state in LOCAL:
                     failures.contain(ctx, job, lambda j: drive(ctx, j))

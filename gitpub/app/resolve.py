@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gitpub.app.common import distribute, driver_for, next_steps
+from gitpub.app.common import next_steps
+from gitpub.app.distribution import distribute, driver_for
 from gitpub.app.results import Jobs, Progress
 from gitpub.channels.decide import target_of
 from gitpub.channels.drive import Driver

@@ -8,13 +8,12 @@ from pathlib import Path
 from gitpub.app.common import (
     deliver_all,
     deliver_one,
-    distribute,
-    driver_for,
     fold_if_due,
     next_steps,
     read_first,
     unfinished,
 )
+from gitpub.app.distribution import distribute, driver_for
 from gitpub.app.results import Jobs, Progress
 from gitpub.core.states import LOCAL
 from gitpub.delivery.deliver import PUSHABLE, Deliverer

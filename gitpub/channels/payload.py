@@ -27,7 +27,7 @@ from gitpub.config.model import Config, SiteSpec
 from gitpub.core.record import JobRecord
 from gitpub.core.sanitize import sanitize
 from gitpub.pipeline import frontmatter
-from gitpub.pipeline.gates import title_of
+from gitpub.pipeline.frontmatter import title_of
 
 SUMMARY_LIMIT = 280
 _IMAGE_RE = re.compile(r"!\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)"

@@ -329,3 +329,9 @@ class Config:
             or self._articles_re.fullmatch(path) is not None
             or self._content_re.fullmatch(path) is not None
         )
+
+
+def font_outputs(config: Config) -> frozenset[str]:
+    """The files the configured fonts derive (``fonts:`` outputs): not articles of a job, but
+    derived from them (``fonts.step``); here, so that knowing them loads no font code."""
+    return config.font_outputs

@@ -64,13 +64,13 @@ finding (``find_secrets(sanitize(x)) == []``), and the marker itself is never a 
 
 from __future__ import annotations
 
-import functools
 import re
 from bisect import bisect_right
 from collections.abc import Callable
 from typing import NamedTuple
 
 from gitpub.core.secretrules import RULES as _RULES
+from gitpub.core.secretrules import secret_groups
 
 __all__ = [
     "REDACTED_PREFIX",
@@ -103,12 +103,6 @@ class Finding(NamedTuple):
     line: int  # 1-based line (counting "\n") where the secret starts
 
 
-
-
-@functools.cache
-def _secret_groups(index: int) -> tuple[str, ...]:
-    return _RULES[index].secret_groups()
-
 # (start, end, rule index, kind)
 _Span = tuple[int, int, int, str]
 
@@ -134,7 +128,7 @@ def _scan(text: str, *, first_only: bool = False) -> list[_Span]:
             continue
         if regex is not rule.regex:
             haystack = text
-        groups = _secret_groups(index)
+        groups = secret_groups(regex)  # of the regex that runs: compiled for it anyway
         for m in regex.finditer(haystack):
             start, end = m.span()
             for g in groups:

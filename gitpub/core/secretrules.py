@@ -73,11 +73,22 @@ class Rule(NamedTuple):
     classify: Callable[[re.Match[str]], str] | None = None
 
     def secret_groups(self) -> tuple[str, ...]:
-        return tuple(g for g in self.regex.groupindex if re.fullmatch(r"s\d*", g))
+        return secret_groups(self.regex)
 
     def folding_regex(self) -> _LazyRegex:
         """The case-folding twin of a ``ci`` pattern, for texts whose lower() shifts offsets."""
         return _folding_regex(self.regex.pattern, self.regex.flags)
+
+
+def secret_groups(regex: _LazyRegex) -> tuple[str, ...]:
+    """The groups of ``regex`` that mark the secret (``s``, ``s1``, …), from the pattern it
+    compiles to anyway when it runs: nothing is compiled that is not run."""
+    return _secret_groups(regex.pattern, regex.flags)
+
+
+@functools.cache
+def _secret_groups(pattern: str, flags: int) -> tuple[str, ...]:
+    return tuple(g for g in _compile(pattern, flags).groupindex if re.fullmatch(r"s\d*", g))
 
 
 def _folding_regex(pattern: str, flags: int) -> _LazyRegex:
@@ -318,6 +329,9 @@ RULES: tuple[Rule, ...] = (
         "key: value (YAML: a space after the colon, value ends the line), \"key\": \"value\" "
         "(JSON, also escaped), export KEY=value, key => value, key := value. The key name "
         "stays; placeholders are kept.",
+        # every match has its operator (``=``, ``:=``, ``=>``, ``==``, ``:``): a text without
+        # one ("gates passed", an event's reason) neither compiles nor runs the pattern
+        hints=(":", "="),
         ci=True,
         accept=_not_placeholder,
         classify=_classify_assignment,

@@ -49,6 +49,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
+from gitpub.config.model import font_outputs
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, LostRace, UsageError
 from gitpub.core.manifest import Manifest, ManifestEntry, ManifestError, content_sha256
@@ -59,7 +60,6 @@ from gitpub.delivery.checkout import fast_forward_local
 from gitpub.delivery.lock import delivery_lock
 from gitpub.delivery.review import Reviewer, by_content
 from gitpub.delivery.shared import Shared
-from gitpub.fonts.step import font_outputs
 from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError, default_branch
 from gitpub.git.repo import MODE_FILE, Entry
 from gitpub.pipeline.commit import (
@@ -71,8 +71,8 @@ from gitpub.pipeline.commit import (
     unsound_base,
 )
 from gitpub.pipeline.history import first_history_check
+from gitpub.pipeline.jobs import reload, to_review
 from gitpub.pipeline.merging import Merged, Present, Review, merge_edits
-from gitpub.pipeline.prepare import derive_fonts, drive, reload, run_judge, to_review
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
 from gitpub.verify.commit import DEFAULT_PREFIX, Verdict, verify_commit
@@ -145,6 +145,8 @@ class Deliverer:
         if job.job_id in self.shared.lost:
             return job  # fenced: this node does not write it again in this run
         if job.state in LOCAL:
+            from gitpub.pipeline.prepare import drive  # the prepare pipeline: only to re-prepare
+
             job = drive(self.ctx, job)
         if job.state == S.IN_REVIEW:
             return self._check_review(job)
@@ -490,6 +492,8 @@ class Deliverer:
         plus the job's): the font-only conflict resolved by construction. Returns the new
         artifacts, record and changed files (for the job's state: ``manifest`` and
         ``artifacts/<output>``), or the job in REVIEW when a subset cannot be made."""
+        from gitpub.pipeline.prepare import derive_fonts  # only for a job with font outputs
+
         repo = self.ctx.repo
         own = {p: repo.blob(e.sha) for p, e in artifacts.entries.items() if p not in fonts}
         derived = derive_fonts(self.ctx, tip, own)
@@ -624,6 +628,8 @@ class Deliverer:
             reason=f"{len(delta)} new remote article change(s) since {since}: dedup re-check")
         changed = [{"path": p, "content": repo.blob(sha).decode("utf-8", "replace")}
                    for p, sha in delta if sha is not None]
+        from gitpub.pipeline.prepare import run_judge  # only with new articles to judge
+
         verdict, problem = run_judge(self.ctx, job, judge, {"remote_changes": changed,
                                                             "remote_tip": tip})
         crash_point("delivery.recheck-ran")

@@ -40,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gitpub.config.model import font_outputs
 from gitpub.core.errors import GitpubError, TryLaterError, UsageError
 from gitpub.core.manifest import ManifestError, content_sha256
 from gitpub.core.record import JobRecord, Target
@@ -57,13 +58,13 @@ from gitpub.core.states import (
 )
 from gitpub.delivery.deliver import Deliverer
 from gitpub.delivery.lock import delivery_lock
-from gitpub.fonts.step import font_outputs
 from gitpub.git.remote import RemoteError
 from gitpub.git.repo import MODE_FILE, MODE_TREE, Entry
 from gitpub.pipeline.commit import read_artifacts, target_problems
 from gitpub.pipeline.gates import Base, secret_scan
+from gitpub.pipeline.jobs import reload
 from gitpub.pipeline.merging import merge_contents
-from gitpub.pipeline.prepare import drive, reload
+from gitpub.pipeline.prepare import drive
 from gitpub.runtime.context import Context
 from gitpub.store.fetchdir import fetch_branch
 from gitpub.store.jobs import Job

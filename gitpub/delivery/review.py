@@ -46,7 +46,7 @@ from gitpub.forge.model import ForgeError, Request, RequestState, Settings
 from gitpub.git.push import PushResult, Update
 from gitpub.git.remote import RemoteConfigError, RemoteError
 from gitpub.git.repo import Entry
-from gitpub.pipeline.prepare import reload
+from gitpub.pipeline.jobs import reload
 from gitpub.store.jobs import Job
 from gitpub.verify.content import content_publication
 from gitpub.verify.probe import job_prefixes

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitpub.config.model import Config, FontSpec
+from gitpub.core.errors import FontError
 from gitpub.core.globs import matcher
-from gitpub.fonts.subset import FontError, subset_for_spec
 from gitpub.git.repo import MODE_TREE, Repository
 
 
@@ -38,10 +38,6 @@ class Derived:
         parts += [f"{out}: {len(chars)} character(s) not in the font: {chars[:40]}"
                   for out, chars in sorted(self.missing.items())]
         return "; ".join(parts) or "no fonts configured"
-
-
-def font_outputs(config: Config) -> frozenset[str]:
-    return config.font_outputs
 
 
 def _literal_dir(glob: str) -> str:
@@ -79,6 +75,8 @@ def text_files(repo: Repository, tree: str | None, spec: FontSpec,
 def derive(repo: Repository, config: Config, tree: str | None, own: Mapping[str, bytes],
            cache_dir: Path, progress: Callable[[str], None] | None = None) -> Derived:
     """Every configured subset for the article set of ``tree`` + ``own``."""
+    from gitpub.fonts.subset import subset_for_spec  # fontTools' side: only with fonts to derive
+
     result = Derived()
     for spec in config.fonts:
         source = None if tree is None else repo.lookup(tree, spec.source)

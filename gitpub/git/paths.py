@@ -15,6 +15,8 @@ in case is the same file on a case-insensitive file system.
 
 from __future__ import annotations
 
+import os
+
 from gitpub.core import paths
 from gitpub.git.repo import MODE_TREE, Repository
 
@@ -23,12 +25,32 @@ MODE_GITLINK = 0o160000
 
 def dulwich_refuses(component: str) -> bool:
     """Whether dulwich's NTFS or HFS+ validator refuses the path component."""
-    # Imported here: dulwich.index brings dulwich's object store (~15 ms), which the commands
-    # that never judge a new path (status, log, confirm) do not need.
+    if cannot_be_refused(component):
+        return False
+    # Imported here: dulwich.index brings dulwich's object store (~15 ms), which is needed only
+    # for a component that could be a spelling of ``.git`` (``cannot_be_refused``).
     from dulwich.index import validate_path_element_hfs, validate_path_element_ntfs
 
     raw = component.encode("utf-8", "surrogateescape")
     return not (validate_path_element_ntfs(raw) and validate_path_element_hfs(raw))
+
+
+def cannot_be_refused(component: str) -> bool:
+    """A sound pre-check of ``dulwich_refuses``: True only for a component neither of dulwich's
+    validators can refuse (``tests/test_paths.py`` holds it to them).
+
+    Outside Windows (where they also refuse backslashes and device names), they refuse only a
+    component that, once the HFS+-ignorable code points are dropped and it is lower-cased (NTFS:
+    trailing dots and spaces dropped too; HFS+: NFD-normalised), is ``.git``, ``git~1``, ``.``,
+    ``..`` or empty, or that starts a ``\\``-separated segment with ``.git``/``git~1`` and then
+    only dots, spaces or a ``:``. Each of those, read without the ignorable code points, is ASCII
+    and either holds ``git`` (in any case) or is only dots and spaces: any other ASCII text is
+    safe. Other text (a non-ASCII letter might normalise to an ASCII one) is left to dulwich."""
+    if os.name == "nt":
+        return False
+    visible = component if component.isascii() else \
+        "".join(char for char in component if char not in paths.HFS_IGNORABLE)
+    return visible.isascii() and "git" not in visible.lower() and visible.rstrip(". ") != ""
 
 
 def path_problem(path: str) -> str | None:

@@ -6,8 +6,11 @@
 - ``prepare``   the phases (snapshot, draft, judge, gates, fonts) and the driver that resumes a
                 job at its first unrecorded phase
 - ``history``   the once-per-job search of the base's whole history for the job id
-- ``gates``     the built-in content gates (secrets, UTF-8, front matter, titles)
-- ``frontmatter`` YAML ``---``, TOML ``+++`` and JSON ``{`` front matter; an article's title
+- ``jobs``      a job read again, sent to REVIEW: what the phases and the delivery share (the
+                delivery loads the prepare pipeline only to re-prepare)
+- ``gates``     the built-in content gates (secrets, UTF-8, front matter)
+- ``frontmatter`` YAML ``---``, TOML ``+++`` and JSON ``{`` front matter (each parser loaded
+                only for a text that has it); an article's title
 - ``commit``    the reproducible in-memory content commit, and its recovery after a crash
 - ``merging``   a job's edit and another writer's edit of the same file merged three-way (for
                 the delivery's rebase), the merged content gated again

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from gitpub.core.allowlist import ALLOWLIST_FILE
+from gitpub.config.model import font_outputs
 from gitpub.core.manifest import content_sha256
 from gitpub.core.record import JobRecord
 from gitpub.core.states import LOCAL, MERGED, FailureCode, Kind, Phase, State
@@ -82,6 +82,8 @@ def _retry_wait(jid: str, at: float | None, now: float | None) -> str:
 
 
 def _review(ctx: Context, jid: str, record: JobRecord) -> str:
+    from gitpub.core.allowlist import ALLOWLIST_FILE  # (the secret scan's: a job in REVIEW's)
+
     code = record.failure_code
     if code in (F.REVIEW_CLOSED, F.REVIEW_MERGED_OTHER, F.REVIEW_REFUSED):
         return (f"its pull/merge request did not publish it (`git pub log {jid}` says why): "
@@ -92,8 +94,6 @@ def _review(ctx: Context, jid: str, record: JobRecord) -> str:
                 f"(`git push {ctx.config.remote} {ctx.config.branch}`); the job keeps its base, "
                 f"so `git pub resolve {jid} --abandon`, then prepare it again under a new --key")
     if code in (F.SECRET_IN_SOURCE, F.SECRET_IN_CONTENT):
-        from gitpub.fonts.step import font_outputs  # (the font code: ~20 ms of status's start)
-
         fonts = font_outputs(ctx.config)
         articles = [p for p in record.target_paths if p not in fonts]
         secret = _secret_way_out(jid, record, articles)
@@ -153,8 +153,7 @@ def _conflict(ctx: Context, job: Job) -> str:
 def conflict_diffs(ctx: Context, job: Job) -> list[str]:
     """For each conflicting file, the command that shows theirs against ours (``git diff
     THEIRS OURS`` of two blob ids, or ``git show`` when one side has no file)."""
-    # only for a CONFLICT: the pipeline (dulwich) and the font code, not for every `status`
-    from gitpub.fonts.step import font_outputs
+    # only for a CONFLICT: the pipeline, not for every `status`
     from gitpub.pipeline.commit import target_problems
 
     repo, config = ctx.repo, ctx.config

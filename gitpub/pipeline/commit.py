@@ -27,7 +27,7 @@ from gitpub.core.sanitize import sanitize
 from gitpub.core.states import FailureCode, Kind, Stage, State
 from gitpub.git import paths as git_paths
 from gitpub.git.repo import BLOB_MODES, MODE_TREE, Entry, Identity, Repository
-from gitpub.pipeline.gates import title_of
+from gitpub.pipeline.frontmatter import title_of
 from gitpub.proof import trailers
 from gitpub.proof.message import ProofMessageError, with_proof
 from gitpub.store.jobs import Job, JobStore

@@ -5,7 +5,7 @@ Three formats, told apart by how the file opens (as Hugo does): YAML between ``-
 ``tomllib``), or a JSON object at the very start. Each is parsed with its own parser and must be
 a mapping; the gate sends a file whose front matter does not parse to REVIEW (``problem``).
 
-YAML front matter is read as the configuration is (``config.load``): a key may appear only once
+YAML front matter is read as the configuration is (``config.yamlread``): a key may appear only once
 (PyYAML would silently keep the last ``title:``, Hugo refuses the file), and aliases are bounded
 before anything is expanded. Nesting is bounded in every format: past ``MAX_DEPTH`` levels (or
 where a parser would run out of stack) the front matter is "nested too deeply", a gate problem,
@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from dataclasses import dataclass
 from typing import Literal
 
-import yaml
-
-from gitpub.config.load import StrictLoader, bound_aliases
 from gitpub.core.errors import ConfigError
 
 Format = Literal["yaml", "toml", "json"]
+
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
 
 _OPEN = {"---": "yaml", "+++": "toml"}
 _CLOSE = {"yaml": ("---", "..."), "toml": ("+++",)}
@@ -112,6 +110,10 @@ def _depth(data: object) -> int:
 
 
 def _parse_yaml(fm: FrontMatter) -> tuple[dict[str, object] | None, str | None]:
+    import yaml  # loaded only for a text with YAML front matter
+
+    from gitpub.config.yamlread import StrictLoader, bound_aliases
+
     try:
         loader = StrictLoader(fm.block)
         try:
@@ -141,6 +143,8 @@ def _parse_yaml(fm: FrontMatter) -> tuple[dict[str, object] | None, str | None]:
 
 
 def _parse_toml(fm: FrontMatter) -> tuple[dict[str, object] | None, str | None]:
+    import tomllib  # loaded only for a text with TOML front matter (rare)
+
     try:
         return tomllib.loads(fm.block), None
     except tomllib.TOMLDecodeError as e:
@@ -168,6 +172,14 @@ def problem(text: str) -> str | None:
 
 
 # -- the title ----------------------------------------------------------------------------
+
+def title_of(path: str, data: bytes) -> str | None:
+    """The article's title (front matter ``title``, else its first heading); None for files
+    that are not Markdown."""
+    if not path.lower().endswith(MARKDOWN_SUFFIXES):
+        return None
+    return title(data.decode("utf-8", "replace"))
+
 
 def title(text: str) -> str | None:
     """The article's title: front matter ``title``, else the body's first heading."""

@@ -16,12 +16,12 @@ from gitpub.core.allowlist import ALLOWLIST_FILE, NO_RULES, Allowlist, scan
 from gitpub.core.secretdiff import NOTHING, Inherited
 from gitpub.git.repo import BLOB_MODES, MODE_TREE, Repository
 from gitpub.pipeline import frontmatter
+from gitpub.pipeline.frontmatter import MARKDOWN_SUFFIXES
 
 TEXT_SUFFIXES = (
     ".md", ".markdown", ".mdx", ".txt", ".html", ".htm", ".rst", ".adoc",
     ".yaml", ".yml", ".json", ".toml", ".csv", ".xml", ".svg",
 )
-MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
 
 
 def is_text_path(path: str) -> bool:
@@ -101,11 +101,3 @@ def text_problems(files: Mapping[str, bytes]) -> list[str]:
             if problem:
                 problems.append(f"{path}: {problem}")
     return problems
-
-
-def title_of(path: str, data: bytes) -> str | None:
-    """The article's title (front matter ``title``, else its first heading); None for files
-    that are not Markdown."""
-    if not path.lower().endswith(MARKDOWN_SUFFIXES):
-        return None
-    return frontmatter.title(data.decode("utf-8", "replace"))

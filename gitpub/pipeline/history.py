@@ -9,11 +9,11 @@ The phase records the tip it searched (``checked <tip>``), so the search runs on
 
 from __future__ import annotations
 
+from gitpub.config.model import font_outputs
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.manifest import Manifest, ManifestError
 from gitpub.core.record import JobRecord
 from gitpub.core.states import FailureCode, Phase, Stage, State
-from gitpub.fonts import step as fontstep
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
 from gitpub.verify.history import commits_mentioning
@@ -48,7 +48,7 @@ def search_history(ctx: Context, job: Job, tip: str) -> ProbeResult:
     claims = [(sha, prefixes) for sha in commits_mentioning(repo, tip, record.job_id)
               if (prefixes := prefixes_claiming(repo.commit(sha).message, record.job_id))]
     return judge_claims(repo, claims, record, own_manifest(ctx, job),
-                        fontstep.font_outputs(ctx.config))
+                        font_outputs(ctx.config))
 
 
 def _history_phase(job: Job, tip: str, found: ProbeResult) -> tuple[dict[Phase, str], str]:

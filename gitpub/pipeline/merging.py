@@ -35,7 +35,7 @@ from gitpub.git import paths as git_paths
 from gitpub.git.mergefile import merge_file
 from gitpub.git.repo import MODE_EXEC, MODE_FILE, Entry
 from gitpub.pipeline.commit import Artifacts, target_problems
-from gitpub.pipeline.prepare import run_gates, uses
+from gitpub.pipeline.jobs import uses
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
 
@@ -172,6 +172,8 @@ def merge_edits(ctx: Context, job: Job, record: JobRecord, artifacts: Artifacts,
     the job has files derived from ``targets`` besides them (font outputs): with every target
     present, the Merged job of those alone (whether the remote holds them too is the
     caller's to judge once they are derived again), never Present."""
+    from gitpub.pipeline.prepare import run_gates  # the gates: only for edits merged here
+
     repo = ctx.repo
     tree = None if tip is None else repo.commit(tip).tree
     found = merge_contents(ctx, job, artifacts, tree, targets)

@@ -27,8 +27,9 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from gitpub.config.model import Command
+from gitpub.config.model import Command, font_outputs
 from gitpub.core.allowlist import AllowlistError
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, LostRace
@@ -37,7 +38,6 @@ from gitpub.core.paths import case_twins
 from gitpub.core.record import Target
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import Answer, FailureCode, Kind, Phase, Stage, State
-from gitpub.fonts import step as fontstep
 from gitpub.git import paths as git_paths
 from gitpub.git.repo import MODE_FILE, MODE_TREE, Entry
 from gitpub.pipeline import gates
@@ -49,10 +49,14 @@ from gitpub.pipeline.commit import (
     unsound_base,
 )
 from gitpub.pipeline.history import history_phase
+from gitpub.pipeline.jobs import reload, to_review, uses
 from gitpub.pipeline.request import Request, ensure_job
 from gitpub.runtime import steps
 from gitpub.runtime.context import Context
-from gitpub.store.jobs import Job, JobStore
+from gitpub.store.jobs import Job
+
+if TYPE_CHECKING:
+    from gitpub.fonts.step import Derived
 
 #: How long ``prepare`` waits for another process already preparing the same job.
 PREPARE_WAIT = 120.0
@@ -81,26 +85,6 @@ def drive(ctx: Context, job: Job, *, wait: float = 0.0) -> Job:
             job = handler(ctx, leased)
         except LostRace:
             job = reload(ctx.store, job)
-
-
-def reload(store: JobStore, job: Job) -> Job:
-    """``job`` as its ref has it now. A job's ref never disappears by our doing: if it is gone,
-    someone deleted it by hand, which is corrupt state, not "no job"."""
-    fresh = store.load(job.job_id)
-    if fresh is None:
-        raise CorruptStateError(
-            f"job {job.job_id}: its ref {store.ref_name(job.job_id)} disappeared "
-            f"(it was at {job.commit})",
-            hint=f"restore it with `git update-ref {store.ref_name(job.job_id)} {job.commit}`")
-    return fresh
-
-
-def to_review(ctx: Context, job: Job, phase: Stage, code: FailureCode,
-              problems: Sequence[str]) -> Job:
-    detail = sanitize("; ".join(problems))
-    return ctx.store.transition(
-        job, job.record.evolve(state=State.REVIEW, failure_code=code, failure_detail=detail),
-        phase=phase, reason=detail)
 
 
 def sync_targets(ctx: Context, parent: str, commit: str) -> tuple[list[Target],
@@ -203,7 +187,7 @@ def _requested(ctx: Context, job: Job) -> tuple[Target, ...]:
     """The targets the request names: without the font outputs an earlier run of the pipeline
     derived (a job retried after a CONFLICT or REVIEW still lists them; the gates derive them
     again from the new snapshot). A direct job's requested targets are its ``source/`` files."""
-    derived = fontstep.font_outputs(ctx.config)
+    derived = font_outputs(ctx.config)
     return tuple(t for t in job.record.targets
                  if t.path not in derived
                  or (not job.record.drafted
@@ -241,11 +225,6 @@ def _env(ctx: Context, job_id: str, base_commit: str | None,
 def _base(ctx: Context, job: Job) -> gates.Base:
     """The job's base as the secret scan reads it (its allowlist, its version of each file)."""
     return gates.Base(ctx.repo, job.record.base_commit)
-
-
-def uses(allowed: Sequence[str]) -> str:
-    """The known non-secrets let through, for the event's reason (never their values)."""
-    return f"; allowed as known non-secrets: {'; '.join(allowed)}" if allowed else ""
 
 
 def _scratch(ctx: Context, job: Job, label: str) -> steps.Scratch:
@@ -478,8 +457,11 @@ def _place_files(scratch: steps.Scratch, files: dict[str, bytes]) -> str | None:
     return None
 
 
-def derive_fonts(ctx: Context, commit: str | None, own: dict[str, bytes]) -> fontstep.Derived:
-    """The configured font subsets for the article set of ``commit`` plus ``own``."""
+def derive_fonts(ctx: Context, commit: str | None, own: dict[str, bytes]) -> Derived:
+    """The configured font subsets for the article set of ``commit`` plus ``own`` (the font
+    code is loaded here: only a site with fonts configured derives any)."""
+    from gitpub.fonts import step as fontstep
+
     tree = None if commit is None else ctx.repo.commit(commit).tree
     return fontstep.derive(ctx.repo, ctx.config, tree, own, ctx.repo.pub_dir / "fonts-cache",
                            ctx.progress)

@@ -20,7 +20,6 @@ reported and left exactly as it is. ``--debug`` shows the traceback of each unex
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable
 
 from gitpub.core.errors import CorruptStateError, GitpubError, LostRace, TryLaterError
@@ -62,6 +61,8 @@ class Failures:
         (self.later if isinstance(error, TryLaterError) else self.errors).append(
             cause if job_id is None or cause.startswith(prefix) else f"{prefix}: {cause}")
         if not isinstance(error, GitpubError):
+            import traceback  # only for an unexpected error
+
             self.tracebacks.append(sanitize("".join(traceback.format_exception(error))))
         return cause
 

@@ -19,7 +19,7 @@ def load_repo_config(repo: Repository) -> Config:
     init``: a repository not set up for gitpub is never published to a guessed branch."""
     if repo.work_tree is not None:
         if (repo.work_tree / CONFIG_FILE).exists() or (repo.work_tree / CONFIG_FILE).is_symlink():
-            return load_config(repo.work_tree)
+            return load_config(repo.work_tree, repo.common_dir / "pub")
         if not repo.work_tree_implied:
             raise missing_config(f"{repo.work_tree}")
         # GIT_DIR without GIT_WORK_TREE: git's guess of the working tree (the start directory)

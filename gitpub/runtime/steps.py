@@ -15,7 +15,6 @@ while it runs gitpub is the subreaper of its descendants, so that a process that
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
@@ -201,6 +200,8 @@ def _set_subreaper(on: bool) -> bool:
     """Make this process the subreaper of its descendants (Linux); whether that worked."""
     if not sys.platform.startswith("linux"):
         return False
+    import ctypes  # only when a step runs: a prepare without commands loads none of it
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0

@@ -1,0 +1,99 @@
+"""What publishing loads: the modules ``prepare`` and ``push`` import, each in a fresh
+interpreter (``-X importtime``'s list, ``test_startup.imported``). No timing is asserted here
+(``bench/`` measures it); the sets are what keep a publish's start-up small.
+
+A plain Markdown article (no front matter) in a site without fonts, channels or commands: its
+``prepare`` loads no delivery code, no font code, no TOML or YAML parser (the configuration is
+cached: ``config.load``) and not dulwich's index code (its path components cannot spell
+``.git``: ``git.paths.cannot_be_refused``); its ``push`` loads none of the prepare pipeline.
+Each is also shown to load what it needs when the content asks for it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import Site
+from test_startup import imported
+
+from gitpub.config.load import CACHE_FILE
+
+PLAIN = "# A plain article\n\nNo front matter, {n}.\n"
+YAML = "---\ntitle: With front matter {n}\n---\n\nText {n}.\n"
+TOML = "+++\ntitle = 'With TOML front matter {n}'\n+++\n\nText {n}.\n"
+
+
+def loads(site: Site, *args: str, text: str | None = None) -> set[str]:
+    """The modules ``git pub ARGS`` imports, started anew (``text`` on its stdin)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "gitpub", "-C",
+                           str(site.path), *args, "--json"], env=site.env, capture_output=True,
+                          input=None if text is None else text.encode(), timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    return imported(proc.stderr.decode())
+
+
+def prepared(site: Site, n: int, text: str, *extra: str) -> set[str]:
+    return loads(site, "prepare", *extra, "--key", f"k{n}", "--to", f"posts/a{n}.md", "-",
+                 text=text.format(n=n))
+
+
+def under(names: set[str], *prefixes: str) -> set[str]:
+    """The modules that are one of ``prefixes`` or inside one."""
+    return {n for n in names if any(n == p or n.startswith(p + ".") for p in prefixes)}
+
+
+def warmed(site: Site) -> Site:
+    """A site where gitpub ran before (its ``.git/pub`` there, the configuration cached: the
+    first command of a clone finds no ``.git/pub`` to cache it in)."""
+    assert site.call("prepare", "--key", "warm", "--to", "posts/warm.md", "-",
+                     input=PLAIN.format(n=0)).code == 0
+    assert site.call("status").code == 0
+    assert (site.path / ".git" / "pub" / CACHE_FILE).is_file()
+    return site
+
+
+def test_prepare_of_a_plain_article_loads_no_delivery_fonts_parsers_or_dulwich_index(
+        site: Site) -> None:
+    names = prepared(warmed(site), 1, PLAIN)
+    assert "gitpub.pipeline.prepare" in names  # it did prepare
+    assert under(names, "gitpub.delivery", "gitpub.app.common", "gitpub.forge") == set()
+    assert under(names, "gitpub.fonts", "logging") == set()
+    assert under(names, "tomllib", "yaml", "gitpub.config.yamlread") == set()
+    assert under(names, "dulwich.index", "dulwich.object_store", "ctypes") == set()
+
+
+def test_push_of_a_committed_job_loads_none_of_the_prepare_pipeline(site: Site) -> None:
+    prepared(warmed(site), 1, PLAIN)
+    names = loads(site, "push")
+    assert "gitpub.delivery.deliver" in names  # it did deliver
+    assert site.git("log", "-1", "--format=%s", "origin/main").strip() == \
+        "Publish: A plain article"
+    assert under(names, "gitpub.pipeline.prepare", "gitpub.pipeline.gates",
+                 "gitpub.pipeline.request", "gitpub.core.allowlist", "gitpub.runtime.steps") \
+        == set()
+    assert under(names, "yaml", "tomllib", "gitpub.fonts", "logging") == set()
+
+
+def test_prepare_push_of_a_plain_article_loads_no_fonts_parsers_or_dulwich_index(
+        site: Site) -> None:
+    names = prepared(warmed(site), 1, PLAIN, "--push")
+    assert "gitpub.delivery.deliver" in names
+    assert under(names, "gitpub.fonts", "logging", "tomllib", "yaml", "dulwich.index") == set()
+
+
+def test_front_matter_loads_its_parser_and_a_changed_configuration_is_parsed(
+        site: Site) -> None:
+    """The other side: what the content or the configuration asks for is loaded."""
+    warmed(site)
+    with_yaml = prepared(site, 1, YAML)
+    assert "yaml" in with_yaml and "tomllib" not in with_yaml
+    with_toml = prepared(site, 2, TOML)
+    assert "tomllib" in with_toml and "yaml" not in with_toml
+    config = site.path / ".gitpub.yaml"
+    config.write_text(config.read_text(encoding="utf-8") + "# changed\n", encoding="utf-8")
+    assert "yaml" in prepared(site, 3, PLAIN)  # the cache is keyed by the file's bytes
+    assert "yaml" not in prepared(site, 4, PLAIN)  # and the new bytes are cached
+    suspicious = loads(site, "prepare", "--key", "k5", "--to", "posts/git-tips.md", "-",
+                       text=PLAIN.format(n=5))
+    assert "dulwich.index" in suspicious  # a component that might spell .git: dulwich judges
