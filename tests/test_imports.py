@@ -97,3 +97,54 @@ def test_front_matter_loads_its_parser_and_a_changed_configuration_is_parsed(
     suspicious = loads(site, "prepare", "--key", "k5", "--to", "posts/git-tips.md", "-",
                        text=PLAIN.format(n=5))
     assert "dulwich.index" in suspicious  # a component that might spell .git: dulwich judges
+
+
+def pushed_subject(site: Site) -> str:
+    return site.git("log", "-1", "--format=%s", "origin/main").strip()
+
+
+def test_push_of_front_matter_takes_the_subject_prepare_gave_it(site: Site) -> None:
+    """The commit's subject comes from the articles' titles; push takes it from the job's
+    local commit (``pipeline.commit.rebuild_commit``) instead of parsing the front matter
+    again: no YAML parser, whether the remote stayed put or moved meanwhile (a rebase)."""
+    warmed(site)
+    prepared(site, 1, YAML)
+    names = loads(site, "push")
+    assert "gitpub.delivery.deliver" in names
+    assert under(names, "yaml", "gitpub.config.yamlread") == set()
+    assert pushed_subject(site) == "Publish: With front matter 1"
+    prepared(site, 2, YAML)
+    tip = site.git("rev-parse", "origin/main").strip()
+    moved = site.git("commit-tree", f"{tip}^{{tree}}", "-p", tip, "-m", "meanwhile").strip()
+    site.git("push", "-q", "origin", f"{moved}:refs/heads/main")
+    names = loads(site, "push")
+    assert under(names, "yaml", "gitpub.config.yamlread") == set()
+    assert pushed_subject(site) == "Publish: With front matter 2"
+    assert site.git("rev-parse", "origin/main^").strip() == moved  # built anew onto it
+
+
+def test_a_local_commit_that_is_not_the_jobs_gives_no_subject(site: Site) -> None:
+    """The subject is taken only from a local commit that is, byte for byte but its subject,
+    what the job's record and artifacts make: any other (here one without the proof) leaves
+    the title to be read from the article."""
+    from gitpub.git.repo import Repository
+    from gitpub.pipeline.commit import build_commit, read_artifacts, rebuild_commit
+    from gitpub.store.jobs import JobStore
+
+    result = site.call("prepare", "--key", "k1", "--to", "posts/a1.md", "-", "--json",
+                       input=YAML.format(n=1))
+    assert result.code == 0, result.err
+    job_id = result.json()["job_id"]
+    with Repository.discover(site.path) as repo:
+        store = JobStore(repo)
+        job = store.load(job_id)
+        assert job is not None and job.record.local_commit is not None
+        record, artifacts = job.record, read_artifacts(store, job)
+        base = record.base_commit
+        assert rebuild_commit(repo, record, artifacts, base, "Blog") == record.local_commit
+        tree = repo.commit(record.local_commit).tree
+        forged = site.git("commit-tree", tree, "-p", str(base), "-m", "Publish: Forged").strip()
+        other = record._replace(local_commit=forged)
+        rebuilt = rebuild_commit(repo, other, artifacts, base, "Blog")
+        assert rebuilt == build_commit(repo, other, artifacts, base, "Blog")
+        assert repo.commit(rebuilt).message.split(b"\n")[0] == b"Publish: With front matter 1"

@@ -64,9 +64,9 @@ from gitpub.git.remote import PushResult, Remote, RemoteConfigError, RemoteError
 from gitpub.git.repo import MODE_FILE, Entry
 from gitpub.pipeline.commit import (
     Artifacts,
-    build_commit,
     change_problems,
     read_artifacts,
+    rebuild_commit,
     target_problems,
     unsound_base,
 )
@@ -384,7 +384,8 @@ class Deliverer:
                 return self._already_on_remote(job, job.record, tip, Present(
                     tuple(sorted({t.path for t in job.record.targets})))), False
         try:
-            commit = build_commit(repo, record, artifacts, tip, self.ctx.config.trailer_prefix)
+            commit = rebuild_commit(repo, record, artifacts, tip,
+                                    self.ctx.config.trailer_prefix)
         except ManifestError as e:
             return to_review(self.ctx, job, Stage.REBASE, FailureCode.ARTIFACTS_UNSAFE,
                              [str(e)]), False
