@@ -169,7 +169,9 @@ def settled(ctx: Context) -> Callable[[Job], bool]:
     """``job -> bool``: whether a finished job's distribution is settled — SKIPPED, or
     PUBLISHED with no channel left to drive (none recorded, or every one final) and not in
     this clone's distribution index (its channels are about to be recorded). The index is read
-    once, at the first PUBLISHED job asked about (a fold asks about thousands)."""
+    once, at the first PUBLISHED job asked about (a fold asks about thousands), as it is then:
+    never as a publishing command kept it from its start (``git.refs``), for no
+    compare-and-swap on it checks the fold's decision."""
     from gitpub.channels.state import ChannelState
 
     channels = ChannelState(ctx.store)
@@ -181,7 +183,7 @@ def settled(ctx: Context) -> Callable[[Job], bool]:
             return True
         if not read:
             distributing.update(name.removeprefix(DISTRIBUTING_PREFIX) for name in
-                                ctx.repo.read_together([DISTRIBUTING_PREFIX]))
+                                ctx.repo.read_together([DISTRIBUTING_PREFIX], fresh=True))
             read.append(True)
         if job.job_id in distributing:
             return False

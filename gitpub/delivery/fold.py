@@ -115,13 +115,16 @@ def _finished_count(listings: Listings) -> int:
     return len({job_id for job_id in local if job_id not in active} | set(remote))
 
 
-def _listings(shared: Shared) -> Listings:
+def _listings(shared: Shared, *, fresh: bool = False) -> Listings:
     """This clone's job refs, its active index and the remote's job refs as last fetched
     (each keyed by job id), read together in one ``for-each-ref``: every fold decision on
     them is a compare-and-swap, on the remote (the push's leases) and here (one ref
-    transaction)."""
+    transaction) — but not the one that holds a fold back: this clone has a newer state of
+    the job than the remote's. So the fold reads them as they are now (``fresh``), never as a
+    publishing command kept them from its start (``git.refs``); a count of them (``due``)
+    may take what was kept."""
     prefixes = (JOBS_PREFIX, ACTIVE_PREFIX, shared.view.prefix + "jobs/")
-    found = shared.ctx.repo.read_together(prefixes)
+    found = shared.ctx.repo.read_together(prefixes, fresh=fresh)
     local, active, remote = ({n[len(p):]: v for n, v in found.items() if n.startswith(p)}
                              for p in prefixes)
     return local, active, remote
@@ -149,7 +152,7 @@ def fold(shared: Shared, settled: Settled, *, flow: bool = False) -> Folded:
             result.stopped = "the remote's refs/pub/archive is no archive: `git pub doctor " \
                              "--fix` puts the last good one back"
             return result
-        listings = _listings(shared)
+        listings = _listings(shared, fresh=True)
         if flow and quota is None:
             quota = flow_limit(*listings)
         candidates = _candidates(shared, listings, settled, result, quota)

@@ -220,15 +220,17 @@ class RefAccess:
         return {name[len(prefix):]: sha for name, sha in found.items()
                 if name.startswith(prefix)}
 
-    def read_together(self, patterns: Sequence[str]) -> dict[str, str]:
+    def read_together(self, patterns: Sequence[str], *, fresh: bool = False
+                      ) -> dict[str, str]:
         """Refs read together, in one ``for-each-ref``: each pattern a full name or a prefix
         ending with ``/``; the readable refs they match (full name -> id: broken ones and a
         symbolic ref that leads nowhere left out, as ``current_value`` leaves them). What it
         reads of the kept refs is kept for the command (``read_ref``, ``list_refs``); when
-        every pattern is kept already, no git is asked."""
+        every pattern is kept already, no git is asked, unless ``fresh`` (a read that decides
+        what no compare-and-swap on these refs checks: a fold's listings)."""
         if not patterns:
             return {}
-        kept = self._kept_reading(patterns)
+        kept = None if fresh else self._kept_reading(patterns)
         if kept is not None:
             return kept
         found, broken = for_each_ref(self.git_dir, *patterns)
