@@ -4,7 +4,12 @@ Each test failed on be2d24c."""
 
 from __future__ import annotations
 
-from conftest import Site, git
+import json
+import os
+import signal
+import time
+
+from conftest import Site, git, spawn, wait_stopped
 from test_delivery import article, prepare
 
 JOBS = "refs/pub/jobs/"
@@ -75,3 +80,50 @@ def test_a_fold_leaves_a_job_whose_distribution_is_expected_meanwhile(site: Site
     _fold_in_a_command_started_before(site, meanwhile)
     assert _remote_has(site, JOBS + job_id), "folded while its distribution was expected"
     assert site.git("for-each-ref", JOBS + job_id).strip(), "this clone's job ref was pruned"
+
+
+
+def _released(site: Site, state: str) -> str:
+    """A state commit on top of ``state``: its record without the lease."""
+    record = json.loads(site.git("cat-file", "blob", f"{state}:job.json"))
+    assert record["lease"] is not None
+    record["lease"] = None
+    blob = site.git("hash-object", "-w", "--stdin", input=json.dumps(record).encode()).strip()
+    rows = [row if not row.endswith("\tjob.json") else f"100644 blob {blob}\tjob.json"
+            for row in site.git("ls-tree", state).splitlines()]
+    tree = site.git("mktree", input=("\n".join(rows) + "\n").encode()).strip()
+    return site.git("commit-tree", "-p", state, "-m", "lease given up", tree).strip()
+
+
+def test_a_wait_for_another_workers_lease_reads_the_job_afresh(site: Site) -> None:
+    """``prepare`` waits while another live worker holds the job's lease
+    (``pipeline.prepare.drive``, up to ``PREPARE_WAIT``), reading the job's ref again and
+    again: as soon as no live worker holds it, it goes on. ``prepare`` keeps the job refs
+    (``git.refs``), and the ref polled must still be read afresh (be2d24c: the wait polled the
+    value kept from its start, the lease of a worker still alive, until the deadline — a
+    ``prepare --push`` distributing the job, a ``sync`` gone on to its next commit, 120 s).
+    Here the first worker is frozen holding the lease, and the lease is given up by hand (a
+    state commit on top of its, without the lease)."""
+    from gitpub.pipeline.prepare import drive
+    from gitpub.runtime.session import open_session
+    from gitpub.store.jobs import KEPT_PREFIXES
+
+    args = ("prepare", "--json", "--key", "k", "--to", "posts/k.md", "-")
+    first = spawn(site, *args, env={"GITPUB_PAUSE_AT": "prepare.gates-ran"},
+                  input=article("k").encode())
+    try:
+        wait_stopped(first.pid)
+        with open_session(site.path, lambda _: None) as ctx:
+            ctx.repo.local_prefixes = KEPT_PREFIXES  # as ``prepare`` keeps them
+            (job_id,) = ctx.store.job_ids()
+            held = ctx.store.load(job_id)
+            assert held is not None and held.record.lease is not None
+            site.git("update-ref", JOBS + job_id, _released(site, held.commit), held.commit)
+            started = time.monotonic()
+            done = drive(ctx, held, wait=8.0)
+            waited = time.monotonic() - started
+    finally:
+        os.kill(first.pid, signal.SIGKILL)
+        first.communicate(timeout=60)
+    assert waited < 6, f"waited {waited:.1f} s on a lease nobody holds"
+    assert done.record.lease is None or done.record.lease.owner != held.record.lease.owner

@@ -16,16 +16,18 @@ from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job, JobStore
 
 
-def reload(store: JobStore, job: Job) -> Job:
-    """``job`` as its ref has it now. A job's ref never disappears by our doing: if it is gone,
-    someone deleted it by hand, which is corrupt state, not "no job"."""
-    fresh = store.load(job.job_id)
-    if fresh is None:
+def reload(store: JobStore, job: Job, *, fresh: bool = False) -> Job:
+    """``job`` as its ref has it now (``fresh``: read afresh where the command keeps its
+    refs, ``git.refs``: a wait for another worker, whose moves are no compare-and-swap of
+    ours). A job's ref never disappears by our doing: if it is gone, someone deleted it by
+    hand, which is corrupt state, not "no job"."""
+    found = store.load(job.job_id, fresh=fresh)
+    if found is None:
         raise CorruptStateError(
             f"job {job.job_id}: its ref {store.ref_name(job.job_id)} disappeared "
             f"(it was at {job.commit})",
             hint=f"restore it with `git update-ref {store.ref_name(job.job_id)} {job.commit}`")
-    return fresh
+    return found
 
 
 def to_review(ctx: Context, job: Job, phase: Stage, code: FailureCode,

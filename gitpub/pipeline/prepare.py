@@ -79,7 +79,7 @@ def drive(ctx: Context, job: Job, *, wait: float = 0.0) -> Job:
             if time.monotonic() >= deadline:
                 return job
             time.sleep(0.05)
-            job = reload(ctx.store, job)
+            job = reload(ctx.store, job, fresh=True)  # the other worker's moves: read them
             continue
         try:
             job = handler(ctx, leased)
