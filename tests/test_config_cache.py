@@ -175,6 +175,34 @@ def test_an_unreadable_cache_is_ignored(site: tuple[Path, Path]) -> None:
     assert load_config(root, pub).remote == "upstream"
 
 
+def test_a_link_at_the_temporary_name_is_not_followed(site: tuple[Path, Path]) -> None:
+    """The cache is written through a new file: a symbolic link found at its temporary name
+    (another user's trap in a shared ``.git/pub``, a leftover) is replaced, never written
+    through."""
+    import os
+
+    root, pub = site
+    victim = root / "victim.txt"
+    victim.write_text("keep me\n", encoding="utf-8")
+    os.symlink(victim, pub / f"{CACHE_FILE}.{os.getpid()}.tmp")
+    write(root, "remote: upstream\n")
+    assert load_config(root, pub).remote == "upstream"
+    assert victim.read_text(encoding="utf-8") == "keep me\n"
+    assert cached_record(pub)["value"] == {"remote": "upstream"}
+
+
+def test_an_oversized_cache_file_is_not_read(site: tuple[Path, Path]) -> None:
+    """A cache file far larger than any this writes (padding after a valid record) is not
+    read whole, and is replaced."""
+    root, pub = site
+    write(root, "remote: upstream\n")
+    load_config(root, pub)
+    good = (pub / CACHE_FILE).read_bytes()
+    (pub / CACHE_FILE).write_bytes(good.rstrip(b"\n") + b" " * (2 << 20) + b"\n")
+    assert load_config(root, pub).remote == "upstream"
+    assert (pub / CACHE_FILE).read_bytes() == good
+
+
 def test_an_invalid_file_is_never_cached(site: tuple[Path, Path]) -> None:
     root, pub = site
     for text in ("retry: {max_attempts: three}\n", "a: [\n", "remote: \xff\n"):

@@ -107,6 +107,8 @@ CACHE_FILE = "config-cache.json"
 _CACHE_FORMAT = "gitpub parsed .gitpub.yaml"
 _CACHE_VERSION = 1
 _CACHE_KEYS = {"format", "version", "gitpub", "sha256", "check", "value"}
+#: A cache file larger than this is not read (a configuration that large is parsed each time).
+_CACHE_MAX = 1 << 20
 
 
 def _check(key: str, value_json: str) -> str:
@@ -143,7 +145,10 @@ def _cached(cache: str, key: str) -> tuple[object] | None:
     or the cache file is not exactly one this version wrote for these bytes."""
     try:
         with open(cache, "rb") as file:
-            record = json.loads(file.read())
+            raw = file.read(_CACHE_MAX + 1)
+        if len(raw) > _CACHE_MAX:  # not one this wrote for a configuration gitpub reads
+            return None
+        record = json.loads(raw)
         if not (type(record) is dict and set(record) == _CACHE_KEYS
                 and record["format"] == _CACHE_FORMAT and record["version"] == _CACHE_VERSION
                 and record["gitpub"] == __version__ and record["sha256"] == key):
@@ -165,9 +170,16 @@ def _store(cache: str, key: str, value_json: str) -> None:
     record = (f'{{"format":{json.dumps(_CACHE_FORMAT)},"version":{_CACHE_VERSION},'
               f'"gitpub":{json.dumps(__version__)},"sha256":"{key}",'
               f'"check":"{_check(key, value_json)}","value":{value_json}}}\n')
+    if len(record) > _CACHE_MAX:
+        return
     temporary = f"{cache}.{os.getpid()}.tmp"
+    # A new file, never one found there (a symbolic link is not followed: O_EXCL), e.g. a
+    # leftover of a killed process with this pid, which goes first.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
-        with open(temporary, "w", encoding="ascii") as file:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        with os.fdopen(os.open(temporary, flags, 0o666), "w", encoding="ascii") as file:
             file.write(record)
         os.replace(temporary, cache)
     except OSError:
