@@ -48,8 +48,17 @@ def first_parent_changes(repo: Repository, commits: Sequence[str]) -> dict[str, 
     for a root commit), as one ``git diff-tree --stdin`` computes it. A commit C git cannot
     compare is missing from the answer; its verifier reports that."""
     unique = list(dict.fromkeys(commits))
-    if not unique:
-        return {}
+    kept = {sha: found for sha in unique if (found := repo.kept_changes(sha)) is not None}
+    if len(kept) == len(unique):
+        return kept  # objects never change: what git said of them this command still holds
+    out = kept | _ask(repo, [sha for sha in unique if sha not in kept])
+    for sha in unique:
+        if sha in out and sha not in kept:
+            repo.keep_changes(sha, out[sha])
+    return out
+
+
+def _ask(repo: Repository, unique: list[str]) -> dict[str, list[Change]]:
     lines = []
     for sha in unique:
         parents = repo.commit(sha).parents
@@ -62,7 +71,7 @@ def first_parent_changes(repo: Repository, commits: Sequence[str]) -> dict[str, 
         return {}
     out: dict[str, list[Change]] = {}
     for sha in unique:  # find which one git cannot read: the others are fine
-        out.update(first_parent_changes(repo, [sha]))
+        out.update(_ask(repo, [sha]))
     return out
 
 

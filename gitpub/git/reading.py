@@ -36,6 +36,17 @@ class ObjectReading:
     #: here stays here). The newest ``_OBJECTS`` of each are kept.
     _objects: dict[str, tuple[str, bytes]]
     _present: dict[str, tuple[str, int]]
+    #: Answers about one tree of this command, by its object id: its entries by name
+    #: (``lookup``), and what ``git fsck`` refuses in it (``fsck_problems``, keyed by the id
+    #: and ``padded_ok``: nothing else goes into that answer — ``git.treecheck`` is a pure
+    #: function of the tree's bytes, which its id names). The same trees are asked about
+    #: again and again: the base's way to the targets, the new commit's, verified twice by a
+    #: push. The newest ``_OBJECTS`` of each are kept.
+    _names: dict[str, dict[str, Entry]]
+    #: What each commit changes against its first parent (``git.diff.first_parent_changes``),
+    #: by the commit's id (which names its parent and both trees); the newest ``_KEPT``.
+    _parent_changes: dict[str, list[Change]]
+    _fsck: dict[tuple[str, bool], tuple[str, ...]]
 
     def git(self, *args: str, timeout: float | None = None, input: bytes | None = None
             ) -> CompletedProcess[bytes]:
@@ -124,11 +135,31 @@ class ObjectReading:
             if entry is not None and entry.mode != MODE_TREE:
                 return None
             sha = tree if entry is None else entry.sha
-            found = {name: e for name, e in self.tree_items(sha)}
-            entry = found.get(part)
+            entry = self._by_name(sha).get(part)
             if entry is None:
                 return None
         return entry
+
+    def _by_name(self, sha: str) -> dict[str, Entry]:
+        """Tree ``sha``'s entries by name (of a name git has twice, the last in git's order)."""
+        found = self._names.get(sha)
+        if found is None:
+            found = {name: e for name, e in self.tree_items(sha)}
+            if is_object_id(sha):  # by its id: a name (``HEAD^{tree}``) may mean another later
+                _keep(self._names, sha, found, _OBJECTS)
+        return found
+
+    def fsck_problems(self, sha: str, *, padded_ok: bool = False) -> list[str]:
+        """What ``git fsck --strict`` refuses in tree ``sha`` (``git.treecheck.tree_problems``
+        of its raw bytes; ``padded_ok`` as there), judged once a command per tree id."""
+        key = (sha, padded_ok)
+        found = self._fsck.get(key)
+        if found is None:
+            found = tuple(tree_problems(self.raw_tree(sha), self.object_format.raw_length,
+                                        padded_ok=padded_ok))
+            if is_object_id(sha):
+                _keep(self._fsck, key, found, _OBJECTS)
+        return list(found)
 
     def unsound_trees(self, tree: str | None, paths: Iterable[str]) -> list[str]:
         """What ``git fsck --strict`` refuses in the trees that writing ``paths`` into
@@ -152,8 +183,7 @@ class ObjectReading:
                 todo.setdefault(entry.sha, directory + "/")
         return [f"tree {where or '(root)'} {sha[:12]}: {problem}"
                 for sha, where in todo.items()
-                for problem in tree_problems(self.raw_tree(sha), self.object_format.raw_length,
-                                             padded_ok=True)]
+                for problem in self.fsck_problems(sha, padded_ok=True)]
 
     def file_in_the_way(self, tree: str, path: str) -> str | None:
         """The first proper parent directory of ``path`` that is not a directory in ``tree``
@@ -279,6 +309,15 @@ class ObjectReading:
         if is_object_id(old) and is_object_id(new_tree):
             _keep(self._diffs, key, out)
         return list(out)
+
+    def kept_changes(self, commit: str) -> list[Change] | None:
+        """What ``commit`` changes against its first parent, if this command asked git."""
+        kept = self._parent_changes.get(commit)
+        return None if kept is None else list(kept)
+
+    def keep_changes(self, commit: str, changes: list[Change]) -> None:
+        if is_object_id(commit):
+            _keep(self._parent_changes, commit, list(changes))
 
     def changed_paths(self, old_tree: str | None, new_tree: str) -> list[tuple[str, str | None]]:
         """(path, new blob id or None if deleted) for every file that differs between two

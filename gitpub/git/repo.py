@@ -105,6 +105,9 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         self._diffs = {}
         self._objects = {}
         self._present = {}
+        self._names = {}
+        self._fsck = {}
+        self._parent_changes = {}
         self._shared: object = _UNREAD
         self._batch_dirs: set[str] | None = None
 

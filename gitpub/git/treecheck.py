@@ -24,9 +24,13 @@ Standard library and ``core.paths`` only: a pure function of bytes, proven again
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from gitpub.core.paths import is_dotgit, symlink_problem
 
 MODES = frozenset({b"100644", b"100755", b"120000", b"40000", b"160000"})
+#: How many entry names' answers are remembered (``_name_problem``, ``_link_problem``).
+_NAMES = 1 << 14
 
 
 def parse_entries(raw: bytes, id_bytes: int = 20) -> list[tuple[bytes, bytes, bytes]] | None:
@@ -51,27 +55,45 @@ def _is_tree(mode: bytes) -> bool:
 
 
 def _entry_problem(mode: bytes, name: bytes, oid: bytes, padded_ok: bool) -> str | None:
-    shown = name.decode("utf-8", "backslashreplace")
     if mode.startswith(b"0") and not (padded_ok and mode.lstrip(b"0") in MODES):
-        return f"entry {shown!r}: zero-padded mode {mode.decode('ascii', 'replace')}"
+        return f"entry {_shown(name)!r}: zero-padded mode {mode.decode('ascii', 'replace')}"
     if mode.lstrip(b"0") not in MODES:
-        return f"entry {shown!r}: mode {mode.decode('ascii', 'replace')} is not a git file mode"
+        return f"entry {_shown(name)!r}: mode {mode.decode('ascii', 'replace')} " \
+            "is not a git file mode"
+    problem = _name_problem(name)
+    if problem is not None:
+        return problem
+    if not oid.strip(b"\0"):
+        return f"entry {_shown(name)!r}: the null object id"
+    if mode == b"120000":
+        return _link_problem(name)
+    return None
+
+
+def _shown(name: bytes) -> str:
+    return name.decode("utf-8", "backslashreplace")
+
+
+@lru_cache(maxsize=_NAMES)
+def _name_problem(name: bytes) -> str | None:
+    """What is wrong with an entry's name whatever its mode and id (a pure function of the
+    name: remembered, as the same names come again in every version of a tree)."""
     if not name:
         return "an entry with an empty name"
     if b"/" in name:
-        return f"entry {shown!r}: a name holding '/'"
+        return f"entry {_shown(name)!r}: a name holding '/'"
     if name in (b".", b".."):
-        return f"an entry named {shown!r}"
-    text = name.decode("utf-8", "surrogateescape")
-    if is_dotgit(text):
-        return f"entry {shown!r}: .git in a spelling NTFS or HFS+ resolve to it"
-    if not oid.strip(b"\0"):
-        return f"entry {shown!r}: the null object id"
-    if mode == b"120000":
-        problem = symlink_problem(text)
-        if problem is not None:
-            return f"entry {shown!r}: {problem}"
+        return f"an entry named {_shown(name)!r}"
+    if is_dotgit(name.decode("utf-8", "surrogateescape")):
+        return f"entry {_shown(name)!r}: .git in a spelling NTFS or HFS+ resolve to it"
     return None
+
+
+@lru_cache(maxsize=_NAMES)
+def _link_problem(name: bytes) -> str | None:
+    """What is wrong with a symbolic link of this name (a pure function of the name)."""
+    problem = symlink_problem(name.decode("utf-8", "surrogateescape"))
+    return None if problem is None else f"entry {_shown(name)!r}: {problem}"
 
 
 def tree_problems(raw: bytes, id_bytes: int = 20, *, padded_ok: bool = False) -> list[str]:

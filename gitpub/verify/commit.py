@@ -45,7 +45,6 @@ from gitpub.core.paths import is_dotgit, is_steering
 from gitpub.core.sanitize import sanitize
 from gitpub.git.diff import Change, changes_of
 from gitpub.git.repo import MODE_LINK, MODE_TREE, CommitInfo, Repository
-from gitpub.git.treecheck import tree_problems as fsck_problems
 from gitpub.proof import trailers
 from gitpub.verify.facts import Bad
 
@@ -283,7 +282,7 @@ def _unsound_trees(repo: Repository, info: CommitInfo, manifest: Manifest,
     problems = []
     for sha, where in trees.items():
         problems += [f"tree {where or '(root)'}: {p} (git fsck refuses it)"
-                     for p in fsck_problems(repo.raw_tree(sha), repo.object_format.raw_length)]
+                     for p in repo.fsck_problems(sha)]
     return problems
 
 
