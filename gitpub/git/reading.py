@@ -36,12 +36,14 @@ class ObjectReading:
     #: here stays here). The newest ``_OBJECTS`` of each are kept.
     _objects: dict[str, tuple[str, bytes]]
     _present: dict[str, tuple[str, int]]
-    #: Answers about one tree of this command, by its object id: its entries by name
-    #: (``lookup``), and what ``git fsck`` refuses in it (``fsck_problems``, keyed by the id
-    #: and ``padded_ok``: nothing else goes into that answer — ``git.treecheck`` is a pure
-    #: function of the tree's bytes, which its id names). The same trees are asked about
-    #: again and again: the base's way to the targets, the new commit's, verified twice by a
-    #: push. The newest ``_OBJECTS`` of each are kept.
+    #: Answers about one tree of this command, by its object id: its entries in git's order
+    #: (``tree_items``, of a tree of up to ``_SMALL`` bytes) and by name (``lookup``), and
+    #: what ``git fsck`` refuses in it (``fsck_problems``, keyed by the id and ``padded_ok``:
+    #: nothing else goes into that answer — ``git.treecheck`` is a pure function of the
+    #: tree's bytes, which its id names). The same trees are asked about again and again: the
+    #: base's way to the targets, the new commit's, verified twice by a push. The newest
+    #: ``_OBJECTS`` of each are kept.
+    _items: dict[str, list[tuple[str, Entry]]]
     _names: dict[str, dict[str, Entry]]
     #: What each commit changes against its first parent (``git.diff.first_parent_changes``),
     #: by the commit's id (which names its parent and both trees); the newest ``_KEPT``.
@@ -122,10 +124,16 @@ class ObjectReading:
 
     def tree_items(self, sha: str) -> list[tuple[str, Entry]]:
         """A tree's entries in git's order (a directory sorts as ``name/``)."""
-        entries = parse_tree(self.raw_tree(sha), self.object_format, sha)
-        entries.sort(key=lambda e: git_order(e.name, e.mode))
-        return [(e.name.decode("utf-8", "surrogateescape"), Entry(e.mode, e.sha))
-                for e in entries]
+        found = self._items.get(sha)
+        if found is None:
+            raw = self.raw_tree(sha)
+            entries = parse_tree(raw, self.object_format, sha)
+            entries.sort(key=lambda e: git_order(e.name, e.mode))
+            found = [(e.name.decode("utf-8", "surrogateescape"), Entry(e.mode, e.sha))
+                     for e in entries]
+            if len(raw) <= _SMALL and is_object_id(sha):
+                _keep(self._items, sha, found, _OBJECTS)
+        return list(found)
 
     def lookup(self, tree: str, path: str) -> Entry | None:
         """The entry at ``path`` inside ``tree``, or ``None`` (also when a file or a
@@ -145,7 +153,7 @@ class ObjectReading:
         found = self._names.get(sha)
         if found is None:
             found = {name: e for name, e in self.tree_items(sha)}
-            if is_object_id(sha):  # by its id: a name (``HEAD^{tree}``) may mean another later
+            if sha in self._items:  # kept by its id, small
                 _keep(self._names, sha, found, _OBJECTS)
         return found
 

@@ -105,6 +105,7 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         self._diffs = {}
         self._objects = {}
         self._present = {}
+        self._items = {}
         self._names = {}
         self._fsck = {}
         self._parent_changes = {}
