@@ -205,6 +205,15 @@ def test_property_git_refuses_implies_gitpub_refuses(oracle: Path, name: str) ->
         assert paths.is_dotgit(name) == refused, name
 
 
+@settings(max_examples=2000, deadline=None)
+@given(name=st.one_of(prefixed, confusing, st.text(max_size=12)))
+def test_property_the_ascii_shortcut_answers_as_both_rules(name: str) -> None:
+    """``is_dotgit`` answers an ASCII name that starts with neither ``.`` nor ``git~1`` at
+    once: exactly what the NTFS and HFS+ rules answer."""
+    assert paths.is_dotgit(name) == (paths.is_ntfs_dotgit(name) or
+                                      paths.is_hfs_dot(name, "git")), name
+
+
 # -- other paths no clone can use --------------------------------------------------------------
 
 @pytest.mark.parametrize(("path", "why"), [

@@ -195,7 +195,12 @@ def is_hfs_dot(name: str, needle: str) -> bool:
 
 
 def is_dotgit(name: str) -> bool:
-    """Whether the component ``name`` is ``.git`` in any spelling git refuses (``hasDotgit``)."""
+    """Whether the component ``name`` is ``.git`` in any spelling git refuses (``hasDotgit``).
+    An ASCII name holds no ignorable code point: it is one only when it starts with ``.`` or
+    with ``git~1`` in any case (the only beginnings either rule accepts), which is asked first:
+    every entry of every tree checked comes here."""
+    if name.isascii() and not name.startswith(".") and name[:5].lower() != "git~1":
+        return False
     return is_ntfs_dotgit(name) or is_hfs_dot(name, "git")
 
 
