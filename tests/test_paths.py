@@ -11,6 +11,7 @@ names drawn from the characters that make ``.git`` confusing.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import subprocess
@@ -373,6 +374,32 @@ def test_steering_paths(path: str) -> None:
 @pytest.mark.parametrize("path", NOT_STEERING)
 def test_not_steering_paths(path: str) -> None:
     assert not paths.is_steering(path)
+
+
+def in_table_by_fnmatch(parts: list[str]) -> bool:
+    """``paths._in_table`` as first written: every component of every entry by fnmatch."""
+    folded = [paths._fold(p).rstrip(". ") for p in parts]
+    for entry in paths.STEERING:
+        components, below = entry.rstrip("/").split("/"), entry.endswith("/")
+        if len(folded) < len(components) or (len(folded) > len(components) and not below):
+            continue
+        if all(fnmatch.fnmatchcase(f, c) for f, c in zip(folded, components, strict=False)):
+            return True
+    return False
+
+
+table_parts = st.lists(st.one_of(
+    st.sampled_from([c for e in paths.STEERING for c in e.rstrip("/").split("/")]),
+    st.sampled_from(["docs", "posts", "x.md", "Makefile", "PACKAGE.JSON", ".drone.yaml",
+                     "jenkinsfileX", ".yarnrc.yml", "a[b]", "*", "?", "netlify.toml "]),
+    st.text(alphabet="ab.*?[]-~ ", max_size=6)), min_size=1, max_size=3)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(parts=table_parts)
+def test_property_steering_table_answers_as_fnmatch(parts: list[str]) -> None:
+    """A table component without ``*?[`` is compared as it is: the same answers as fnmatch."""
+    assert paths._in_table(parts) == in_table_by_fnmatch(parts), parts
 
 
 REPORTED = [".github/workflows/evil.yml", ".gitpub.yaml", ".gitmodules", ".githooks/pre-commit",

@@ -281,13 +281,21 @@ def _fold(name: str) -> str:
     return _ascii_lower("".join(char for char in name if char not in HFS_IGNORABLE))
 
 
-def _table_entry(entry: str) -> tuple[tuple[str, ...], bool]:
-    """An entry of ``STEERING`` as (its components, whether it covers what is below)."""
+def _table_entry(entry: str) -> tuple[tuple[tuple[str, bool], ...], bool]:
+    """An entry of ``STEERING`` as (its components, each with whether it is a glob; whether
+    it covers what is below)."""
     below = entry.endswith("/")
-    return tuple(entry.rstrip("/").split("/")), below
+    return tuple((c, any(ch in c for ch in "*?[")) for c in entry.rstrip("/").split("/")), below
 
 
 _STEERING = tuple(_table_entry(e) for e in STEERING)
+
+
+def _matches(name: str, component: tuple[str, bool]) -> bool:
+    """``fnmatchcase(name, pattern)``; a pattern without ``*?[`` matches only itself, which
+    is asked without compiling it (a command compiled every pattern of the table once)."""
+    pattern, glob = component
+    return fnmatchcase(name, pattern) if glob else name == pattern
 
 
 def _in_table(parts: list[str]) -> bool:
@@ -295,7 +303,7 @@ def _in_table(parts: list[str]) -> bool:
     for components, below in _STEERING:
         if len(folded) < len(components) or (len(folded) > len(components) and not below):
             continue
-        if all(fnmatchcase(f, c) for f, c in zip(folded, components, strict=False)):
+        if all(_matches(f, c) for f, c in zip(folded, components, strict=False)):
             return True
     return False
 
