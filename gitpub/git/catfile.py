@@ -28,12 +28,13 @@ And for the process itself:
 
 from __future__ import annotations
 
+import functools
 import os
 import select
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TypeVar
 
@@ -43,6 +44,9 @@ from gitpub.git.run import DEFAULT_TIMEOUT, Popen, TimeoutExpired, popen_git
 #: Seconds an answer may take without a byte arriving before the process is given up.
 TIMEOUT = DEFAULT_TIMEOUT
 _CHUNK = 1 << 16
+#: How many requests ``infos`` writes at once: their lines and git's answers stay well inside
+#: a pipe's buffer (64 KiB), so neither side waits on the other while the other writes.
+_MANY = 256
 T = TypeVar("T")
 
 
@@ -75,6 +79,20 @@ class CatFile:
         """(object id, type, size) of object ``name``, None when the repository lacks it."""
         with self._lock:
             return self._again(lambda: self._ask("info", name), name)
+
+    def infos(self, names: Sequence[str]) -> list[tuple[str, str, int] | None]:
+        """``info`` of each of ``names``, in order: the requests written together, the answers
+        read in turn (one round trip for them all, not one each). A name git answers
+        ``missing`` is asked again alone (``info``): only then is what git writes on stderr
+        that object's, which tells a missing object from a damaged one (``Unreadable``)."""
+        out: list[tuple[str, str, int] | None] = []
+        for start in range(0, len(names), _MANY):
+            chunk = names[start:start + _MANY]
+            with self._lock:
+                found = self._again(functools.partial(self._ask_many, chunk), chunk[0])
+            out += [f if f is not None else self.info(n)
+                    for n, f in zip(chunk, found, strict=True)]
+        return out
 
     def contents(self, oid: str) -> tuple[str, bytes] | None:
         """(type, content) of object ``oid``, None when the repository lacks it."""
@@ -159,6 +177,34 @@ class CatFile:
         if len(fields) != 3 or not fields[2].isdigit():
             raise self._died(name)
         return fields[0], fields[1], int(fields[2])
+
+    def _ask_many(self, names: Sequence[str]) -> list[tuple[str, str, int] | None]:
+        """``info`` of each name, asked together; None for each git answers missing or
+        ambiguous (``infos`` asks those again alone)."""
+        for name in names:
+            if "\n" in name or not name:
+                raise ValueError(f"not an object name: {name!r}")
+        proc = self._start()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write("".join(f"info {n}\n" for n in names).encode("utf-8",
+                                                                       "surrogateescape"))
+            proc.stdin.flush()
+        except BrokenPipeError:
+            raise self._died(names[0]) from None
+        out: list[tuple[str, str, int] | None] = []
+        for name in names:
+            fields = self._read_line(name).decode("utf-8", "surrogateescape").rstrip(
+                "\n").rsplit(" ", 2)
+            if fields[-1] in ("missing", "ambiguous") and len(fields) >= 2:
+                out.append(None)
+            elif len(fields) != 3 or not fields[2].isdigit():
+                raise self._died(name)
+            else:
+                out.append((fields[0], fields[1], int(fields[2])))
+        if None in out:
+            self._stderr()  # what git said of them all: each is asked again alone
+        return out
 
     def _read_line(self, name: str) -> bytes:
         start = 0

@@ -62,6 +62,21 @@ class ObjectReading:
         except Unreadable:
             return True  # there, but damaged: reading it says so
 
+    def has_objects(self, shas: Iterable[str]) -> dict[str, bool]:
+        """``has_object`` of each of ``shas``, asked of git together (``CatFile.infos``)."""
+        unique = list(dict.fromkeys(shas))
+        asked = [sha for sha in unique if sha not in self._present]
+        try:
+            found = self._cat.infos(asked)
+        except Unreadable:  # one is there, but damaged: each is asked alone, as has_object
+            return {sha: self.has_object(sha) for sha in unique}
+        answers = dict.fromkeys(unique, True)  # the others: found here before
+        for sha, info in zip(asked, found, strict=True):
+            answers[sha] = info is not None
+            if info is not None and info[0] == sha:
+                _keep(self._present, sha, (info[1], info[2]), _OBJECTS)
+        return answers
+
     def object_kind(self, sha: str) -> str | None:
         """The type of object ``sha`` (``commit``, ``tree``, …; None: not here or unreadable),
         without reading it."""

@@ -185,7 +185,8 @@ def _mirror_store(remote: Remote, net: Path, here: dict[str, str]) -> None:
         for f in files:
             if f.endswith(".lock"):
                 remote.repo.heal_lock(Path(dirpath) / f)
-    ours = {k: v for k, v in here.items() if remote.repo.has_object(v)}
+    present = remote.repo.has_objects(here.values())
+    ours = {k: v for k, v in here.items() if present[v]}
     theirs = _listed(net, prefix)
     for key in theirs.keys() - ours.keys():
         with contextlib.suppress(FileNotFoundError):
