@@ -11,6 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import Site
+from test_delivery import article, prepare
 from test_treecheck import BLOB, CASES, TREE, raw
 
 from gitpub.git import treecheck
@@ -106,3 +108,78 @@ def test_a_commits_changes_are_its_own_and_not_its_trees(scratch: Path) -> None:
             assert [c.path for c in found[on_root]] == ["a", "b"]
             assert [c.path for c in first_parent_changes(repo, [on_root])[on_root]] == \
                 ["a", "b"]
+
+
+# -- at push and at prepare: one bad tree at two paths, judged in one process ------------------
+
+PLANTED = {  # what another tool writes into a directory the jobs write into
+    "twice": [("100644", b"x.md", "BLOB"), ("100644", b"x.md", "BLOB")],
+    "unsorted": [("100644", b"y.md", "BLOB"), ("100644", b"x.md", "BLOB")],
+    "dotgit": [("40000", b".GIT", "TREE"), ("100644", b"x.md", "BLOB")],
+    "dotgit-ntfs": [("40000", b"git~1", "TREE"), ("100644", b"x.md", "BLOB")],
+    "bad-mode": [("100644", b"x.md", "BLOB"), ("100664", b"y.md", "BLOB")],
+    "gitmodules-link": [("120000", b".gitmodules", "BLOB"), ("100644", b"x.md", "BLOB")],
+}
+SAID = {"twice": "'x.md' appears twice", "unsorted": "not in git's order",
+        "dotgit": "entry '.GIT': .git in a spelling", "dotgit-ntfs": "entry 'git~1': .git",
+        "bad-mode": "entry 'y.md': mode 100664", "gitmodules-link": "may not be .gitmodules"}
+
+
+def plant(site: Site, tmp_path: Path, kind: str, dirs: tuple[str, ...]) -> str:
+    """Another writer pushes (past ``transfer.fsckObjects``) a commit whose directories
+    ``posts/<dir>`` are all one tree holding ``PLANTED[kind]``; fetched here. The tree's id."""
+    other = tmp_path / f"planter-{kind}"
+    git(tmp_path, "clone", "-q", str(site.remote), str(other))
+    ids = {"BLOB": git(other, "hash-object", "-w", "--stdin", input=b"x\n"),
+           "TREE": git(other, "hash-object", "-w", "-t", "tree", "--stdin", input=b"")}
+    bad = tree(other, raw(*[(m, n, ids[s]) for m, n, s in PLANTED[kind]]))
+
+    def replaced(at: str, names: dict[str, str]) -> str:
+        listed = [line for line in git(other, "ls-tree", at).splitlines()
+                  if line.split("\t")[1] not in names]
+        return git(other, "mktree", input="".join(
+            f"{line}\n" for line in [*listed, *(f"040000 tree {t}\t{n}"
+                                               for n, t in names.items())]).encode())
+
+    posts = replaced("HEAD:posts", dict.fromkeys(dirs, bad))
+    commit = git(other, "commit-tree", replaced("HEAD", {"posts": posts}), "-p", "HEAD",
+                 "-m", f"planted {kind}")
+    git(other, "-c", "transfer.fsckObjects=false", "push", "-q", "origin",
+        f"{commit}:refs/heads/main")
+    site.git("fetch", "-q", "origin")
+    return bad
+
+
+@pytest.mark.parametrize("kind", sorted(PLANTED))
+def test_one_bad_tree_at_two_paths_stops_each_job_at_push(site: Site, tmp_path: Path,
+                                                          kind: str) -> None:
+    """Two jobs, one push: each stops in CONFLICT naming the tree on its own path and the
+    problem (the second is not taken for judged by the first's answer)."""
+    jobs = [prepare(site, f"{kind}-{d}", f"posts/{d}/new.md", article(d)) for d in ("a", "b")]
+    site.repos.remove(site.remote)
+    site.repos.remove(site.path)
+    bad = plant(site, tmp_path, kind, ("a", "b"))
+    r = site.call("push", "--json")
+    assert r.code == 4, r.out + r.err
+    shown = {j["job_id"]: j for j in r.json()["jobs"]}
+    for job, d in zip(jobs, ("a", "b"), strict=True):
+        found = shown[job["job_id"]]
+        assert found["state"] == "CONFLICT" and found["failure_code"] == "tree_unsound", found
+        assert f"tree posts/{d}/ {bad[:12]}" in found["failure_detail"], found["failure_detail"]
+        assert SAID[kind] in found["failure_detail"], found["failure_detail"]
+
+
+@pytest.mark.parametrize("kind", sorted(PLANTED))
+def test_a_bad_tree_stops_prepare_at_the_snapshot(site: Site, tmp_path: Path,
+                                                  kind: str) -> None:
+    site.repos.remove(site.remote)
+    site.repos.remove(site.path)
+    bad = plant(site, tmp_path, kind, ("a", "b"))
+    for d in ("a", "b"):
+        r = site.call("prepare", "--json", "--key", f"{kind}-{d}", "--to", f"posts/{d}/new.md", "-",
+                      input=article(d))
+        assert r.code == 4, r.out + r.err
+        shown = r.json()
+        assert shown["state"] == "CONFLICT" and shown["failure_code"] == "tree_unsound", shown
+        assert f"tree posts/{d}/ {bad[:12]}" in shown["failure_detail"], shown["failure_detail"]
+        assert SAID[kind] in shown["failure_detail"], shown["failure_detail"]
