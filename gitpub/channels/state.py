@@ -540,6 +540,18 @@ class ChannelState:
         clone). Raises ``Offline``; a lost race is left to the next write's sync."""
         if not self.ahead(job):
             return job
+        # Ahead of the tracking ref as last read: maybe only of a stale one (another process
+        # of this clone landed this very value since, and its tracking ref, or this process's
+        # kept copy of it, lags). Pushing then would be "up to date" for the job's ref — git
+        # checks no lease on a ref that already has the new value — while the ledger's
+        # counters, built on the stale value, would count its sends a second time. So the
+        # remote's value is fetched first, and the job shared only if it is still ahead.
+        try:
+            self._writer().upstream.refresh()
+        except (RemoteError, RemoteConfigError) as e:
+            raise Offline(e.message) from None
+        if not self.ahead(job):
+            return job
         theirs, counted = self.base(job.job_id)
         ledgers, folded = self._ledger_changes(job, counted, {}, {})
         landing = self._writer().push([*ledgers, Change(f"jobs/{job.job_id}", job.commit,
