@@ -150,12 +150,12 @@ def _ntfs_trailer(name: str, start: int) -> bool:
 def is_ntfs_dotgit(name: str) -> bool:
     """Whether NTFS resolves the component ``name`` to ``.git`` (``path.c``, ``is_ntfs_dotgit``):
     ``.git`` or its short name ``git~1``, in any case, followed only by dots and spaces, to the
-    end or to a stream (``:``)."""
-    low = _ascii_lower(name)
+    end, to a stream (``:``) or to a backslash (a directory separator there)."""
+    low = _ascii_lower(name.partition("\\")[0])
     if low.startswith(".git"):
-        return _ntfs_trailer(name, 4)
+        return _ntfs_trailer(low, 4)
     if low.startswith("git~1"):
-        return _ntfs_trailer(name, 5)
+        return _ntfs_trailer(low, 5)
     return False
 
 
@@ -198,10 +198,13 @@ def is_dotgit(name: str) -> bool:
     """Whether the component ``name`` is ``.git`` in any spelling git refuses (``hasDotgit``).
     An ASCII name holds no ignorable code point: it is one only when it starts with ``.`` or
     with ``git~1`` in any case (the only beginnings either rule accepts), which is asked first:
-    every entry of every tree checked comes here."""
-    if name.isascii() and not name.startswith(".") and name[:5].lower() != "git~1":
+    every entry of every tree checked comes here. As ``git fsck``, what follows each backslash
+    is asked too (``x\\.git`` is ``x/.git`` on Windows)."""
+    if name.isascii() and not name.startswith(".") and name[:5].lower() != "git~1" \
+            and "\\" not in name:
         return False
-    return is_ntfs_dotgit(name) or is_hfs_dot(name, "git")
+    return is_ntfs_dotgit(name) or is_hfs_dot(name, "git") or any(
+        is_ntfs_dotgit(after) for after in name.split("\\")[1:])
 
 
 def git_meta_name(name: str) -> str | None:
@@ -268,8 +271,13 @@ def path_problem(path: str) -> str | None:
 
 def symlink_problem(path: str) -> str | None:
     """Why ``path`` may not be a symbolic link, or None: git and ``fsck`` refuse a symlink as
-    ``.gitmodules``, ``.gitattributes``, ``.gitignore`` or ``.mailmap`` in any spelling."""
-    meta = git_meta_name(path.rsplit("/", 1)[-1])
+    ``.gitmodules``, ``.gitattributes``, ``.gitignore`` or ``.mailmap`` in any spelling (and,
+    as ``git fsck``, ``.gitmodules`` after any backslash: ``x\\.gitmodules``)."""
+    name = path.rsplit("/", 1)[-1]
+    meta = git_meta_name(name)
+    if meta is None and any(is_ntfs_dot(after, "gitmodules", GIT_META_FILES["gitmodules"])
+                            for after in name.split("\\")[1:]):
+        meta = "gitmodules"
     return None if meta is None else f"a symbolic link may not be .{meta}"
 
 
