@@ -16,11 +16,13 @@ import hashlib
 import json
 import math
 import os
+from pathlib import Path
 
 from gitpub import __version__
 from gitpub.config.model import Config
 from gitpub.config.schema import Parser
 from gitpub.core.errors import CONFIG_FILE, ConfigError
+from gitpub.core.files import write_atomic
 
 
 def parse_config(text: str, source: str = CONFIG_FILE) -> Config:
@@ -172,19 +174,8 @@ def _store(cache: str, key: str, value_json: str) -> None:
               f'"check":"{_check(key, value_json)}","value":{value_json}}}\n')
     if len(record) > _CACHE_MAX:
         return
-    temporary = f"{cache}.{os.getpid()}.tmp"
-    # A new file, never one found there (a symbolic link is not followed: O_EXCL), e.g. a
-    # leftover of a killed process with this pid, which goes first.
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        with os.fdopen(os.open(temporary, flags, 0o666), "w", encoding="ascii") as file:
-            file.write(record)
-        os.replace(temporary, cache)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.remove(temporary)
+    with contextlib.suppress(OSError):  # a new file renamed over the old (core.files)
+        write_atomic(Path(cache), record.encode("ascii"))
 
 
 def decode_config(data: bytes, source: str) -> str:
