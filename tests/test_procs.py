@@ -41,8 +41,9 @@ from gitpub.git.run import git_program
 #: base and the archive, sync and prepare --push list like push, a hand commit's unpushed
 #: commits one rev-list per pair in a command: prepare 6, sync 34, reconcile 17; the job's
 #: ref confirmed by a verify in the update-ref session instead of read again: push 12,
-#: sync 33; prepare --push, counted from then on: 20 on c40bc4a, 14).
-CEILINGS = {"prepare": 6, "push": 12, "status": 5, "sync": 33, "reconcile": 17,
+#: sync 33; prepare --push, counted from then on: 20 on c40bc4a, 14; the remote-tracking
+#: branch's reflog read by git, not from its file, which reftable does not have: sync 34).
+CEILINGS = {"prepare": 6, "push": 12, "status": 5, "sync": 34, "reconcile": 17,
             "status-idle": 3, "confirm": 10, "prepare-push": 14}
 
 

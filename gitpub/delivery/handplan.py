@@ -171,18 +171,16 @@ def removed_from_remote(repo: Repository, tracking: str, tip: str,
     remote-tracking branch had, by its reflog: they were on the remote and somebody removed
     them since (a force push). ``git pull --rebase`` drops such commits (``--fork-point``)
     rather than bring them back; sync must not publish them again either."""
-    try:
-        lines = (repo.common_dir / "logs" / tracking).read_bytes().splitlines()
-    except OSError:
+    if not candidates:
         return frozenset()
-    seen: set[str] = set()
-    for line in lines[-REFLOG_ENTRIES:]:
-        for value in line.split(b" ", 2)[:2]:
-            sha = value.decode("ascii", "replace")
-            if is_object_id(sha) and sha.strip("0") and sha != tip:
-                seen.add(sha)
+    # the reflog as git reads it, whatever the ref backend (files or reftable); git passes
+    # over entries whose commits are gone, and a ref without a reflog gives its value alone
+    out = _git_out(repo, "rev-list", "--walk-reflogs", f"--max-count={REFLOG_ENTRIES}",
+                   tracking, "--")
+    seen = {sha for sha in (out or "").split()
+            if is_object_id(sha) and sha.strip("0") and sha != tip}
     old = sorted(sha for sha in seen if repo.has_object(sha))
-    if not old or not candidates:
+    if not old:
         return frozenset()
     out = _git_out(repo, "rev-list", *old, f"^{tip}")
     return frozenset(candidates) & frozenset((out or "").split())
