@@ -240,7 +240,7 @@ def _second_runs(h: Harness, s: Sizes, clones: _Clones) -> list[Row]:
             local_x, local_y),
         Row("confirm (CI), second run in-process (no interpreter start, no imports)",
             median(lib), median(local_y), None, str(s.runs),
-            "`app.ci.confirm` called in-process in a fresh clone (the CLI row less the "
+            "`app.confirm.confirm` called in-process in a fresh clone (the CLI row less the "
             "interpreter's start and the imports)", GREP_WHAT, "", lib, local_y),
         Row("confirm (CI) as CI does: `--depth=1` clone + confirm", median(ci_x), median(ci_y),
             None, str(s.runs),

@@ -108,6 +108,26 @@ def test_a_hung_cat_file_is_given_up_once_with_a_clear_error(site: Site, tmp_pat
     assert "Traceback" not in shown.err and took < 10, took
 
 
+def test_a_git_without_batch_command_is_named_too_old(site: Site, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A git older than 2.36 refuses ``cat-file --batch-command`` with its usage (exit 129):
+    every command says that this git is too old, not that a job's state cannot be read."""
+    prepare(site, "old-git", "posts/old-git.md", article(1))
+    bin_dir = tmp_path / "old-bin"
+    bin_dir.mkdir()
+    script = bin_dir / "git"
+    script.write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = "--batch-command" ] && { '
+                      'echo "error: unknown option \\`batch-command\'" >&2; '
+                      'echo "usage: git cat-file <type> <object>" >&2; exit 129; }; done\n'
+                      f'exec {REAL_GIT} "$@"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    shown = site.call("status", "--all", "--json")
+    assert shown.code != 0, shown.out + shown.err
+    assert "this git is too old for gitpub: it needs git 2.36 or newer" in shown.out
+    assert "cannot be read" not in shown.out and "Traceback" not in shown.err
+
+
 def test_a_hung_ref_transaction_is_given_up_with_a_clear_error(site: Site,
                                                                monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:

@@ -70,7 +70,7 @@ def uninstall_command(ctx: click.Context) -> None:
 
 @click.command("hook-impl", hidden=True,
                context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False,
-                                 "help_option_names": []})
+                                 "help_option_names": ["-h", "--help"]})
 @click.argument("hook", type=click.Choice(HOOKS))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context

@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TypeVar
 
-from gitpub.core.errors import TryLaterError
+from gitpub.core.errors import GitpubError, TryLaterError
 from gitpub.git.run import DEFAULT_TIMEOUT, Popen, TimeoutExpired, popen_git
 
 #: Seconds an answer may take without a byte arriving before the process is given up.
@@ -52,6 +52,15 @@ T = TypeVar("T")
 
 class Unreadable(Exception):
     """git has the object but cannot read it (the text says what git said)."""
+
+
+class GitTooOld(GitpubError):
+    """This git has no ``cat-file --batch-command`` (git 2.36, 2022), which every read needs."""
+
+    def __init__(self) -> None:
+        super().__init__("this git is too old for gitpub: it needs git 2.36 or newer "
+                         "(`git cat-file --batch-command`)",
+                         "install a newer git (`git --version` says which one runs)")
 
 
 class CatFileTimeout(TryLaterError):
@@ -283,6 +292,8 @@ class CatFile:
         self.close()
         if code is not None and code < 0:
             return _Killed()
+        if code == 129 and "batch-command" in said:  # git before 2.36 does not know it
+            return GitTooOld()
         return Unreadable(_last_lines(said) or f"git cat-file stopped at {name}")
 
 

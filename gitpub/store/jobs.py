@@ -32,6 +32,7 @@ from gitpub.core.errors import CorruptStateError, GitpubError, LostRace, TryLate
 from gitpub.core.record import JobRecord, Lease, RecordError, parse_record
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import RESTING, TERMINAL, Stage, State, check_transition
+from gitpub.git.catfile import GitTooOld
 from gitpub.git.refs import ANY_VALUE
 from gitpub.git.repo import MODE_FILE, CommitInfo, Entry, RefUpdate, Repository
 from gitpub.store.lease import Worker, held_by_other, shown_owner
@@ -186,8 +187,8 @@ class JobStore:
             except CorruptStateError as e:
                 yield e
                 continue
-            except TryLaterError:
-                raise  # a git that does not answer (now): no verdict on the job, nor the rest
+            except (TryLaterError, GitTooOld):
+                raise  # a git that does not answer (now), or cannot: no verdict on any job
             except Exception as e:  # whatever the damage, it is this job's, not the listing's
                 yield CorruptStateError(f"job {job_id}: state cannot be read: "
                                         f"{type(e).__name__}: {e}")
