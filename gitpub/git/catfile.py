@@ -28,6 +28,7 @@ And for the process itself:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import select
@@ -134,7 +135,8 @@ class CatFile:
             return
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
-                stream.close()
+                with contextlib.suppress(OSError):  # what a dead git left unread is dropped
+                    stream.close()
         try:
             proc.wait(timeout=5)
         except TimeoutExpired:
