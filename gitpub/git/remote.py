@@ -322,9 +322,9 @@ class Remote:
         env = None
         if verified:
             git_dir = str(self.repo.git_dir)
-            env = {pushmark.ENV: pushmark.mark(
+            env = {pushmark.ENV: pushmark.mark([
                 pushmark.entry(git_dir, u.src or "", u.dst, verified[u.dst])
-                for u in updates if u.dst in verified)}
+                for u in updates if u.dst in verified])}
         args = push_args(updates, atomic=atomic) + ([] if verify else ["--no-verify"])
         try:
             proc = self._git([*args, self.remote, *(u.refspec() for u in updates)],
