@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from gitpub.git.locks import LockedError, ensure_pub_dir
+from gitpub.core.files import ensure_pub_dir
+from gitpub.git.locks import LockedError
 from gitpub.git.repo import Repository
 
 #: How long a delivery waits for another process's network segment (fetch and push timeouts).

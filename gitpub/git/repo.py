@@ -184,7 +184,9 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         ``PubDirError`` if something else stands there."""
         path = self.common_dir / "pub"
         if path.exists() and not path.is_dir():
-            locks.ensure_pub_dir(path)  # raises, saying what is wrong
+            from gitpub.core.files import ensure_pub_dir
+
+            ensure_pub_dir(path)  # raises, saying what is wrong
         return path
 
     # -- locks -----------------------------------------------------------------------------

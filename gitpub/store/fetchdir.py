@@ -20,9 +20,8 @@ import tempfile
 from pathlib import Path
 
 from gitpub.core.errors import GitpubError
-from gitpub.core.files import write_atomic
+from gitpub.core.files import ensure_pub_dir, write_atomic
 from gitpub.core.sanitize import sanitize
-from gitpub.git.locks import ensure_pub_dir
 from gitpub.git.objects import is_object_id
 from gitpub.git.remote import Remote, RemoteError
 from gitpub.git.repo import Repository
