@@ -79,10 +79,6 @@ def walk_since(
             push(parent, boring)
 
 
-#: What marks a commit whose message may claim a job, under any prefix (``<prefix>-Job-Id``).
-JOB_ID_NEEDLE = b"-job-id"
-
-
 class LogScan:
     """A ``git log`` walk: how many commits it covered, and the (sha, message) of those whose
     message contains the needle (ASCII case-insensitively, as ``bytes.lower`` compares),
@@ -110,7 +106,7 @@ class LogScan:
 
 
 def log_scan(repo: Repository, tips: Sequence[str], excludes: Sequence[str],
-             needle: bytes = JOB_ID_NEEDLE, *, listed: bool = False,
+             needle: bytes, *, listed: bool = False,
              counted: bool = True, meanwhile: Callable[[], object] | None = None,
              split: str | None = None) -> LogScan:
     """Every commit reachable from ``tips`` and not from ``excludes`` (``git log tips
@@ -381,7 +377,7 @@ def _entry_type(pack: IO[bytes], offset: int) -> str | None:
 _WITH_PARENTS = "%H %P%x00%B"
 
 
-def split_scan(repo: Repository, tip: str, point: str, needle: bytes = JOB_ID_NEEDLE,
+def split_scan(repo: Repository, tip: str, point: str, needle: bytes,
                meanwhile: Callable[[], object] | None = None) -> LogScan:
     """``tip``'s whole history (``git log tip``) as two walks at once, on two cores:
     ``tip ^point`` (its records with their parents) and ``point``. Their union is the

@@ -29,6 +29,7 @@ from pathlib import Path
 from gitpub.core.files import write_atomic
 from gitpub.git.repo import Repository
 from gitpub.git.walk import log_scan
+from gitpub.proof.trailers import JOB_ID_NEEDLE
 
 INDEX_FILE = "job-ids"
 _HEADER = b"gitpub job-id index v1 through "
@@ -66,7 +67,8 @@ def _read(path: Path) -> tuple[str | None, bytes]:
 
 def _entries(repo: Repository, tip: str, through: str | None) -> bytes:
     """``<uuid> <commit>`` lines for the commits of ``tip ^through`` that mention a job id."""
-    scan = log_scan(repo, [tip], [] if through is None else [through], counted=False)
+    scan = log_scan(repo, [tip], [] if through is None else [through], JOB_ID_NEEDLE,
+                    counted=False)
     lines = []
     for sha, message in scan.candidates:
         for uuid in dict.fromkeys(m.group().lower() for m in _UUID.finditer(message)):
