@@ -71,6 +71,7 @@ from gitpub.git.remote import RemoteConfigError, RemoteError
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
 from gitpub.store.lease import shown_owner
+from gitpub.store.mirror import store_prefix
 
 _O = TypeVar("_O", bound=Outcome | None)
 
@@ -179,7 +180,7 @@ class Driver:
         """``reconcile``: claims still on the remote whose send settled (a gitpub that kept
         every claim left them) folded into their accounts' ledgers; how many. Quietly none
         when the remote cannot be asked: the next run goes on."""
-        prefix = self.upstream.remote.store_prefix + CLAIMS
+        prefix = store_prefix(self.upstream.remote) + CLAIMS
         if not self.ctx.repo.list_refs(prefix):
             return 0
         with contextlib.suppress(Offline, RemoteError, RemoteConfigError):
@@ -621,7 +622,7 @@ def channel_reports(ctx: Context, jobs: Sequence[Job], *, strict: bool = False,
     knows it best (``state.freshest``: the remote's as last fetched, when it is ahead); an
     unreadable one raises (``strict``) or goes to ``errors``."""
     state = ChannelState(ctx.store)
-    prefix = ctx.remote().store_prefix
+    prefix = store_prefix(ctx.remote())
     reports: dict[str, Report] = {}
     # The remote's job values in one listing, not a git per job (``status --all``).
     theirs = ctx.repo.list_refs(prefix + "jobs/") if len(jobs) > 1 else None

@@ -19,6 +19,7 @@ from gitpub.runtime.contain import Failures
 from gitpub.runtime.context import Context
 from gitpub.runtime.session import find_job
 from gitpub.store.jobs import Job
+from gitpub.store.mirror import store_prefix
 from gitpub.store.shared import SharedView
 
 
@@ -60,7 +61,7 @@ def find_here(ctx: Context, ref: str) -> Job:
 
 def _in_archive(ctx: Context, ref: str) -> Job | None:
     """The job ``ref`` names in the archive this clone last fetched (one match), or None."""
-    view = SharedView(ctx.store, ctx.remote().store_prefix)
+    view = SharedView(ctx.store, store_prefix(ctx.remote()))
     ids = view.archived_matching(ref)
     if len(ids) > 1:
         raise UsageError(f"job id prefix {ref!r} is ambiguous ({len(ids)} archived jobs)",

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from gitpub.core.errors import UsageError
 from gitpub.core.states import State
-from gitpub.git.remote import MIRROR_PREFIXES
 from gitpub.git.repo import Repository
 from gitpub.runtime.context import Context
 from gitpub.runtime.pubdir import Healer
 from gitpub.runtime.repoconfig import load_repo_config
 from gitpub.store.jobs import Job, JobStore
 from gitpub.store.lease import Worker
+from gitpub.store.mirror import MIRROR_PREFIXES
 
 
 def open_repository(where: Path, progress: Callable[[str], None]) -> Repository:
