@@ -22,6 +22,7 @@ import pytest
 from conftest import ROOT, git
 
 from gitpub.core.errors import CorruptStateError
+from gitpub.core.files import pub_dir
 from gitpub.git.repo import Repository
 from gitpub.git.walk import log_scan
 from gitpub.proof.trailers import JOB_ID_NEEDLE as NEEDLE
@@ -225,7 +226,7 @@ def test_work_done_meanwhile_once_and_a_failure_ends_the_walk(history: History) 
             with pytest.raises(RuntimeError):
                 log_scan(r, [c["tip"]], [], NEEDLE, listed=listed, meanwhile=fail)
         assert children() == before  # every git started was ended and waited for
-        assert not list(r.pub_dir.glob("log-*"))  # and its output file removed
+        assert not list(pub_dir(r.common_dir).glob("log-*"))  # and its output file removed
 
 
 _KILLED = """

@@ -65,6 +65,7 @@ from gitpub.core.errors import (
     CorruptStateError,
     GitpubError,
 )
+from gitpub.core.files import pub_dir
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import TERMINAL, Kind, Stage, State
 from gitpub.git.remote import RemoteConfigError, RemoteError
@@ -457,7 +458,7 @@ class Driver:
             after = (decide.after_send(start, _lease_expiring(), spec, time.time()) if sends
                      else decide.after_reconcile(start, _lease_expiring(), spec, time.time()))
             return self._finish(job, start, after, key, release, phase, notes), False
-        adapter = adapter_for(spec, self.ctx.repo.pub_dir / "scratch")
+        adapter = adapter_for(spec, pub_dir(self.ctx.repo.common_dir) / "scratch")
         intent = self._intent(job, spec, record)
         if sends:
             self.ctx.progress(f"channel {name}: sending {job.job_id[:13]} "

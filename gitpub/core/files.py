@@ -19,6 +19,15 @@ class PubDirError(GitpubError):
     """``.git/pub`` (gitpub's private space) cannot be used."""
 
 
+def pub_dir(common_dir: Path) -> Path:
+    """gitpub's private space inside the git directory ``common_dir`` (scratch, caches,
+    locks); a ``PubDirError`` if something else stands there."""
+    path = common_dir / "pub"
+    if path.exists() and not path.is_dir():
+        ensure_pub_dir(path)  # raises, saying what is wrong
+    return path
+
+
 def ensure_pub_dir(path: Path) -> Path:
     """``path`` (``.git/pub``) as a directory, created if absent; a clear error otherwise."""
     try:

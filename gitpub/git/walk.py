@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from gitpub.core.errors import CorruptStateError
+from gitpub.core.files import pub_dir
 from gitpub.git.objects import is_object_id
 from gitpub.git.repo import CommitInfo, Repository
 from gitpub.git.run import Popen, spawn_git
@@ -152,8 +153,9 @@ def _scratch(repo: Repository) -> IO[bytes]:
     time costs more than the walk's formatting for a long history), without a name: nothing
     is left behind when the process is killed while git walks (``O_TMPFILE`` on Linux, else
     unlinked at once), however long the listing."""
-    repo.pub_dir.mkdir(parents=True, exist_ok=True)
-    return tempfile.TemporaryFile(dir=repo.pub_dir, prefix="log-", suffix=".tmp")
+    where = pub_dir(repo.common_dir)
+    where.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryFile(dir=where, prefix="log-", suffix=".tmp")
 
 
 def _output(f: IO[bytes]) -> bytes:

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gitpub.core.errors import UsageError
+from gitpub.core.files import pub_dir
 from gitpub.core.states import State
 from gitpub.git.repo import Repository
 from gitpub.runtime.context import Context
@@ -39,7 +40,7 @@ def open_session(where: Path, progress: Callable[[str], None], *,
                  keep_lease_in: frozenset[State] = frozenset()) -> Iterator[Context]:
     """The context of one command in the repository at ``where``; closed when done."""
     with open_repository(where, progress) as repo:
-        _ = repo.pub_dir  # something else there (a file): every command says so, with the fix
+        pub_dir(repo.common_dir)  # a file there: every command says so, with the fix
         config = load_repo_config(repo)
         store = JobStore(repo, Worker.current(config.lease_seconds),
                          keep_lease_in=keep_lease_in)

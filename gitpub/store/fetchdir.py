@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from gitpub.core.errors import GitpubError
-from gitpub.core.files import ensure_pub_dir, write_atomic
+from gitpub.core.files import ensure_pub_dir, pub_dir, write_atomic
 from gitpub.core.sanitize import sanitize
 from gitpub.git.objects import is_object_id
 from gitpub.git.remote import Remote, RemoteError
@@ -53,7 +53,7 @@ def isolated_fetch_dir(repo: Repository) -> Path:
     (``GIT_OBJECT_DIRECTORY``). Created when missing, its configuration written again when it
     is not ``FETCH_CONFIG`` (an older gitpub's named absolute paths); it holds nothing that is
     not derived."""
-    net = ensure_pub_dir(repo.pub_dir) / "fetch.git"
+    net = ensure_pub_dir(pub_dir(repo.common_dir)) / "fetch.git"
     config = net / "config"
     if (net / "HEAD").is_file() and (net / "refs").is_dir() and _reads(config) == FETCH_CONFIG:
         return net

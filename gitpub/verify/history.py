@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from gitpub.core.files import write_atomic
+from gitpub.core.files import pub_dir, write_atomic
 from gitpub.git.repo import Repository
 from gitpub.git.walk import log_scan
 from gitpub.proof.trailers import JOB_ID_NEEDLE
@@ -41,11 +41,12 @@ _SHA = re.compile(rb"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 def _locked(repo: Repository) -> Iterator[Path]:
     """The index file, held exclusively (an flock on ``job-ids.flock``, released if we die;
     not named ``*.lock``, which is a git lock file that the lock sweep may judge stale)."""
-    repo.pub_dir.mkdir(parents=True, exist_ok=True)
-    with open(repo.pub_dir / f"{INDEX_FILE}.flock", "a+b") as f:
+    where = pub_dir(repo.common_dir)
+    where.mkdir(parents=True, exist_ok=True)
+    with open(where / f"{INDEX_FILE}.flock", "a+b") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
-            yield repo.pub_dir / INDEX_FILE
+            yield where / INDEX_FILE
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
