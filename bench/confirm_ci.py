@@ -129,6 +129,7 @@ def _walks(h: Harness, s: Sizes, clones: _Clones, history: int) -> list[Row]:
     the same time, on the other core)."""
     from gitpub.git import walk as W
     from gitpub.git.repo import Repository
+    from gitpub.proof.trailers import JOB_ID_NEEDLE
 
     repo = clones.clone()
 
@@ -138,7 +139,7 @@ def _walks(h: Harness, s: Sizes, clones: _Clones, history: int) -> list[Row]:
             assert tip is not None
             t0 = time.perf_counter()
             point = W.split_point(r, tip) if split else None
-            scan = W.log_scan(r, [tip], [], listed=listed, split=point)
+            scan = W.log_scan(r, [tip], [], JOB_ID_NEEDLE, listed=listed, split=point)
             dt = time.perf_counter() - t0
         if scan.count != history or len(scan.candidates) != 1:
             raise BenchError(f"the walk counted {scan.count} of {history}")

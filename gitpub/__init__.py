@@ -20,7 +20,8 @@ import, and ``lint-imports`` (the contracts in ``pyproject.toml``) holds them to
 A layer imports only from the layers below it (siblings on one line are independent); dulwich
 is imported only in ``git``, click only in ``cli``, httpx only in ``channels`` and ``forge``,
 and processes are started only by
-``git.run`` and ``runtime.steps``. docs/design.md explains the design,
+``git.run`` (C git), ``runtime.steps`` (commands) and the hooks' stdlib-only fast path
+(``hooks.fast``). docs/design.md explains the design,
 docs/dulwich.md the dulwich behaviours the git layer guards against.
 """
 

@@ -152,8 +152,8 @@ def test_a_git_that_moves_mirror_refs_forgets_them(site: Site, moves: tuple[str,
     ``git remote`` prunes and sets heads, ``git symbolic-ref`` with a target writes one
     (2ca950e kept them across all three, as read-only commands: the listing after them was
     the one before)."""
-    from gitpub.git.remote import MIRROR_PREFIXES
     from gitpub.git.repo import Repository
+    from gitpub.store.mirror import MIRROR_PREFIXES
 
     site.git("push", "-q", "origin", "HEAD:refs/heads/extra")
     site.git("fetch", "-q", "origin")

@@ -7,16 +7,22 @@ A plain Markdown article (no front matter) in a site without fonts, channels or 
 cached: ``config.load``) and not dulwich's index code (its path components cannot spell
 ``.git``: ``git.paths.cannot_be_refused``); its ``push`` loads none of the prepare pipeline.
 Each is also shown to load what it needs when the content asks for it.
+
+And where gitpub starts processes: the three places the import contract names, found by
+reading the source (``os.posix_spawnp`` and its kin are no import the contract can see).
 """
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import Site
 from test_startup import imported
 
+import gitpub
 from gitpub.config.load import CACHE_FILE
 
 PLAIN = "# A plain article\n\nNo front matter, {n}.\n"
@@ -148,3 +154,84 @@ def test_a_local_commit_that_is_not_the_jobs_gives_no_subject(site: Site) -> Non
         rebuilt = rebuild_commit(repo, other, artifacts, base, "Blog")
         assert rebuilt == build_commit(repo, other, artifacts, base, "Blog")
         assert repo.commit(rebuilt).message.split(b"\n")[0] == b"Publish: With front matter 1"
+
+
+# -- where processes are started ----------------------------------------------------------------
+
+#: Every way the standard library starts a process, as ``os`` spells it (``os.posix_spawnp``,
+#: ``os.execv``, …): the import contract sees ``subprocess`` only.
+OS_STARTS = ("fork", "forkpty", "system", "popen", "posix_spawn", "posix_spawnp", "exec",
+             "spawn")
+#: Modules that start processes whichever function they call.
+PROCESS_MODULES = ("subprocess", "multiprocessing", "pty", "concurrent.futures.process")
+
+#: The three places gitpub starts processes (the import contract's, in pyproject.toml):
+#: C git in ``git.run``, the pipeline's and channels' commands in ``runtime.steps``, and the
+#: hooks' stdlib-only fast path (``hooks.fast``), which may not import either (~18 and ~39 ms
+#: on every commit, ``python -S -X importtime``): git through ``os.posix_spawnp``
+#: (``subprocess`` where there is none) and an earlier hook (``<hook>.legacy``) through
+#: ``subprocess``.
+PROCESS_PLACES = {
+    "gitpub.git.run": {"subprocess"},
+    "gitpub.runtime.steps": {"subprocess"},
+    "gitpub.hooks.fast": {"subprocess", "os.posix_spawnp"},
+}
+
+
+def _starts(tree: ast.AST) -> set[str]:
+    """How the module ``tree`` can start a process: the process modules it imports, the
+    ``os`` functions it names (``os.x`` or ``from os import x``)."""
+    def starts_one(name: str) -> bool:
+        return any(name == s or (s in ("exec", "spawn") and name.startswith(s))
+                   for s in OS_STARTS)
+
+    def is_process_module(name: str) -> bool:
+        return any(name == m or name.startswith(m + ".") for m in PROCESS_MODULES)
+
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if is_process_module(a.name)}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if is_process_module(node.module):
+                found.add(node.module)
+            elif node.module == "os":
+                found |= {f"os.{a.name}" for a in node.names if starts_one(a.name)}
+            elif node.module in ("asyncio", "concurrent.futures"):
+                found |= {f"{node.module}.{a.name}" for a in node.names
+                          if "subprocess" in a.name or a.name == "ProcessPoolExecutor"}
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id == "os" and starts_one(node.attr):
+                found.add(f"os.{node.attr}")
+            elif node.value.id == "asyncio" and "subprocess" in node.attr:
+                found.add(f"asyncio.{node.attr}")
+    return found
+
+
+def test_processes_are_started_in_three_places_only() -> None:
+    """Exactly the places ``PROCESS_PLACES`` names, and each in exactly the ways it names: a
+    new place, or a place that no longer starts processes, means the contract and
+    docs/development.md must say so."""
+    root = Path(gitpub.__file__).parent
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        module = ".".join(("gitpub", *path.relative_to(root).with_suffix("").parts))
+        starts = _starts(ast.parse(path.read_bytes(), str(path)))
+        if starts:
+            found[module.removesuffix(".__init__")] = starts
+    assert found == PROCESS_PLACES
+
+
+def test_the_process_finder_sees_each_spelling() -> None:
+    source = """
+import os, subprocess as sp
+from os import execvp, posix_spawn
+from multiprocessing import Process
+import asyncio
+from concurrent.futures import ProcessPoolExecutor
+os.system("x"); os.fork(); os.spawnlp(0, "x"); os.kill(1, 0); os.getpid()
+asyncio.create_subprocess_exec("x")
+"""
+    assert _starts(ast.parse(source)) == {
+        "subprocess", "os.execvp", "os.posix_spawn", "multiprocessing", "os.system", "os.fork",
+        "os.spawnlp", "asyncio.create_subprocess_exec", "concurrent.futures.ProcessPoolExecutor"}

@@ -22,8 +22,10 @@ import pytest
 from conftest import ROOT, git
 
 from gitpub.core.errors import CorruptStateError
+from gitpub.core.files import pub_dir
 from gitpub.git.repo import Repository
 from gitpub.git.walk import log_scan
+from gitpub.proof.trailers import JOB_ID_NEEDLE as NEEDLE
 
 TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 WHO = "author A <a@example.com> 1700000000 +0000\ncommitter A <a@example.com> 1700000000 +0000\n"
@@ -83,8 +85,8 @@ def test_filtered_and_listed_walks_agree_with_git(history: tuple[Path, dict[str,
                       "two-tips": ([c["tip"], c["side"]], [c["plain"]])}[case]
     count, expected = oracle(repo, [*tips, *[f"^{x}" for x in excludes]])
     with Repository.discover(repo) as r:
-        filtered = log_scan(r, tips, excludes)
-        listed = log_scan(r, tips, excludes, listed=True)
+        filtered = log_scan(r, tips, excludes, NEEDLE)
+        listed = log_scan(r, tips, excludes, NEEDLE, listed=True)
     assert filtered.count == listed.count == count
     assert {sha for sha, _ in filtered.candidates} == expected
     assert filtered.candidates == listed.candidates
@@ -100,8 +102,8 @@ def test_a_counted_walk_cannot_say_what_it_walked(history: tuple[Path, dict[str,
                                                   ) -> None:
     repo, c = history
     with Repository.discover(repo) as r:
-        scan = log_scan(r, [c["tip"]], [])
-        assert log_scan(r, [c["tip"]], [], counted=False).candidates == scan.candidates
+        scan = log_scan(r, [c["tip"]], [], NEEDLE)
+        assert log_scan(r, [c["tip"]], [], NEEDLE, counted=False).candidates == scan.candidates
     with pytest.raises(ValueError):
         scan.has(c["root"])
 
@@ -126,7 +128,7 @@ def both_walks_are_gits(r: Repository, repo: Path, tips: list[str]) -> None:
     walked = set(git(repo, "rev-list", *tips).split())
     every = git(repo, "rev-list", "--all").split()
     for listed in (False, True):
-        scan = log_scan(r, tips, [], listed=listed)
+        scan = log_scan(r, tips, [], NEEDLE, listed=listed)
         assert scan.count == count, listed
         assert {sha for sha, _ in scan.candidates} == expected, listed
         assert len(scan.candidates) == len(expected), listed
@@ -152,7 +154,7 @@ def test_an_output_encoding_of_the_configuration_blinds_no_walk(
         monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "global"))
     with Repository.discover(repo) as r:
         for listed in (False, True):
-            scan = log_scan(r, [tip], [], listed=listed)
+            scan = log_scan(r, [tip], [], NEEDLE, listed=listed)
             assert scan.count == count, listed
             assert {sha for sha, _ in scan.candidates} == expected, listed
             assert all(m.startswith(b"C") for _, m in scan.candidates), listed  # as UTF-8
@@ -195,7 +197,7 @@ def test_a_damaged_history_is_reported(tmp_path: Path) -> None:
     with Repository.discover(repo) as r:
         for listed in (False, True):
             with pytest.raises(CorruptStateError, match="git log failed"):
-                log_scan(r, [tip], [], listed=listed)
+                log_scan(r, [tip], [], NEEDLE, listed=listed)
 
 
 def children() -> set[int]:
@@ -212,7 +214,7 @@ def test_work_done_meanwhile_once_and_a_failure_ends_the_walk(history: History) 
     with Repository.discover(repo) as r:
         before = children()
         for listed in (True, False):
-            scan = log_scan(r, [c["tip"]], [c["root"]], listed=listed,
+            scan = log_scan(r, [c["tip"]], [c["root"]], NEEDLE, listed=listed,
                             meanwhile=lambda: calls.append(listed))  # noqa: B023
             assert scan.count == oracle(repo, [c["tip"], f"^{c['root']}"])[0]
         assert calls == [True, False]
@@ -222,9 +224,9 @@ def test_work_done_meanwhile_once_and_a_failure_ends_the_walk(history: History) 
 
         for listed in (True, False):
             with pytest.raises(RuntimeError):
-                log_scan(r, [c["tip"]], [], listed=listed, meanwhile=fail)
+                log_scan(r, [c["tip"]], [], NEEDLE, listed=listed, meanwhile=fail)
         assert children() == before  # every git started was ended and waited for
-        assert not list(r.pub_dir.glob("log-*"))  # and its output file removed
+        assert not list(pub_dir(r.common_dir).glob("log-*"))  # and its output file removed
 
 
 _KILLED = """
@@ -232,9 +234,11 @@ import os, signal, sys
 from pathlib import Path
 from gitpub.git import walk
 from gitpub.git.repo import Repository
+from gitpub.proof.trailers import JOB_ID_NEEDLE
 how = getattr(signal, sys.argv[3])
 with Repository.discover(Path(sys.argv[1])) as r:
-    walk.log_scan(r, [sys.argv[2]], [], listed=True, meanwhile=lambda: os.kill(os.getpid(), how))
+    walk.log_scan(r, [sys.argv[2]], [], JOB_ID_NEEDLE, listed=True,
+                  meanwhile=lambda: os.kill(os.getpid(), how))
 """
 
 
@@ -283,10 +287,10 @@ def test_a_split_walk_is_the_one_walk_whatever_the_point(tmp_path: Path) -> None
     tip, commits = skewed(repo)
     count, expected = oracle(repo, [tip])
     with Repository.discover(repo) as r:
-        one = log_scan(r, [tip], [], listed=True)
+        one = log_scan(r, [tip], [], NEEDLE, listed=True)
         assert one.count == count
         for point in commits:
-            scan = split_scan(r, tip, point)
+            scan = split_scan(r, tip, point, NEEDLE)
             assert scan.count == count, point
             assert sorted(scan.candidates) == sorted(one.candidates), point
             assert {sha for sha, _ in scan.candidates} == expected, point
@@ -299,7 +303,7 @@ def test_a_split_walk_in_the_history_fixture(history: History) -> None:
     count, expected = oracle(repo, [c["tip"]])
     with Repository.discover(repo) as r:
         for point in c.values():
-            scan = split_scan(r, c["tip"], point)
+            scan = split_scan(r, c["tip"], point, NEEDLE)
             assert scan.count == count and {s for s, _ in scan.candidates} == expected, point
 
 
@@ -323,7 +327,7 @@ def test_the_split_point_is_a_commit_of_the_packs(tmp_path: Path,
         point = W.split_point(r, tip)
         assert point in commits and point != tip
         count, expected = oracle(repo, [tip])
-        scan = log_scan(r, [tip], [], listed=True, split=point)
+        scan = log_scan(r, [tip], [], NEEDLE, listed=True, split=point)
         assert scan.count == count and {s for s, _ in scan.candidates} == expected
 
 
@@ -378,6 +382,6 @@ def test_a_commit_both_halves_show_is_counted_once(tmp_path: Path) -> None:
     assert x in shown  # git's walk shows it: the case this test is about
     count, expected = oracle(repo, [tip])
     with Repository.discover(repo) as r:
-        scan = split_scan(r, tip, point)
+        scan = split_scan(r, tip, point, NEEDLE)
     assert scan.count == count
     assert sorted(sha for sha, _ in scan.candidates) == sorted(expected) == [x]

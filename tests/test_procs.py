@@ -19,9 +19,9 @@ import pytest
 from conftest import Site
 from test_delivery import article
 
-from gitpub.git.remote import MIRROR_PREFIXES
 from gitpub.git.repo import Repository
 from gitpub.git.run import git_program
+from gitpub.store.mirror import MIRROR_PREFIXES
 
 #: The most git processes each command of ``test_git_processes_per_command`` may start
 #: (measured: 714036d started 23, 51, 5, 115, 32, 3 and 27; the procs branch 14, 31, 5, 71, 21,

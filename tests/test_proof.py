@@ -10,6 +10,7 @@ from netfaults import free_port
 from test_delivery import article, other_writer, prepare
 
 from gitpub.core.errors import EXIT_KEY_REUSED
+from gitpub.core.files import pub_dir
 from gitpub.git.repo import Repository
 from gitpub.store.jobs import JobStore
 from gitpub.verify.commit import verify_commit
@@ -256,7 +257,7 @@ def test_the_history_index_follows_the_branch(site: Site, tmp_path: Path) -> Non
         assert tip is not None
         job_id = message[1]
         assert commits_mentioning(repo, tip, job_id) == [tip]
-        index = repo.pub_dir / INDEX_FILE
+        index = pub_dir(repo.common_dir) / INDEX_FILE
         assert index.read_bytes().startswith(b"gitpub job-id index v1 through " + tip.encode())
         # a rewritten branch: the entry is gone with it
         site.git("update-ref", "refs/remotes/origin/main", f"{tip}~1")

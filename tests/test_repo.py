@@ -19,6 +19,7 @@ from conftest import Site, git, make_site
 from test_delivery import article, prepare
 
 from gitpub.core.errors import CorruptStateError
+from gitpub.core.files import pub_dir
 from gitpub.git.repo import Entry, RefUpdate, Repository
 
 SHOWN = (["status", "--json"], ["status", "--all", "--json"], ["status", "--all"])
@@ -375,7 +376,7 @@ class _another_gitpub_alive:
     def __enter__(self) -> None:
         from gitpub.runtime import pubdir as locks
 
-        self.presence = locks.Presence(self.repo.pub_dir)
+        self.presence = locks.Presence(pub_dir(self.repo.common_dir))
 
     def __exit__(self, *exc: object) -> None:
         self.presence.close()

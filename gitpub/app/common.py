@@ -31,6 +31,7 @@ from gitpub.runtime.contain import Failures
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import KEPT_PREFIXES, Job
 from gitpub.store.maintenance import pack_refs_if_needed
+from gitpub.store.mirror import store_prefix
 
 
 def read_first(ctx: Context, remote: Remote) -> tuple[str | None, str | None]:
@@ -41,7 +42,7 @@ def read_first(ctx: Context, remote: Remote) -> tuple[str | None, str | None]:
     reads of them later costs no git (the job's ref before its claim is read afresh)."""
     ctx.repo.local_prefixes = KEPT_PREFIXES
     tracking, branch = remote.tracking_ref, f"refs/heads/{ctx.config.branch}"
-    seen = ctx.repo.read_refs([tracking, branch], also=[*KEPT_PREFIXES, remote.store_prefix])
+    seen = ctx.repo.read_refs([tracking, branch], also=[*KEPT_PREFIXES, store_prefix(remote)])
     return seen[tracking], seen[branch]
 
 

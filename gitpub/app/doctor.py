@@ -57,6 +57,7 @@ from gitpub.runtime.session import open_repository
 from gitpub.store.archive import ARCHIVE
 from gitpub.store.fetch import fetch_with_store
 from gitpub.store.jobs import ACTIVE_PREFIX, JOBS_PREFIX, JobStore
+from gitpub.store.mirror import store_prefix
 
 #: A lock file older than this is a dead process's leftover (see the module docstring).
 
@@ -171,7 +172,7 @@ def _remote_archive(env: _Env) -> Check:
         return Check("remote archive", "skipped", f"the remote could not be fetched: {e.message}")
     if fetched.damaged_archive is None:
         return Check("remote archive", "ok", "refs/pub/archive is an archive (or there is none)")
-    good = env.repo.read_ref(remote.store_prefix + ARCHIVE)
+    good = env.repo.read_ref(store_prefix(remote) + ARCHIVE)
     what = "is gone" if not fetched.damaged_archive else \
         f"is no archive ({fetched.damaged_archive[:12]})"
     if good is None:

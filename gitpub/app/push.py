@@ -103,7 +103,7 @@ def reconcile(where: Path, progress: Progress) -> Jobs:
         errors = failures.errors
         everything = frozenset(State) - TERMINAL
         jobs = unfinished(ctx, failures, everything, scan=True)
-        taken, not_taken = take_over(ctx, deliverer, failures)
+        taken, not_taken = take_over(ctx, deliverer.shared, failures)
         jobs += taken
         driver = driver_for(ctx)
         driver.expect(jobs)

@@ -21,12 +21,12 @@ from gitpub.core.errors import (
 from gitpub.core.states import exit_code_for
 
 if TYPE_CHECKING:
-    from gitpub.channels.drive import Report
+    from gitpub.channels.drive import Report as ChannelReport
     from gitpub.delivery.handplan import Outcome
     from gitpub.delivery.sync import Pending
     from gitpub.store.jobs import Event, Job
-__all__ = ["Event", "History", "Job", "Jobs", "Prepared", "Progress", "Shown",
-           "aggregate_exit"]  # Job, Event: for the command line's types
+__all__ = ["ChannelReport", "Event", "History", "Job", "Jobs", "Prepared", "Progress", "Shown",
+           "aggregate_exit"]  # Job, Event, ChannelReport: for the command line's types
 
 Progress = Callable[[str], None]
 
@@ -46,7 +46,7 @@ class Prepared(NamedTuple):
     created: bool
     note: str | None = None  # what happened to the local checkout (with --push)
     hint: str | None = None  # what to do next
-    channels: Report | None = None  # with --push: the published job's channels
+    channels: ChannelReport | None = None  # with --push: the published job's channels
     held: bool = False  # with --push: left unfinished to another worker (exit 5)
 
     @property
@@ -63,7 +63,7 @@ class Shown(NamedTuple):
 
     job: Job
     hint: str | None = None
-    channels: Report | None = None  # a published job's channels, as recorded
+    channels: ChannelReport | None = None  # a published job's channels, as recorded
 
 
 class Jobs(NamedTuple):
@@ -81,7 +81,7 @@ class Jobs(NamedTuple):
     #: Work that is not confirmed yet and needs another run (sync: hand edits not delivered
     #: because the remote did not answer): exit 5, as a job in RETRY_WAIT.
     unconfirmed: tuple[str, ...] = ()
-    channels: Mapping[str, Report] = {}  # job id -> its channels
+    channels: Mapping[str, ChannelReport] = {}  # job id -> its channels
     tracebacks: tuple[str, ...] = ()  # of the unexpected errors among ``errors`` (--debug)
     #: Jobs left unfinished to another worker (fenced, or held): not confirmed (exit 5).
     held: tuple[str, ...] = ()

@@ -65,12 +65,14 @@ from gitpub.core.errors import (
     CorruptStateError,
     GitpubError,
 )
+from gitpub.core.files import pub_dir
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import TERMINAL, Kind, Stage, State
 from gitpub.git.remote import RemoteConfigError, RemoteError
 from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
 from gitpub.store.lease import shown_owner
+from gitpub.store.mirror import store_prefix
 
 _O = TypeVar("_O", bound=Outcome | None)
 
@@ -179,7 +181,7 @@ class Driver:
         """``reconcile``: claims still on the remote whose send settled (a gitpub that kept
         every claim left them) folded into their accounts' ledgers; how many. Quietly none
         when the remote cannot be asked: the next run goes on."""
-        prefix = self.upstream.remote.store_prefix + CLAIMS
+        prefix = store_prefix(self.upstream.remote) + CLAIMS
         if not self.ctx.repo.list_refs(prefix):
             return 0
         with contextlib.suppress(Offline, RemoteError, RemoteConfigError):
@@ -456,7 +458,7 @@ class Driver:
             after = (decide.after_send(start, _lease_expiring(), spec, time.time()) if sends
                      else decide.after_reconcile(start, _lease_expiring(), spec, time.time()))
             return self._finish(job, start, after, key, release, phase, notes), False
-        adapter = adapter_for(spec, self.ctx.repo.pub_dir / "scratch")
+        adapter = adapter_for(spec, pub_dir(self.ctx.repo.common_dir) / "scratch")
         intent = self._intent(job, spec, record)
         if sends:
             self.ctx.progress(f"channel {name}: sending {job.job_id[:13]} "
@@ -621,7 +623,7 @@ def channel_reports(ctx: Context, jobs: Sequence[Job], *, strict: bool = False,
     knows it best (``state.freshest``: the remote's as last fetched, when it is ahead); an
     unreadable one raises (``strict``) or goes to ``errors``."""
     state = ChannelState(ctx.store)
-    prefix = ctx.remote().store_prefix
+    prefix = store_prefix(ctx.remote())
     reports: dict[str, Report] = {}
     # The remote's job values in one listing, not a git per job (``status --all``).
     theirs = ctx.repo.list_refs(prefix + "jobs/") if len(jobs) > 1 else None

@@ -36,6 +36,7 @@ from gitpub.git.push import PushOutcome, PushResult, Update
 from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
 from gitpub.store.fetch import note_pushed
 from gitpub.store.jobs import Job
+from gitpub.store.mirror import store_prefix
 
 STORE = "refs/pub/"
 #: The detail of a change that was not pushed because an earlier one of the same set was
@@ -127,7 +128,7 @@ class Writer:
 
     def value(self, name: str) -> str | None:
         """The remote's value of ``refs/pub/<name>`` as last fetched."""
-        return self.remote.repo.read_ref(self.remote.store_prefix + name)
+        return self.remote.repo.read_ref(store_prefix(self.remote) + name)
 
     def push(self, changes: Sequence[Change]) -> Landing:
         """Push ``changes``, all or nothing where the server can (see the module docstring).

@@ -64,6 +64,7 @@ from gitpub.git.push import PushOutcome, PushResult
 from gitpub.git.remote import RemoteConfigError, RemoteError
 from gitpub.git.repo import MODE_FILE, Entry
 from gitpub.store.jobs import DISTRIBUTING_PREFIX, Job, JobStore
+from gitpub.store.mirror import store_prefix
 from gitpub.store.shared import SharedView
 
 INDEX_PREFIX = DISTRIBUTING_PREFIX
@@ -188,7 +189,7 @@ class ChannelState:
         self.view: SharedView | None = None
         self.ledgers: Ledgers | None = None
         if upstream is not None:
-            prefix = upstream.remote.store_prefix
+            prefix = store_prefix(upstream.remote)
             self.writer = Writer(upstream, progress)
             self.view = SharedView(store, prefix, sanitize(upstream.remote.remote))
             self.ledgers = Ledgers(store.repo, prefix)
@@ -316,7 +317,7 @@ class ChannelState:
         read, or is not settled, stays. Raises ``Offline``."""
         writer = self._writer()
         assert self.view is not None
-        prefix = writer.remote.store_prefix + CLAIMS
+        prefix = store_prefix(writer.remote) + CLAIMS
         found: dict[Account, list[tuple[str, str]]] = {}
         for key, sha in sorted(self.repo.list_refs(prefix).items())[:limit]:
             record = self._settled(key, sha) if FOLDABLE_KEY.fullmatch(key) else None

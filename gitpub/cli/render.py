@@ -15,8 +15,7 @@ if TYPE_CHECKING:  # types only: rendering one command's result loads no other c
     from gitpub.app.doctor import Report
     from gitpub.app.initialize import Initialized
     from gitpub.app.plan import Plan
-    from gitpub.app.results import History, Job, Jobs
-    from gitpub.channels.drive import Report as ChannelReport
+    from gitpub.app.results import ChannelReport, History, Job, Jobs
 
 
 def ago(ts: float | None) -> str:

@@ -11,7 +11,8 @@
 - ``globs``        repository paths and the one glob engine of the configuration
 - ``paths``        which paths a job may write: git's refused spellings of ``.git``, portable
                    names, steering paths, the write scope, case twins
-- ``files``        durable file writes outside git (atomic replace, directory fsync)
+- ``files``        durable file writes outside git (atomic replace, directory fsync), and
+                   ``.git/pub``, gitpub's private space in the git directory
 - ``crashpoints``  named places to die at, for the fault-injection tests
 - ``pushmark``     the mark on gitpub's own verified push, which its pre-push hook honours
 

@@ -9,8 +9,6 @@ of nodes that are gone.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from gitpub.core.errors import GitpubError, LostRace, TryLaterError, UsageError
 from gitpub.core.states import SETTLED, TERMINAL
 from gitpub.delivery.lock import delivery_lock
@@ -21,10 +19,8 @@ from gitpub.runtime.contain import Failures
 from gitpub.runtime.context import Context
 from gitpub.runtime.session import find_job
 from gitpub.store.jobs import Job
+from gitpub.store.mirror import store_prefix
 from gitpub.store.shared import SharedView
-
-if TYPE_CHECKING:
-    from gitpub.delivery.deliver import Deliverer
 
 
 def find_anywhere(ctx: Context, ref: str) -> Job:
@@ -65,7 +61,7 @@ def find_here(ctx: Context, ref: str) -> Job:
 
 def _in_archive(ctx: Context, ref: str) -> Job | None:
     """The job ``ref`` names in the archive this clone last fetched (one match), or None."""
-    view = SharedView(ctx.store, ctx.remote().store_prefix)
+    view = SharedView(ctx.store, store_prefix(ctx.remote()))
     ids = view.archived_matching(ref)
     if len(ids) > 1:
         raise UsageError(f"job id prefix {ref!r} is ambiguous ({len(ids)} archived jobs)",
@@ -109,7 +105,7 @@ def share(ctx: Context, job: Job) -> None:
         hint=f"`git pub status {job.job_id[:13]}` shows where it stands; decide again there")
 
 
-def take_over(ctx: Context, deliverer: Deliverer,
+def take_over(ctx: Context, shared: Shared,
               failures: Failures) -> tuple[list[Job], str | None]:
     """The remote's unfinished jobs whose holder is gone (``Shared.orphans``), adopted here
     to be delivered like this clone's own: probed first. A remote that does not answer is a
@@ -117,9 +113,9 @@ def take_over(ctx: Context, deliverer: Deliverer,
     clone's jobs to recover; a damaged remote job is reported."""
     try:
         with delivery_lock(ctx.repo, progress=ctx.progress):  # the network segment's lock
-            deliverer.shared.fetch()
-            taken = [job for job in deliverer.shared.orphans() if _passes(ctx, job, failures)]
-            for damaged in deliverer.shared.damaged:
+            shared.fetch()
+            taken = [job for job in shared.orphans() if _passes(ctx, job, failures)]
+            for damaged in shared.damaged:
                 failures.add(None, damaged)
             return taken, None
     except LockedError:

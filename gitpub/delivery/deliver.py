@@ -281,7 +281,7 @@ class Deliverer:
                       manifest=manifest, derived=font_outputs(self.ctx.config))
         if found.published is None and found.reused is None and job.record.review is not None:
             # merged through review: maybe squashed under the forge's own message
-            by = by_content(self, job, tip)
+            by = by_content(self.ctx, job, tip)
             if by is not None:
                 return ProbeResult(published=by, forged=found.forged)
         return found

@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from gitpub.git.locks import LockedError, ensure_pub_dir
+from gitpub.core.files import ensure_pub_dir, pub_dir
+from gitpub.git.locks import LockedError
 from gitpub.git.repo import Repository
 
 #: How long a delivery waits for another process's network segment (fetch and push timeouts).
@@ -28,7 +29,7 @@ def delivery_lock(repo: Repository, wait: float = DELIVERY_LOCK_WAIT,
     ``LockedError``: the job is left for the next run. The holder's pid is written in the file,
     for the message.
     """
-    path = ensure_pub_dir(repo.pub_dir) / "delivery.lock"
+    path = ensure_pub_dir(pub_dir(repo.common_dir)) / "delivery.lock"
     with open(path, "a+b") as f:
         deadline = time.monotonic() + wait
         delay = 0.01

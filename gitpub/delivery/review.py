@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gitpub.config.model import DeliverySpec
 from gitpub.core.crashpoints import crash_point
@@ -41,20 +41,36 @@ from gitpub.core.manifest import Manifest, ManifestError
 from gitpub.core.record import JobRecord, Review
 from gitpub.core.sanitize import remember_secret, sanitize
 from gitpub.core.states import FailureCode, Kind, Stage, State
+from gitpub.delivery.shared import Shared
 from gitpub.forge.apis import Forge, forge_for
 from gitpub.forge.model import ForgeError, Request, RequestState, Settings
 from gitpub.git.push import PushResult, Update
-from gitpub.git.remote import RemoteConfigError, RemoteError
+from gitpub.git.remote import Remote, RemoteConfigError, RemoteError
 from gitpub.git.repo import Entry
 from gitpub.pipeline.jobs import reload
+from gitpub.runtime.context import Context
 from gitpub.store.jobs import Job
+from gitpub.verify.commit import Verdict
 from gitpub.verify.content import content_publication
-from gitpub.verify.probe import job_prefixes
-
-if TYPE_CHECKING:
-    from gitpub.delivery.deliver import Deliverer
+from gitpub.verify.probe import ProbeResult, job_prefixes
 
 S = State
+
+
+class Delivery(Protocol):
+    """What a review asks of the delivery it is part of: ``delivery.deliver.Deliverer``, which
+    hands itself to its ``Reviewer``. Declared here, where it is used, so that this module
+    needs nothing from ``deliver`` (which imports it)."""
+
+    ctx: Context
+    remote: Remote
+    now_please: bool
+    shared: Shared  # the remote's job store: sync, the atomic delivery
+
+    def probe_job(self, job: Job, tip: str | None) -> ProbeResult: ...
+    def published(self, job: Job, remote_commit: str, staged: Job | None = None) -> Job: ...
+    def key_reused(self, job: Job, theirs: Verdict) -> Job: ...
+    def transient(self, job: Job, detail: str) -> Job: ...
 
 
 class ForgeConfigError(RemoteConfigError):
@@ -88,7 +104,7 @@ def request_text(record: JobRecord, subject: str) -> tuple[str, str]:
 class Reviewer:
     """Delivery through review, for one command (see the module docstring)."""
 
-    deliverer: Deliverer
+    deliverer: Delivery
     checks_left: int = field(init=False)
     _forge: Forge | None = field(default=None, init=False)
     _said_budget: bool = field(default=False, init=False)
@@ -362,10 +378,9 @@ class Reviewer:
             phase=Stage.REVIEW, reason=detail)
 
 
-def by_content(deliverer: Deliverer, job: Job, tip: str) -> str | None:
+def by_content(ctx: Context, job: Job, tip: str) -> str | None:
     """The job's publication on the branch by content (``verify.content``), for a job that
     went to review; None otherwise."""
-    ctx = deliverer.ctx
     if job.record.review is None:
         return None
     raw = ctx.store.read_file(job, "manifest")

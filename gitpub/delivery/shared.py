@@ -55,6 +55,7 @@ from gitpub.runtime.context import Context
 from gitpub.store.fetch import fetch_with_store, note_pushed
 from gitpub.store.jobs import JOBS_PREFIX, Job
 from gitpub.store.lease import held_by_other, shown_owner
+from gitpub.store.mirror import store_prefix
 from gitpub.store.shared import Relation, SharedView
 from gitpub.verify.commit import verify_commit
 from gitpub.verify.content import record_content_problems
@@ -106,7 +107,7 @@ class Shared:
     damaged_archive: str | None = None
 
     def __post_init__(self) -> None:
-        self.view = SharedView(self.ctx.store, self.remote.store_prefix,
+        self.view = SharedView(self.ctx.store, store_prefix(self.remote),
                                sanitize(self.remote.remote))
 
     # -- reading the remote ------------------------------------------------------------------

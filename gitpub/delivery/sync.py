@@ -40,6 +40,7 @@ from pathlib import Path
 from gitpub.core.allowlist import AllowlistError
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import GitpubError
+from gitpub.core.files import pub_dir
 from gitpub.core.paths import quoted
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import LOCAL, FailureCode, Kind, Stage, State
@@ -163,8 +164,9 @@ def build_uncommitted(repo: Repository, local: str, paths: list[str]) -> str:
     """A commit of ``local`` plus the working tree's version of ``paths``, made as ``git
     commit`` would (identity, dates, filters), through a private index: nothing points at it,
     the real index is untouched."""
-    repo.pub_dir.mkdir(parents=True, exist_ok=True)
-    index = repo.pub_dir / f"sync-index.{os.getpid()}"
+    where = pub_dir(repo.common_dir)
+    where.mkdir(parents=True, exist_ok=True)
+    index = where / f"sync-index.{os.getpid()}"
     env = {"GIT_INDEX_FILE": str(index)}
     try:
         proc = repo.git("read-tree", local, env=env)

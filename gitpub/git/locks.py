@@ -6,8 +6,6 @@ renaming it over the file; anyone else gets ``FileLocked`` (git: "Unable to crea
 its ``LockPolicy`` whether a lock that stays is stale — left by a process that died — and may be
 removed. Which locks are stale is gitpub's policy, not git's: ``runtime.pubdir`` has it. Without
 a policy a writer only waits, then gives up with ``LockedError``.
-
-``.git/pub`` is gitpub's private space in the git directory (``ensure_pub_dir``).
 """
 
 from __future__ import annotations
@@ -32,26 +30,6 @@ class FileLocked(Exception):
 
 class LockedError(GitpubError):
     """A lock another process holds, and that is not stale (yet): try again later."""
-
-
-class PubDirError(GitpubError):
-    """``.git/pub`` (gitpub's private space) cannot be used."""
-
-
-def ensure_pub_dir(path: Path) -> Path:
-    """``path`` (``.git/pub``) as a directory, created if absent; a clear error otherwise."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        pass
-    except OSError as e:
-        raise PubDirError(f"cannot create {path}: {e.strerror or e}",
-                          hint="gitpub keeps its scratch space and caches there") from None
-    if not path.is_dir():
-        raise PubDirError(f"{path} is not a directory",
-                          hint=f"gitpub keeps its scratch space and caches there: move {path} "
-                               "away (it is not part of git)")
-    return path
 
 
 class LockPolicy(Protocol):

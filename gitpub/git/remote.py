@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gitpub.core import pushmark
@@ -125,11 +125,6 @@ _UNREAD = object()
 #: A URL as ``git remote -v`` says it: ``URL (fetch)`` or ``URL (push)``; a promisor remote's
 #: fetch URL is followed by its filter (``URL (fetch) [blob:none]``).
 _URL_LINE = re.compile(r"(.*) \((fetch|push)\)(?: \[[^\]\n]*\])?")
-
-
-#: The refs that mirror a remote's: its branches (``refs/remotes/<remote>/``) and its job store
-#: (``Remote.store_prefix``). A command reads each once (``git.refs``, ``mirror_prefixes``).
-MIRROR_PREFIXES = ("refs/remotes/", "refs/pub/remote/")
 
 
 def tracking_ref(remote: str, branch: str) -> str:
@@ -252,16 +247,20 @@ class Remote:
         return self.repo.git(*args, timeout=timeout, env=env)
 
     def fetch_refspecs(self, extra: list[str], refspecs: list[str], git_dir: Path,
-                       env: dict[str, str]) -> CompletedProcess[bytes] | None:
+                       env: dict[str, str], *, negotiate: Sequence[str] = ()
+                       ) -> CompletedProcess[bytes] | None:
         """One ``git fetch`` of ``refspecs`` into ``git_dir``; None when a ref one of them
-        names exactly is not on the remote. Raises ``RemoteError`` / ``RemoteConfigError``."""
-        # Negotiate only with branches and the fetched job store: not with the local job refs,
-        # whose histories the remote may never have. No opportunistic updates of other refs.
+        names exactly is not on the remote. Raises ``RemoteError`` / ``RemoteConfigError``.
+        ``negotiate``: more ref prefixes whose refs the fetch may negotiate with (the caller's
+        mirror of what the remote holds)."""
+        # Negotiate only with branches and the mirrors of what the remote has: not with local
+        # refs whose histories the remote may never have (the job refs). No opportunistic
+        # updates of other refs.
         self.check()
         args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--refmap=",
                 "--no-recurse-submodules", "--negotiation-tip=refs/heads/*",
                 f"--negotiation-tip=refs/remotes/{self.remote}/*",
-                f"--negotiation-tip={self.store_prefix}*", *extra]
+                *(f"--negotiation-tip={p}*" for p in negotiate), *extra]
         try:
             proc = run_git([*args, self.remote, *refspecs],
                            cwd=self.repo.work_tree or self.repo.git_dir, git_dir=git_dir,
@@ -284,16 +283,6 @@ class Remote:
             raise RemoteError(f"fetch from {sanitize(self.remote)} failed: "
                               f"{sanitize(said)[-500:]}")
         return proc
-
-    @property
-    def store_prefix(self) -> str:
-        """Where the remote's job store (its ``refs/pub/*``) is kept here once fetched:
-        ``refs/pub/remote/<remote>/`` (a URL given as the remote is named by its hash)."""
-        name = self.remote
-        if not name.replace("-", "").replace("_", "").replace(".", "").isalnum() \
-                or name.startswith("."):
-            name = "url-" + hashlib.sha256(name.encode()).hexdigest()[:12]
-        return f"refs/pub/remote/{name}/"
 
     def push(self, commit: str, *, verified_onto: str | None = None) -> PushOutcome:
         """Push ``commit`` as the new tip of the remote branch, never forcing.
@@ -322,9 +311,9 @@ class Remote:
         env = None
         if verified:
             git_dir = str(self.repo.git_dir)
-            env = {pushmark.ENV: pushmark.mark(
+            env = {pushmark.ENV: pushmark.mark([
                 pushmark.entry(git_dir, u.src or "", u.dst, verified[u.dst])
-                for u in updates if u.dst in verified)}
+                for u in updates if u.dst in verified])}
         args = push_args(updates, atomic=atomic) + ([] if verify else ["--no-verify"])
         try:
             proc = self._git([*args, self.remote, *(u.refspec() for u in updates)],

@@ -178,15 +178,6 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
             return len(rest) > 1 or any(a in ("-d", "--delete") for a in args[i + 1:])
         return False
 
-    @property
-    def pub_dir(self) -> Path:
-        """gitpub's private space inside the git directory (scratch, caches, locks); a
-        ``PubDirError`` if something else stands there."""
-        path = self.common_dir / "pub"
-        if path.exists() and not path.is_dir():
-            locks.ensure_pub_dir(path)  # raises, saying what is wrong
-        return path
-
     # -- locks -----------------------------------------------------------------------------
 
     def _while_locked(self, action: Callable[[], T], what: str,

@@ -38,8 +38,10 @@ all of them share one environment:
   entry by entry; a ``PATH`` with a relative entry is walked by each start, from where git
   runs, as it always was.
 
-Every process gitpub starts is started here (C git) or in ``runtime.steps`` (the pipeline's and
-the channels' commands); an import contract keeps it so. ``CompletedProcess``, ``Popen`` and
+Every process gitpub starts is started here (C git), in ``runtime.steps`` (the pipeline's and
+the channels' commands) or in the hooks' stdlib-only fast path (``hooks.fast``, which cannot
+afford this module's imports on every commit); an import contract and
+``tests/test_imports.py`` keep it so. ``CompletedProcess``, ``Popen`` and
 ``TimeoutExpired`` are re-exported for the callers' types and handlers.
 """
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from gitpub.core.errors import CorruptStateError
+from gitpub.core.files import pub_dir
 from gitpub.git.objects import is_object_id
 from gitpub.git.repo import CommitInfo, Repository
 from gitpub.git.run import Popen, spawn_git
@@ -79,10 +80,6 @@ def walk_since(
             push(parent, boring)
 
 
-#: What marks a commit whose message may claim a job, under any prefix (``<prefix>-Job-Id``).
-JOB_ID_NEEDLE = b"-job-id"
-
-
 class LogScan:
     """A ``git log`` walk: how many commits it covered, and the (sha, message) of those whose
     message contains the needle (ASCII case-insensitively, as ``bytes.lower`` compares),
@@ -110,7 +107,7 @@ class LogScan:
 
 
 def log_scan(repo: Repository, tips: Sequence[str], excludes: Sequence[str],
-             needle: bytes = JOB_ID_NEEDLE, *, listed: bool = False,
+             needle: bytes, *, listed: bool = False,
              counted: bool = True, meanwhile: Callable[[], object] | None = None,
              split: str | None = None) -> LogScan:
     """Every commit reachable from ``tips`` and not from ``excludes`` (``git log tips
@@ -156,8 +153,9 @@ def _scratch(repo: Repository) -> IO[bytes]:
     time costs more than the walk's formatting for a long history), without a name: nothing
     is left behind when the process is killed while git walks (``O_TMPFILE`` on Linux, else
     unlinked at once), however long the listing."""
-    repo.pub_dir.mkdir(parents=True, exist_ok=True)
-    return tempfile.TemporaryFile(dir=repo.pub_dir, prefix="log-", suffix=".tmp")
+    where = pub_dir(repo.common_dir)
+    where.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryFile(dir=where, prefix="log-", suffix=".tmp")
 
 
 def _output(f: IO[bytes]) -> bytes:
@@ -381,7 +379,7 @@ def _entry_type(pack: IO[bytes], offset: int) -> str | None:
 _WITH_PARENTS = "%H %P%x00%B"
 
 
-def split_scan(repo: Repository, tip: str, point: str, needle: bytes = JOB_ID_NEEDLE,
+def split_scan(repo: Repository, tip: str, point: str, needle: bytes,
                meanwhile: Callable[[], object] | None = None) -> LogScan:
     """``tip``'s whole history (``git log tip``) as two walks at once, on two cores:
     ``tip ^point`` (its records with their parents) and ``point``. Their union is the

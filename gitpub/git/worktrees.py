@@ -24,11 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitpub.git.run import run_git
+from gitpub.git.run import CompletedProcess, run_git
 
 if TYPE_CHECKING:
-    import subprocess
-
     from gitpub.git.repo import Repository
 
 
@@ -53,7 +51,7 @@ class Worktree:
         return not self.path.is_dir()
 
     def git(self, *args: str, timeout: float | None = None, input: bytes | None = None
-            ) -> subprocess.CompletedProcess[bytes]:
+            ) -> CompletedProcess[bytes]:
         """Run C git in this worktree, with its git directory and working tree set explicitly."""
         return run_git(args, cwd=self.path, git_dir=self.git_dir, work_tree=self.path,
                        timeout=timeout, input=input)

@@ -41,16 +41,12 @@ import sys
 
 from gitpub.hooks.shared import CONFIG_FILE, HOOKS, LEGACY_SUFFIX, is_shim, read_cache
 
-TYPE_CHECKING = False  # typing costs ~1.5 ms to import; mypy treats this name as True
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
 _LEGACY_ENV = "GITPUB_RUNNING_LEGACY"
 _USAGE = "usage: git pub hook-impl {pre-push|post-commit} [--hook-dir DIR] [--] [ARGS...]"
 _site_done = False
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Run one hook: ``HOOK [--hook-dir DIR] [--] ARGS…``; returns the hook's exit status."""
     parsed = parse_args(list(sys.argv[1:] if argv is None else argv))
     if parsed is None:
@@ -88,7 +84,7 @@ def read_stdin() -> bytes:
     return sys.stdin.buffer.read()
 
 
-def run_legacy(hook: str, hook_dir: str | None, args: Sequence[str], stdin: bytes) -> int:
+def run_legacy(hook: str, hook_dir: str | None, args: list[str], stdin: bytes) -> int:
     """Run ``<hook>.legacy`` if there is one (git's rules: only if executable); its status.
 
     Not when it is one of our own shims (another hook manager that parked *our* shim as its
@@ -182,7 +178,7 @@ def read_config(top: str) -> bytes | None:
 
 # -- pre-push ---------------------------------------------------------------------------------
 
-def pre_push(args: Sequence[str], stdin: bytes) -> int:
+def pre_push(args: list[str], stdin: bytes) -> int:
     """Refuse the push (1) when a job commit in it does not match its manifest.
 
     gitpub's own push of a commit it has just verified returns here at once, stdlib-only: the

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gitpub.core.crashpoints import crash_point
+from gitpub.core.files import pub_dir
 from gitpub.core.manifest import Manifest, ManifestEntry, content_sha256
 from gitpub.core.record import JobRecord, Target
 from gitpub.core.states import FailureCode
@@ -153,7 +154,7 @@ def _merge_one(ctx: Context, job: Job, artifacts: Artifacts, tree: str | None,
     if base is None or theirs.mode != base.mode or ours.mode not in MERGEABLE_MODES:
         return " (not merged: the file's mode or type changed)" if base is not None else ""
     outcome = merge_file(repo.blob(base.sha), repo.blob(ours.sha), repo.blob(theirs.sha),
-                         repo.pub_dir / "scratch")
+                         pub_dir(repo.common_dir) / "scratch")
     if outcome.content is None:
         if outcome.conflicts:
             return (f", and the changes overlap ({outcome.conflicts} conflicting "

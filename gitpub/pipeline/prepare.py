@@ -33,6 +33,7 @@ from gitpub.config.model import Command, font_outputs
 from gitpub.core.allowlist import AllowlistError
 from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import CorruptStateError, LostRace
+from gitpub.core.files import pub_dir
 from gitpub.core.manifest import Manifest, ManifestError, content_sha256
 from gitpub.core.paths import case_twins
 from gitpub.core.record import Target
@@ -228,7 +229,8 @@ def _base(ctx: Context, job: Job) -> gates.Base:
 
 
 def _scratch(ctx: Context, job: Job, label: str) -> steps.Scratch:
-    return steps.Scratch(ctx.repo.pub_dir / "scratch", f"{job.job_id[:8]}-{label}")
+    return steps.Scratch(pub_dir(ctx.repo.common_dir) / "scratch",
+                         f"{job.job_id[:8]}-{label}")
 
 
 def _artifact_files(ctx: Context, job: Job) -> dict[str, bytes]:
@@ -352,7 +354,8 @@ def run_gates(ctx: Context, files: dict[str, bytes], *, job_id: str, base_commit
     problems = gates.text_problems(files)
     for command in ctx.config.gates:
         ctx.progress(f"gate: running {command.name}")
-        with steps.Scratch(ctx.repo.pub_dir / "scratch", f"{job_id[:8]}-gate") as scratch:
+        with steps.Scratch(pub_dir(ctx.repo.common_dir) / "scratch",
+                           f"{job_id[:8]}-gate") as scratch:
             unplaced = _place_files(scratch, files)
             if unplaced:
                 problems.append(f"gate {command.name}: {unplaced}")
@@ -463,8 +466,8 @@ def derive_fonts(ctx: Context, commit: str | None, own: dict[str, bytes]) -> Der
     from gitpub.fonts import step as fontstep
 
     tree = None if commit is None else ctx.repo.commit(commit).tree
-    return fontstep.derive(ctx.repo, ctx.config, tree, own, ctx.repo.pub_dir / "fonts-cache",
-                           ctx.progress)
+    return fontstep.derive(ctx.repo, ctx.config, tree, own,
+                           pub_dir(ctx.repo.common_dir) / "fonts-cache", ctx.progress)
 
 
 def _target_in(ctx: Context, commit: str | None, path: str) -> Target:

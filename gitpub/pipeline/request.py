@@ -27,6 +27,7 @@ from gitpub.pipeline.gates import Base
 from gitpub.runtime.context import Context
 from gitpub.store.archive import ARCHIVE
 from gitpub.store.jobs import Job, job_id_for_key
+from gitpub.store.mirror import store_prefix
 from gitpub.store.shared import SharedView
 
 REQUEST_VERSION = 1
@@ -234,7 +235,7 @@ def ensure_job(ctx: Context, request: Request) -> tuple[Job, bool]:
     # command listed them already, ``app.common.read_first``): kept for the command where
     # it keeps them (``git.refs``); the job's ref is created by compare-and-swap.
     ctx.repo.read_together([ctx.store.ref_name(job_id), remote.tracking_ref,
-                            remote.store_prefix + ARCHIVE])
+                            store_prefix(remote) + ARCHIVE])
     for _ in range(3):
         job = ctx.store.load(job_id) or _archived(ctx, job_id)
         if job is not None:
@@ -256,7 +257,7 @@ def _archived(ctx: Context, job_id: str) -> Job | None:
     """The job as the archive last fetched holds it: a finished job folded there (its ref gone
     from this clone too) is still the job its key names. Offline: the tracking archive only."""
     remote = ctx.remote()
-    return SharedView(ctx.store, remote.store_prefix).archived_job(job_id)
+    return SharedView(ctx.store, store_prefix(remote)).archived_job(job_id)
 
 
 def _create(ctx: Context, request: Request, key: str, job_id: str, request_hash: str) -> Job:

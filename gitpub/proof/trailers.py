@@ -302,6 +302,11 @@ class Claim(NamedTuple):
     problem: str | None
 
 
+#: What marks a commit whose message may claim a job, under any prefix (``<prefix>-Job-Id``,
+#: ASCII case-insensitively): what a walk of the history looks for (``git.walk.log_scan``).
+JOB_ID_NEEDLE = b"-job-id"
+
+
 def mentions_job_id(message: bytes, prefixes: Iterable[str]) -> bool:
     """A cheap filter: could any reading find a job id under one of ``prefixes``?"""
     low = message.lower()

@@ -41,7 +41,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from gitpub.git.locks import LockedError, ensure_pub_dir
+from gitpub.core.files import ensure_pub_dir
+from gitpub.git.locks import LockedError
 
 #: How long a writer waits for a lock a live process holds (seconds).
 WAIT = 10.0

@@ -15,14 +15,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gitpub.core.errors import UsageError
+from gitpub.core.files import pub_dir
 from gitpub.core.states import State
-from gitpub.git.remote import MIRROR_PREFIXES
 from gitpub.git.repo import Repository
 from gitpub.runtime.context import Context
 from gitpub.runtime.pubdir import Healer
 from gitpub.runtime.repoconfig import load_repo_config
 from gitpub.store.jobs import Job, JobStore
 from gitpub.store.lease import Worker
+from gitpub.store.mirror import MIRROR_PREFIXES
 
 
 def open_repository(where: Path, progress: Callable[[str], None]) -> Repository:
@@ -39,7 +40,7 @@ def open_session(where: Path, progress: Callable[[str], None], *,
                  keep_lease_in: frozenset[State] = frozenset()) -> Iterator[Context]:
     """The context of one command in the repository at ``where``; closed when done."""
     with open_repository(where, progress) as repo:
-        _ = repo.pub_dir  # something else there (a file): every command says so, with the fix
+        pub_dir(repo.common_dir)  # a file there: every command says so, with the fix
         config = load_repo_config(repo)
         store = JobStore(repo, Worker.current(config.lease_seconds),
                          keep_lease_in=keep_lease_in)

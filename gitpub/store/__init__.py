@@ -6,6 +6,8 @@
 - ``outbox``       content changes made outside gitpub, recorded for ``git pub sync``
 - ``shared``       the remote's job store as last fetched (``refs/pub/remote/<remote>/``): a
                    job found anywhere, how this clone's value relates to the remote's
+- ``mirror``       where this clone keeps the remote's refs: ``refs/remotes/<remote>/``, and
+                   its job store under ``refs/pub/remote/<remote>/``
 - ``fetch``        one fetch of the branch and the remote's ``refs/pub/*``; its records alone
                    (a shallow clone)
 - ``fetchdir``     the private fetch repository (``.git/pub/fetch.git``) every fetch runs in

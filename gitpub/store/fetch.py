@@ -33,10 +33,12 @@ from gitpub.store.fetchdir import (
     can_isolate,
     current_value,
     fetch_ref,
+    fetch_refspecs,
     isolated_fetch_dir,
     mirror_ref,
     read_loose,
 )
+from gitpub.store.mirror import store_prefix
 
 #: The remote's job store: everything gitpub keeps on a remote under this prefix.
 REMOTE_PREFIX = "refs/pub/"
@@ -44,7 +46,7 @@ REMOTE_PREFIX = "refs/pub/"
 
 class Fetched(NamedTuple):
     """What one fetch found: the branch's tip (None: no such branch) and the job store's refs
-    (name below ``refs/pub/`` → object id, as mirrored here under ``Remote.store_prefix``)."""
+    (name below ``refs/pub/`` → object id, as mirrored here under ``store.mirror.store_prefix``)."""
 
     tip: str | None
     store: dict[str, str]
@@ -63,7 +65,7 @@ def fetch_with_store(remote: Remote, also: tuple[str, str] | None = None) -> Fet
     ``RemoteConfigError``."""
     repo = remote.repo
     branch_spec = f"+refs/heads/{remote.branch}:{remote.tracking_ref}"
-    store_spec = f"+{REMOTE_PREFIX}*:{remote.store_prefix}*"
+    store_spec = f"+{REMOTE_PREFIX}*:{store_prefix(remote)}*"
     if not can_isolate(remote):
         fetched = _fetch_here(remote, branch_spec, store_spec)
         if also is None:
@@ -81,9 +83,9 @@ def fetch_with_store(remote: Remote, also: tuple[str, str] | None = None) -> Fet
         (net / also[1]).unlink(missing_ok=True)  # after the fetch, absent means: not there
         remote.repo.heal_lock(net / f"{also[1]}.lock")
         specs.append(f"+{also[0]}*:{also[1]}*")
-    found_branch = remote.fetch_refspecs(extra, [branch_spec, *specs], net, env) is not None
+    found_branch = fetch_refspecs(remote, extra, [branch_spec, *specs], net, env) is not None
     if not found_branch:
-        remote.fetch_refspecs(extra, specs, net, env)
+        fetch_refspecs(remote, extra, specs, net, env)
     tip = None
     if found_branch:
         tip = read_loose(net, remote.tracking_ref)
@@ -126,17 +128,17 @@ def _here(remote: Remote, also: str | None) -> dict[str, str | None]:
         # kept for the command, and the moves after the fetch keep what they write: the
         # reads of the fetched store that follow cost no git (``git.refs``); read already
         # (a publishing command lists them at its start), they cost none here either
-        seen = repo.read_together([*names, *([] if hint else [branch]), remote.store_prefix])
+        seen = repo.read_together([*names, *([] if hint else [branch]), store_prefix(remote)])
         return {**{name: seen.get(name) for name in [*names, branch]}, **hint, **seen}
     except GitpubError:
-        found: dict[str, str | None] = dict(repo.list_refs(remote.store_prefix))
-        found = {remote.store_prefix + k: v for k, v in found.items()}
+        found: dict[str, str | None] = dict(repo.list_refs(store_prefix(remote)))
+        found = {store_prefix(remote) + k: v for k, v in found.items()}
         return {**found, **{n: current_value(repo, n) for n in [*names, branch]}}
 
 
 def _store_part(remote: Remote, here: dict[str, str | None]) -> dict[str, str]:
     """The tracking store among ``here``'s refs, keyed by the rest of their name."""
-    prefix = remote.store_prefix
+    prefix = store_prefix(remote)
     return {name[len(prefix):]: sha for name, sha in here.items()
             if name.startswith(prefix) and sha is not None}
 
@@ -147,15 +149,15 @@ def _fetch_here(remote: Remote, branch_spec: str, store_spec: str) -> Fetched:
     repo = remote.repo
     env = {"GIT_REF_PARANOIA": "0"}
     tip: str | None = None
-    archive = remote.store_prefix + ARCHIVE
+    archive = store_prefix(remote) + ARCHIVE
     kept = repo.read_ref(archive)
-    if remote.fetch_refspecs(["--prune"], [branch_spec, store_spec], repo.git_dir,
+    if fetch_refspecs(remote, ["--prune"], [branch_spec, store_spec], repo.git_dir,
                              env) is None:
-        remote.fetch_refspecs(["--prune"], [store_spec], repo.git_dir, env)
+        fetch_refspecs(remote, ["--prune"], [store_spec], repo.git_dir, env)
     else:
         tip = repo.read_ref(remote.tracking_ref)
     damaged = keep_good_archive(remote, kept, repo.read_ref(archive))
-    return Fetched(tip, repo.list_refs(remote.store_prefix), damaged_archive=damaged)
+    return Fetched(tip, repo.list_refs(store_prefix(remote)), damaged_archive=damaged)
 
 
 def keep_good_archive(remote: Remote, kept: str | None, fetched: str | None) -> str | None:
@@ -165,7 +167,7 @@ def keep_good_archive(remote: Remote, kept: str | None, fetched: str | None) -> 
     remote's value is returned (``""``: gone) for the caller to report (issue 23 point 6)."""
     if fetched == kept or (fetched is not None and archive_problem(remote.repo, fetched) is None):
         return None
-    ref = remote.store_prefix + ARCHIVE
+    ref = store_prefix(remote) + ARCHIVE
     if kept is None:
         if fetched is not None:
             remote.repo.delete_ref(ref, fetched)  # no good archive here either: none
@@ -180,7 +182,7 @@ def _mirror_store(remote: Remote, net: Path, here: dict[str, str]) -> None:
     its refs, keyed below the prefix): the negotiation then starts from what this repository
     keeps alive (a ref whose object is missing here would make the fetch die). Stale locks of
     a killed fetch are healed."""
-    prefix = remote.store_prefix
+    prefix = store_prefix(remote)
     for dirpath, _dirs, files in os.walk(net / prefix):
         for f in files:
             if f.endswith(".lock"):
@@ -204,7 +206,7 @@ def _bring_back(remote: Remote, net: Path) -> tuple[dict[str, str], str | None]:
     """Move this repository's tracking store to what the fetch left in the private one, each
     ref on its own; returns it (name below ``refs/pub/`` → object id), and the remote's
     archive when it is no archive (``keep_good_archive``: the good one stays here)."""
-    prefix = remote.store_prefix
+    prefix = store_prefix(remote)
     here = remote.repo.list_refs(prefix)
     fetched, damaged, moves = _store_moves(remote, net, here)
     for move in moves:
@@ -221,7 +223,7 @@ def _store_moves(remote: Remote, net: Path, here: dict[str, str]
     """What the tracking store becomes after a fetch (name below ``refs/pub/`` → object id),
     the remote's archive when it is no archive (``keep_good_archive``: the good one stays
     here), and the moves from ``here`` (this repository's tracking store) that make it so."""
-    prefix = remote.store_prefix
+    prefix = store_prefix(remote)
     fetched = _listed(net, prefix)
     moves: list[RefUpdate] = []
     damaged = None
@@ -282,7 +284,7 @@ def note_pushed(remote: Remote, name: str, old: str | None, new: str | None) -> 
     """After the remote accepted ``new`` for its ``refs/pub/<name>`` (None: deleted), the
     tracking ref says so too (a compare-and-swap from ``old``; a concurrent fetch that moved
     it already is just as good)."""
-    ref = remote.store_prefix + name
+    ref = store_prefix(remote) + name
     # One compare-and-swap from ``old``, not a read first: a tracking ref that is no longer
     # ``old`` (a concurrent fetch moved it, to ``new`` or past it) is left as it is, as a
     # read would have left it; a damaged one too (the next fetch replaces it).
@@ -301,12 +303,12 @@ def fetch_records(remote: Remote, depth: int, *, jobs: bool = True) -> None:
     keep alive. One fetch (``--prune``: what the remote no longer has goes here too); a fetch
     with ``--depth`` whose refspecs all match nothing fails, so then the remote is asked
     (``git ls-remote``) whether its store is empty, and the tracking refs go."""
-    repo, prefix = remote.repo, remote.store_prefix
+    repo, prefix = remote.repo, store_prefix(remote)
     specs = ([f"+{REMOTE_PREFIX}jobs/*:{prefix}jobs/*"] if jobs else []) + \
         [f"+{REMOTE_PREFIX}archive*:{prefix}archive*"]
     env = {"GIT_REF_PARANOIA": "0"}
     try:
-        if remote.fetch_refspecs(["--prune", f"--depth={depth}"], specs, repo.git_dir,
+        if fetch_refspecs(remote, ["--prune", f"--depth={depth}"], specs, repo.git_dir,
                                  env) is not None:
             return
     except RemoteConfigError:

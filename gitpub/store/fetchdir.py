@@ -20,13 +20,13 @@ import tempfile
 from pathlib import Path
 
 from gitpub.core.errors import GitpubError
-from gitpub.core.files import write_atomic
+from gitpub.core.files import ensure_pub_dir, pub_dir, write_atomic
 from gitpub.core.sanitize import sanitize
-from gitpub.git.locks import ensure_pub_dir
 from gitpub.git.objects import is_object_id
 from gitpub.git.remote import Remote, RemoteError
 from gitpub.git.repo import Repository
 from gitpub.git.run import CompletedProcess
+from gitpub.store.mirror import store_prefix
 
 #: In the private fetch repository never run gc or maintenance (its refs are not this
 #: repository's: a prune there would lose this one's objects) and never write a commit-graph;
@@ -53,7 +53,7 @@ def isolated_fetch_dir(repo: Repository) -> Path:
     (``GIT_OBJECT_DIRECTORY``). Created when missing, its configuration written again when it
     is not ``FETCH_CONFIG`` (an older gitpub's named absolute paths); it holds nothing that is
     not derived."""
-    net = ensure_pub_dir(repo.pub_dir) / "fetch.git"
+    net = ensure_pub_dir(pub_dir(repo.common_dir)) / "fetch.git"
     config = net / "config"
     if (net / "HEAD").is_file() and (net / "refs").is_dir() and _reads(config) == FETCH_CONFIG:
         return net
@@ -167,7 +167,7 @@ def fetch_with(remote: Remote, src: str, dst: str) -> tuple[str | None, str | No
     for lock in (remote.tracking_ref, dst):
         remote.repo.heal_lock(net / f"{lock}.lock")
     specs = [f"+{branch}:{remote.tracking_ref}", f"+{src}*:{dst}*"]
-    if remote.fetch_refspecs(list(ISOLATED_CONFIG), specs, net, env) is None:
+    if fetch_refspecs(remote, list(ISOLATED_CONFIG), specs, net, env) is None:
         return None, fetch_ref(remote, src, dst)  # no such branch: the other ref alone
     return bring(remote, net, remote.tracking_ref, branch), bring(remote, net, dst, src)
 
@@ -188,10 +188,17 @@ def bring(remote: Remote, net: Path, dst: str, src: str) -> str | None:
     raise RemoteError(f"could not update {dst}: it kept moving")
 
 
+def fetch_refspecs(remote: Remote, extra: list[str], refspecs: list[str], git_dir: Path,
+                   env: dict[str, str]) -> CompletedProcess[bytes] | None:
+    """``Remote.fetch_refspecs``, negotiating with the mirror of the remote's job store too
+    (``store.mirror``): what this clone last fetched of it, the remote has."""
+    return remote.fetch_refspecs(extra, refspecs, git_dir, env, negotiate=[store_prefix(remote)])
+
+
 def _fetch(remote: Remote, extra: list[str], src: str, dst: str, git_dir: Path,
            env: dict[str, str]) -> CompletedProcess[bytes] | None:
     remote.repo.heal_lock(git_dir / f"{dst}.lock")  # a killed fetch's leftover
-    return remote.fetch_refspecs(extra, [f"+{src}:{dst}"], git_dir, env)
+    return fetch_refspecs(remote, extra, [f"+{src}:{dst}"], git_dir, env)
 
 
 def can_isolate(remote: Remote) -> bool:

@@ -58,6 +58,7 @@ from gitpub.git.remote import PushResult, Remote, default_branch
 from gitpub.git.repo import Repository
 from gitpub.git.walk import LogScan, log_scan, shallow_commits, split_point
 from gitpub.proof import trailers
+from gitpub.proof.trailers import JOB_ID_NEEDLE
 from gitpub.store.fetchdir import fetch_ref, fetch_with
 from gitpub.verify import anchor as A
 from gitpub.verify import facts as F
@@ -437,10 +438,11 @@ def _scan(repo: Repository, tip: str, points: list[str], shallow: bool,
             meanwhile()
 
     split = split_point(repo, tip) if not shallow and not points else None
-    scan = log_scan(repo, [tip], points, listed=True, meanwhile=check, split=split)
+    scan = log_scan(repo, [tip], points, JOB_ID_NEEDLE, listed=True, meanwhile=check,
+                    split=split)
     if found[0] != points:
         split = split_point(repo, tip) if not shallow and not found[0] else None
-        scan = log_scan(repo, [tip], found[0], listed=True, split=split)
+        scan = log_scan(repo, [tip], found[0], JOB_ID_NEEDLE, listed=True, split=split)
     return scan, found[0]
 
 

@@ -26,9 +26,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from gitpub.core.files import write_atomic
+from gitpub.core.files import pub_dir, write_atomic
 from gitpub.git.repo import Repository
 from gitpub.git.walk import log_scan
+from gitpub.proof.trailers import JOB_ID_NEEDLE
 
 INDEX_FILE = "job-ids"
 _HEADER = b"gitpub job-id index v1 through "
@@ -40,11 +41,12 @@ _SHA = re.compile(rb"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 def _locked(repo: Repository) -> Iterator[Path]:
     """The index file, held exclusively (an flock on ``job-ids.flock``, released if we die;
     not named ``*.lock``, which is a git lock file that the lock sweep may judge stale)."""
-    repo.pub_dir.mkdir(parents=True, exist_ok=True)
-    with open(repo.pub_dir / f"{INDEX_FILE}.flock", "a+b") as f:
+    where = pub_dir(repo.common_dir)
+    where.mkdir(parents=True, exist_ok=True)
+    with open(where / f"{INDEX_FILE}.flock", "a+b") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
-            yield repo.pub_dir / INDEX_FILE
+            yield where / INDEX_FILE
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
@@ -66,7 +68,8 @@ def _read(path: Path) -> tuple[str | None, bytes]:
 
 def _entries(repo: Repository, tip: str, through: str | None) -> bytes:
     """``<uuid> <commit>`` lines for the commits of ``tip ^through`` that mention a job id."""
-    scan = log_scan(repo, [tip], [] if through is None else [through], counted=False)
+    scan = log_scan(repo, [tip], [] if through is None else [through], JOB_ID_NEEDLE,
+                    counted=False)
     lines = []
     for sha, message in scan.candidates:
         for uuid in dict.fromkeys(m.group().lower() for m in _UUID.finditer(message)):

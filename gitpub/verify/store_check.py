@@ -50,6 +50,7 @@ from gitpub.store.archive import ARCHIVE, Archive
 from gitpub.store.fetch import Fetched, fetch_records, fetch_with_store
 from gitpub.store.fetchdir import fetch_ref
 from gitpub.store.jobs import JobStore
+from gitpub.store.mirror import store_prefix
 from gitpub.store.shared import JOBS, SharedView
 from gitpub.verify import ledger as L
 from gitpub.verify.commit import Verdict, verdict, verify_commit
@@ -130,7 +131,7 @@ class _Checker:
                  key: L.Key | None, memory: L.Memory) -> None:
         self.repo, self.remote, self.tip = repo, remote, tip
         self.prefixes, self.key, self.memory = prefixes, key, memory
-        self.view = SharedView(JobStore(repo), remote.store_prefix)
+        self.view = SharedView(JobStore(repo), store_prefix(remote))
         self.store_tip = tip
         #: The tracking store's refs as the fetch left them (name below ``refs/pub/``), when
         #: known; else read from the repository.
