@@ -122,6 +122,8 @@ def local_path(url: str) -> str | None:
 
 
 _UNREAD = object()
+#: The variable that carries ``remote.<name>.mirror=false`` to a push (``Remote.push_git``).
+_NO_MIRROR = "GITPUB_NO_MIRROR"
 #: A URL as ``git remote -v`` says it: ``URL (fetch)`` or ``URL (push)``; a promisor remote's
 #: fetch URL is followed by its filter (``URL (fetch) [blob:none]``).
 _URL_LINE = re.compile(r"(.*) \((fetch|push)\)(?: \[[^\]\n]*\])?")
@@ -251,6 +253,18 @@ class Remote:
              ) -> CompletedProcess[bytes]:
         return self.repo.git(*args, timeout=timeout, env=env)
 
+    def push_git(self, args: list[str], timeout: float, env: Mapping[str, str] | None = None
+                 ) -> CompletedProcess[bytes]:
+        """``git ARGS`` (``args``: ``push``, its options, the remote, refspecs) as every gitpub
+        push runs: never as a mirror. ``remote.<name>.mirror`` (a clone that mirrors
+        itself to a backup) makes git refuse any push that names refspecs ("--mirror can't
+        be combined with refspecs"), and gitpub's name exactly the refs they move; it is set
+        to false for the push (``--config-env``: a remote's name may hold a ``=``)."""
+        if self.repo.config_value(f"remote.{self.remote}", "mirror") is None:
+            return self._git(args, timeout, env)
+        return self._git([f"--config-env=remote.{self.remote}.mirror={_NO_MIRROR}", *args],
+                         timeout, {**(env or {}), _NO_MIRROR: "false"})
+
     def fetch_refspecs(self, extra: list[str], refspecs: list[str], git_dir: Path,
                        env: dict[str, str]) -> CompletedProcess[bytes] | None:
         """One ``git fetch`` of ``refspecs`` into ``git_dir``; None when a ref one of them
@@ -327,8 +341,8 @@ class Remote:
                 for u in updates if u.dst in verified)}
         args = push_args(updates, atomic=atomic) + ([] if verify else ["--no-verify"])
         try:
-            proc = self._git([*args, self.remote, *(u.refspec() for u in updates)],
-                             self.push_timeout, env)
+            proc = self.push_git([*args, self.remote, *(u.refspec() for u in updates)],
+                                 self.push_timeout, env)
         except GitTimeout:
             return Pushed({u.dst: PushOutcome(PushResult.UNKNOWN, "push timed out")
                            for u in updates})
@@ -375,10 +389,10 @@ class Remote:
         self.check()
         dst = f"refs/heads/{self.branch}"
         try:
-            proc = self._git(["push", "--dry-run", "--porcelain", "--no-verify",
-                              "--no-recurse-submodules", "--no-follow-tags", self.remote,
-                              f"{source}:{dst}"],
-                             self.push_timeout)
+            proc = self.push_git(["push", "--dry-run", "--porcelain", "--no-verify",
+                                  "--no-recurse-submodules", "--no-follow-tags", self.remote,
+                                  f"{source}:{dst}"],
+                                 self.push_timeout)
         except GitTimeout:
             return PushOutcome(PushResult.UNKNOWN, "push --dry-run timed out")
         out, err = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
