@@ -7,6 +7,8 @@ the network segment, the checkout), kept closed: real git, real repositories, in
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from conftest import Site, git
 from test_delivery import article, prepare
 
@@ -27,3 +29,46 @@ def test_a_remote_configured_as_a_mirror_still_takes_gitpubs_pushes(site: Site) 
     assert f"refs/pub/jobs/{job['job_id']}" in git(site.remote, "for-each-ref")
     checks = {c["name"]: c for c in site.call("doctor", "--json").json()["checks"]}
     assert checks["remote"]["status"] == "ok", checks["remote"]  # its push --dry-run too
+
+
+def _kill_once(site: Site, marker: Path, ref: str) -> None:
+    """A ``reference-transaction`` hook that kills its ``git update-ref`` (SIGKILL, as the OOM
+    killer would) once, when a transaction moving ``ref`` is prepared: its locks taken,
+    nothing moved."""
+    hook = site.path / ".git/hooks/reference-transaction"
+    hook.write_text(f'#!/bin/sh\n[ "$1" = prepared ] && [ ! -e "{marker}" ] && '
+                    f'grep -q " {ref}" && touch "{marker}" && kill -9 $PPID\nexit 0\n')
+    hook.chmod(0o755)
+
+
+def test_a_ref_transaction_killed_from_outside_is_no_refusal(site: Site, tmp_path: Path
+                                                             ) -> None:
+    """``git update-ref --stdin`` killed by a signal while it moved a job's refs was reported
+    as git refusing the move ("git refused to move a ref: ", exit 1, a hint to run
+    ``git fsck``): nothing was refused, nothing is damaged. A passing fault (exit 5, run
+    again), which the next run gets past."""
+    _kill_once(site, tmp_path / "killed", "refs/pub/jobs/")
+    r = site.call("prepare", "--json", "--key", "k", "--to", "posts/k.md", "-",
+                  input=article("k"))
+    assert r.code == 5 and "killed" in r.out and "refused" not in r.out, r.out + r.err
+    assert (tmp_path / "killed").exists() and site.job_refs() == {}
+    job = prepare(site, "k", "posts/k.md", article("k"))
+    assert job["state"] == "LOCAL_COMMITTED"
+
+
+def test_a_branch_move_killed_from_outside_is_finished_by_the_next_run(site: Site,
+                                                                      tmp_path: Path) -> None:
+    """The same kill in the move of the local branch after a publication (a logged ref: its
+    own ``update-ref``, not the command's session): said to be refused by git before. The
+    publication stands, the move is a passing fault (exit 5) that the next run finishes."""
+    job = prepare(site, "k", "posts/k.md", article("k"))
+    _kill_once(site, tmp_path / "killed", "refs/heads/main")
+    r = site.call("push", "--json")
+    assert r.code == 5 and r.json()["jobs"][0]["state"] == "PUBLISHED", r.out + r.err
+    assert "killed" in r.out and "refused" not in r.out, r.out
+    assert site.git("rev-parse", "main") != site.git("rev-parse", "origin/main")
+    assert site.call("push").code == 0
+    assert site.git("rev-parse", "main") == site.git("rev-parse", "origin/main")
+    assert site.git("status", "--porcelain") == ""
+    assert git(site.remote, "log", "-1", "--format=%(trailers:key=Blog-Job-Id,valueonly)",
+               "main").strip() == job["job_id"]
