@@ -7,10 +7,28 @@ the network segment, the checkout), kept closed: real git, real repositories, in
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
+import pytest
 from conftest import Site, git
 from test_delivery import article, prepare
+
+REAL_GIT = shutil.which("git") or "git"
+
+
+def killing_git(tmp_path: Path, *words: str) -> str:
+    """A ``PATH`` whose git runs the real one, except that a git given one of ``words`` is
+    killed (SIGKILL, as the OOM killer kills) before it answers."""
+    bin_dir = tmp_path / "-".join(("killing", *words)).replace("--", "-")
+    bin_dir.mkdir()
+    script = bin_dir / "git"
+    test = " || ".join(f'[ "$a" = "{w}" ]' for w in words)
+    script.write_text(f'#!/bin/sh\nfor a in "$@"; do if {test}; then kill -9 $$; fi; done\n'
+                      f'exec {REAL_GIT} "$@"\n')
+    script.chmod(0o755)
+    return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
 
 
 def test_a_remote_configured_as_a_mirror_still_takes_gitpubs_pushes(site: Site) -> None:
@@ -72,3 +90,28 @@ def test_a_branch_move_killed_from_outside_is_finished_by_the_next_run(site: Sit
     assert site.git("status", "--porcelain") == ""
     assert git(site.remote, "log", "-1", "--format=%(trailers:key=Blog-Job-Id,valueonly)",
                "main").strip() == job["job_id"]
+
+
+def test_a_git_killed_from_outside_is_no_answer_for_confirm(site: Site, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """``git merge-base --is-ancestor`` (and the ``rev-list`` before it) killed by a signal
+    exits -9, which was read as git's answer "not an ancestor": a keyed ``confirm`` found
+    every checked-through point "not in the history of the branch any more: it was
+    rewritten (a force-push?)" and pushed BAD verdicts to the notes, for a person to accept.
+    A git killed is no answer: exit 5, nothing judged, nothing pushed. (A walk's ``git log``
+    killed was "git log failed", exit 1: no damage either.)"""
+    monkeypatch.setenv("GITPUB_CONFIRM_KEY", "ci-secret-0123456789abcdef")
+    assert site.call("confirm", "--no-anchor", "--first-run").code == 0
+    for i in range(2):
+        prepare(site, f"k{i}", f"posts/k{i}.md", article(i))
+        assert site.call("push").code == 0
+        assert site.call("confirm", "--no-anchor").code == 0
+    prepare(site, "k2", "posts/k2.md", article(2))
+    assert site.call("push").code == 0
+    notes = git(site.remote, "for-each-ref", "refs/notes/")
+    for words in (("--is-ancestor", "--max-count=1"), ("log",)):  # ``log``: the walk's
+        monkeypatch.setenv("PATH", killing_git(tmp_path, *words))
+        r = site.call("confirm", "--json", "--no-anchor")
+        assert r.code == 5 and "killed" in r.out and "BAD" not in r.out, r.out + r.err
+        assert git(site.remote, "for-each-ref", "refs/notes/") == notes
