@@ -28,11 +28,13 @@ all of them share one environment:
 - **No stale mark.** ``GITPUB_VERIFIED_PUSH`` (``core.pushmark``) is never inherited either: it
   reaches only the one ``git push`` a caller gives it to.
 - **No stdin, output captured, never raises on git's failure** (the caller reads the exit
-  status). A git that does not finish in time (``DEFAULT_TIMEOUT`` unless the caller gives
-  another: a hung hook, file system or server) is killed and ``GitTimeout`` raised: a
-  ``TryLaterError`` (exit 5, "run the same command again later") that the network segment
-  classifies as an unknown outcome, and that leaves a job in the state it was recorded in
-  (``runtime.contain``) — never an internal error, never a job sent to a person.
+  status); a git killed by a signal from outside is no failure of git's: ``GitKilled`` (a
+  ``GitTimeout``), never a status to read. A git that does not finish in time
+  (``DEFAULT_TIMEOUT`` unless the caller gives another: a hung hook, file system or server)
+  is killed and ``GitTimeout`` raised: a ``TryLaterError`` (exit 5, "run the same command
+  again later") that the network segment classifies as an unknown outcome, and that leaves a
+  job in the state it was recorded in (``runtime.contain``) — never an internal error, never
+  a job sent to a person.
 - **git found once.** Its absolute path is looked up on the ``PATH`` once (again when the
   ``PATH`` changes, or when the git found is gone), not by every start walking the ``PATH``
   entry by entry; a ``PATH`` with a relative entry is walked by each start, from where git
@@ -57,8 +59,8 @@ from typing import IO, Any
 from gitpub.core import pushmark
 from gitpub.core.errors import TryLaterError
 
-__all__ = ["CompletedProcess", "GitTimeout", "Popen", "TimeoutExpired", "git_env", "git_program",
-           "popen_git", "run_git", "run_plain", "spawn_git"]
+__all__ = ["CompletedProcess", "GitKilled", "GitTimeout", "Popen", "TimeoutExpired", "git_env",
+           "git_program", "popen_git", "run_git", "run_plain", "spawn_git"]
 
 #: Seconds a git gitpub runs may take unless the caller says otherwise (read at each call).
 DEFAULT_TIMEOUT = 300.0
@@ -69,13 +71,35 @@ class GitTimeout(TryLaterError):
     would have answered, and the same command, run later, may succeed."""
 
     def __init__(self, args: Sequence[str], seconds: float) -> None:
-        command = next((a for a in args if not a.startswith("-") and "=" not in a), "")
+        command = _command_name(args)
         super().__init__(
             f"git {command} did not finish in {seconds:g} seconds (killed)",
             hint="git, one of its hooks or the file system holding the repository hangs; "
                  "nothing was lost: run the same command again when git answers")
         self.command = command
         self.seconds = seconds
+
+
+class GitKilled(GitTimeout):
+    """A git gitpub ran was killed by a signal from outside (the OOM killer, a person), not by
+    gitpub's watchdog: its exit status and output are no answer of git's (a ``merge-base
+    --is-ancestor`` killed is no "not an ancestor"), and nothing is known of what it would have
+    answered. A ``GitTimeout``: every caller that takes a git that did not finish for an
+    unknown outcome takes this one so too."""
+
+    def __init__(self, args: Sequence[str], signal: int) -> None:
+        command = _command_name(args)
+        TryLaterError.__init__(
+            self, f"git {command} was killed (signal {signal}) before it answered",
+            hint="something on this machine kills git (memory?); nothing was taken for its "
+                 "answer: run the same command again")
+        self.command = command
+        self.seconds = 0.0
+
+
+def _command_name(args: Sequence[str]) -> str:
+    return next((a for a in args if not a.startswith("-") and "=" not in a), "")
+
 
 #: Variables by which git locates a repository, its index or its objects: never inherited.
 LOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE",
@@ -176,6 +200,8 @@ def run_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
         watchdog.cancel()
     if fired.is_set():
         raise GitTimeout(args, seconds)
+    if proc.returncode < 0:
+        raise GitKilled(args, -proc.returncode)
     return CompletedProcess(proc.args, proc.returncode, out, err)
 
 
