@@ -115,3 +115,22 @@ def test_a_git_killed_from_outside_is_no_answer_for_confirm(site: Site, tmp_path
         r = site.call("confirm", "--json", "--no-anchor")
         assert r.code == 5 and "killed" in r.out and "BAD" not in r.out, r.out + r.err
         assert git(site.remote, "for-each-ref", "refs/notes/") == notes
+
+
+@pytest.mark.parametrize("variable", ["GIT_ICASE_PATHSPECS", "GIT_GLOB_PATHSPECS"])
+def test_the_persons_pathspec_variables_do_not_reach_gitpubs_git(site: Site,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 variable: str) -> None:
+    """``GIT_ICASE_PATHSPECS=1`` or ``GIT_GLOB_PATHSPECS=1`` exported by the person: every
+    ``git --literal-pathspecs`` gitpub runs died ("global 'literal' pathspec setting is
+    incompatible with all other global pathspec settings"), so ``sync`` could commit no
+    uncommitted change (exit 1), and a checkout move could read no index entry. gitpub says
+    how each of its pathspecs is meant; the person's defaults do not reach its git."""
+    monkeypatch.setenv(variable, "1")
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nEdited.\n")
+    (site.path / "posts/new.md").write_text(article("new"))
+    r = site.call("sync", "--json")
+    assert r.code == 0, r.out + r.err
+    assert [c["status"] for c in r.json()["commits"]] == ["published"], r.out
+    assert git(site.remote, "show", "main:posts/new.md") == article("new")
+    assert site.git("status", "--porcelain") == ""
