@@ -13,6 +13,8 @@ all of them share one environment:
   never inherited: a caller that names a repository gets ``GIT_DIR`` (and ``GIT_WORK_TREE``) set
   to it explicitly, so a ``GIT_DIR`` left in the environment can never send a write to another
   repository than the one gitpub opened.
+- **Pathspecs as gitpub means them.** The person's ``GIT_*_PATHSPECS`` defaults
+  (``PATHSPEC_DEFAULTS``) are never inherited.
 - **No optional locks.** ``GIT_OPTIONAL_LOCKS=0``: ``git status`` would otherwise refresh the
   user's index opportunistically — take ``.git/index.lock`` and rewrite the index — so a
   read-only command (``doctor``, ``--dry-run``) could make the user's own ``git commit`` fail
@@ -107,6 +109,14 @@ LOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE",
             "GIT_PREFIX", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM")
 
 
+#: Variables that change how git reads every pathspec (``GIT_LITERAL_PATHSPECS``, …): never
+#: inherited. gitpub says how each of its pathspecs is meant (``--literal-pathspecs``, a glob
+#: of ``init``); the person's default would change what it names, or make git refuse a
+#: ``--literal-pathspecs`` ("incompatible with all other global pathspec settings").
+PATHSPEC_DEFAULTS = ("GIT_LITERAL_PATHSPECS", "GIT_GLOB_PATHSPECS", "GIT_NOGLOB_PATHSPECS",
+                     "GIT_ICASE_PATHSPECS")
+
+
 #: A graft file that cannot exist (``/dev/null`` is no directory): git reads no grafts, and
 #: says nothing (an existing file, even empty, earns every command a deprecation hint).
 NO_GRAFTS = os.path.join(os.devnull, "no-grafts")
@@ -152,7 +162,8 @@ def git_env(git_dir: Path | None = None, work_tree: Path | None = None,
             extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of every git gitpub runs (see the module docstring)."""
     env = {k: v for k, v in os.environ.items()
-           if k not in LOCATING and k not in PRIVATE_ENV and k != pushmark.ENV}
+           if k not in LOCATING and k not in PRIVATE_ENV and k not in PATHSPEC_DEFAULTS
+           and k != pushmark.ENV}
     env["GIT_TERMINAL_PROMPT"] = "0"
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
     env["LC_ALL"] = "C"
