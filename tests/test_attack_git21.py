@@ -134,3 +134,28 @@ def test_the_persons_pathspec_variables_do_not_reach_gitpubs_git(site: Site,
     assert [c["status"] for c in r.json()["commits"]] == ["published"], r.out
     assert git(site.remote, "show", "main:posts/new.md") == article("new")
     assert site.git("status", "--porcelain") == ""
+
+
+def test_a_hook_that_refuses_the_branch_move_leaves_the_branch_with_a_note(site: Site
+                                                                          ) -> None:
+    """A ``reference-transaction`` hook of the person's that refuses moves of the local
+    branch (``core.hooksPath``: "main is protected here"): the publication went out, yet the
+    push failed the job's report (exit 1, "git refused to move a ref", a hint to run
+    ``git fsck``) showing it LOCAL_COMMITTED ("`git pub push` publishes it"), and every later
+    push failed again. The branch is the person's: it is left alone, with a note that says
+    why, its files as they were; the job is PUBLISHED."""
+    hook = site.path / ".git/hooks/reference-transaction"
+    hook.write_text('#!/bin/sh\n[ "$1" = prepared ] && grep -q " refs/heads/main$" && '
+                    '{ echo "main is protected here" >&2; exit 1; }\nexit 0\n')
+    hook.chmod(0o755)
+    old = site.git("rev-parse", "main")
+    prepare(site, "k", "posts/k.md", article("k"))
+    r = site.call("push", "--json")
+    assert r.code == 0, r.out + r.err
+    job = r.json()["jobs"][0]
+    assert job["state"] == "PUBLISHED", r.out
+    assert "left alone" in job["note"] and "main is protected here" in job["note"], job
+    assert git(site.remote, "show", "main:posts/k.md") == article("k")
+    assert site.git("rev-parse", "main") == old
+    assert site.git("status", "--porcelain") == "" and not (site.path / "posts/k.md").exists()
+    assert site.call("push").code == 0
