@@ -540,6 +540,9 @@ class RefAccess:
         detail = " ".join(said.replace("fatal: ", "").split())[:300]
         hint = ("restore it from `git reflog` or a backup, or delete it"
                 if "reference broken" in said
+                else "a reference-transaction hook refused it (`git config core.hooksPath`, "
+                     "else .git/hooks): what it said is above"
+                if "aborted by hook" in said
                 else "`git for-each-ref` and `git fsck` show what is in the way")
         raise CorruptStateError(sanitize(f"git refused to move a ref: {detail}"), hint=hint)
 
