@@ -159,3 +159,24 @@ def test_a_hook_that_refuses_the_branch_move_leaves_the_branch_with_a_note(site:
     assert site.git("rev-parse", "main") == old
     assert site.git("status", "--porcelain") == "" and not (site.path / "posts/k.md").exists()
     assert site.call("push").code == 0
+
+
+def test_a_hand_commit_in_latin_1_naming_a_path_that_is_not_ascii_is_refused_at_once(
+        site: Site) -> None:
+    """A person's commit stored in ISO-8859-1 (``i18n.commitEncoding``) that adds
+    ``posts/naïve.md``: the manifest gitpub adds to its message names the path in UTF-8, which
+    git, reading the message as ISO-8859-1, shows as ``naÃ¯ve.md``. Each run built the
+    commit, found it was no proof of the job, and left the job waiting (exit 5, an attempt
+    spent) — for good. Refused before any job, as an encoding in which ASCII is other
+    characters is, saying what to do."""
+    (site.path / "posts/naïve.md").write_text(article("naïve"))
+    site.git("add", "posts/naïve.md")
+    site.git("-c", "i18n.commitEncoding=ISO-8859-1", "commit", "-q", "-F", "-",
+             input="Café: a naïve page\n".encode("latin-1"))
+    tip = git(site.remote, "rev-parse", "main")
+    r = site.call("sync", "--json")
+    assert r.code == 4, r.out + r.err
+    [commit] = r.json()["commits"]
+    assert commit["status"] == "refused" and commit["job_id"] is None, commit
+    assert "ISO-8859-1" in commit["reason"] and "UTF-8" in commit["reason"], commit
+    assert site.job_refs() == {} and git(site.remote, "rev-parse", "main") == tip
