@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Site, git
+from conftest import Site, git, spawn, wait_stopped
 from test_delivery import article, prepare
 
 REAL_GIT = shutil.which("git") or "git"
@@ -180,3 +182,25 @@ def test_a_hand_commit_in_latin_1_naming_a_path_that_is_not_ascii_is_refused_at_
     assert commit["status"] == "refused" and commit["job_id"] is None, commit
     assert "ISO-8859-1" in commit["reason"] and "UTF-8" in commit["reason"], commit
     assert site.job_refs() == {} and git(site.remote, "rev-parse", "main") == tip
+
+
+def test_objects_pruned_under_a_command_are_no_refusal_of_the_remote(site: Site) -> None:
+    """``git gc --prune=now`` run by the person while ``prepare`` had written the job's
+    content commit and not yet recorded it (git's documented hazard of ``--prune=now``): the
+    job's state then names a commit this repository no longer has. Every push after said
+    "the remote 'origin' refuses gitpub's job store (refs/pub/*): [remote rejected] (unpacker
+    error)" — exit 2, a hint to change the remote's permissions — while git had said
+    "Could not read <id>" here. It is this repository that lacks the object: said so."""
+    p = spawn(site, "prepare", "--key", "k", "--to", "posts/k.md", "-",
+              env={"GITPUB_PAUSE_AT": "commit.objects-written"}, input=article("k").encode())
+    try:
+        wait_stopped(p.pid, 30)
+        subprocess.run(["git", "gc", "-q", "--prune=now"], cwd=site.path, check=True)
+    finally:
+        os.kill(p.pid, signal.SIGCONT)
+    p.communicate(timeout=60)
+    site.repos.remove(site.path)  # damaged on purpose: no fsck at teardown
+    r = site.call("push", "--json")
+    assert r.code == 1, r.out + r.err
+    assert "refuses gitpub's job store" not in r.out and "lacks" in r.out, r.out
+    assert "git fsck" in r.out and "--prune=now" in r.out, r.out
