@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gitpub.core import pushmark
-from gitpub.core.errors import GitpubError, UsageError
+from gitpub.core.errors import CorruptStateError, GitpubError, UsageError
 from gitpub.core.sanitize import sanitize
 from gitpub.git.push import (
     Pushed,
@@ -72,6 +72,14 @@ AUTH_REFUSED = ("authentication failed", "could not read username", "could not r
 #: What they say when the repository at the URL does not exist.
 NO_REPOSITORY = ("does not appear to be a git repository", "repository not found",
                  "not found: did you run git update-server-info")
+
+
+#: What git says when it cannot read an object of this repository that a push must send
+#: (its pack-objects dies; the remote then reports an "unpacker error"): lines of its own,
+#: never a ``remote:`` line of the server's.
+_LOCAL_OBJECT_MISSING = re.compile(
+    r"^(?:error: Could not read [0-9a-f]+|fatal: bad object [0-9a-f]+"
+    r"|fatal: unable to read [0-9a-f]+)\b.*$", re.MULTILINE)
 
 
 #: git over HTTP(S) when the server answers 404: ``fatal: repository 'URL/' not found``.
@@ -348,6 +356,15 @@ class Remote:
                            for u in updates})
         out, err = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
         pushed = parse_push(proc.returncode, out, err, updates)
+        missing = _LOCAL_OBJECT_MISSING.search(err)
+        if missing is not None and pushed.result != PushResult.SENT:
+            raise CorruptStateError(
+                sanitize(f"this repository lacks an object the push to {self.remote} must send "
+                         f"(git: {missing.group(0).strip()}): the remote refused nothing; "
+                         "`git fsck` names it (a `git gc --prune=now` under a running gitpub?)"),
+                hint="a `git gc --prune=now` (or `git prune`) run while gitpub had written "
+                     "objects and not yet recorded them removes them; `git fsck` names what "
+                     "is missing and what refers to it")
         if pushed.result == PushResult.UNKNOWN and not pushed.atomic_unsupported:
             wrong = misconfiguration(self.remote, err)
             if wrong is not None:
