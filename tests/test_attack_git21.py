@@ -204,3 +204,21 @@ def test_objects_pruned_under_a_command_are_no_refusal_of_the_remote(site: Site)
     assert r.code == 1, r.out + r.err
     assert "refuses gitpub's job store" not in r.out and "lacks" in r.out, r.out
     assert "git fsck" in r.out and "--prune=now" in r.out, r.out
+
+
+def test_file_urls_as_git_reads_them_are_repositories(site: Site, tmp_path: Path) -> None:
+    """``file://localhost/srv/my%20blog.git`` is a repository to git (the host of a file URL is
+    ignored, the path is percent-decoded), and ``git push`` there works; gitpub's check before
+    the network took the URL's text for a path and refused every push: "is not a git
+    repository" (exit 2, change the URL)."""
+    spaced = tmp_path / "my blog.git"
+    site.remote.rename(spaced)
+    site.remote = spaced
+    site.repos[1] = spaced
+    for i, url in enumerate((f"file://localhost{spaced}",
+                             "file://" + str(spaced).replace(" ", "%20"))):
+        site.git("remote", "set-url", "origin", url)
+        prepare(site, f"url-{i}", f"posts/url-{i}.md", article(i))
+        r = site.call("push", "--json")
+        assert r.code == 0, r.out + r.err
+        assert git(spaced, "show", f"main:posts/url-{i}.md") == article(i)
