@@ -118,9 +118,15 @@ def _last_line(stderr: str) -> str:
 
 
 def local_path(url: str) -> str | None:
-    """The directory a remote URL names on this machine, or None for a network URL."""
+    """The directory a remote URL names on this machine, or None for a network URL. A
+    ``file://`` URL as git reads it: percent-decoded, its host (``localhost``, any) ignored —
+    the path starts at the first ``/`` after ``file://``."""
     if url.startswith("file://"):
-        return url[len("file://"):]
+        from urllib.parse import unquote
+
+        rest = unquote(url[len("file://"):])
+        slash = rest.find("/")
+        return rest if slash < 0 else rest[slash:]
     if "://" in url:
         return None
     head = url.split("/", 1)[0]
