@@ -184,13 +184,9 @@ def test_a_hand_commit_in_latin_1_naming_a_path_that_is_not_ascii_is_refused_at_
     assert site.job_refs() == {} and git(site.remote, "rev-parse", "main") == tip
 
 
-def test_objects_pruned_under_a_command_are_no_refusal_of_the_remote(site: Site) -> None:
-    """``git gc --prune=now`` run by the person while ``prepare`` had written the job's
-    content commit and not yet recorded it (git's documented hazard of ``--prune=now``): the
-    job's state then names a commit this repository no longer has. Every push after said
-    "the remote 'origin' refuses gitpub's job store (refs/pub/*): [remote rejected] (unpacker
-    error)" — exit 2, a hint to change the remote's permissions — while git had said
-    "Could not read <id>" here. It is this repository that lacks the object: said so."""
+def _prune_under_prepare(site: Site) -> None:
+    """``git gc --prune=now`` run by the person while ``prepare`` has written the job's content
+    commit and not yet recorded it (git's documented hazard of ``--prune=now``)."""
     p = spawn(site, "prepare", "--key", "k", "--to", "posts/k.md", "-",
               env={"GITPUB_PAUSE_AT": "commit.objects-written"}, input=article("k").encode())
     try:
@@ -199,6 +195,30 @@ def test_objects_pruned_under_a_command_are_no_refusal_of_the_remote(site: Site)
     finally:
         os.kill(p.pid, signal.SIGCONT)
     p.communicate(timeout=60)
+
+
+def test_a_commit_pruned_before_it_was_recorded_is_built_again(site: Site) -> None:
+    """The pruned content commit was recorded all the same, as an extra parent of the job's
+    state commit: the job's history named a commit this repository no longer had (``git
+    fsck``: broken link), every push of its state failed, for good. It is not recorded (the
+    command stops, exit 5); the next run builds it again (the same commit) and publishes."""
+    _prune_under_prepare(site)
+    r = site.call("push", "--json")
+    assert r.code == 0, r.out + r.err
+    assert r.json()["jobs"][0]["state"] == "PUBLISHED", r.out
+    assert git(site.remote, "show", "main:posts/k.md") == article("k")
+    # fsck --strict at teardown: no broken link
+
+
+def test_an_object_a_push_must_send_and_lacks_is_no_refusal_of_the_remote(site: Site) -> None:
+    """A job's content commit gone from this repository after it was recorded (damage, or a
+    prune in the instant before): every push said "the remote 'origin' refuses gitpub's job
+    store (refs/pub/*): [remote rejected] (unpacker error)" — exit 2, a hint to change the
+    remote's permissions — while git had said "Could not read <id>" here. It is this
+    repository that lacks the object: said so."""
+    job = prepare(site, "k", "posts/k.md", article("k"))
+    commit = str(job["local_commit"])
+    (site.path / ".git/objects" / commit[:2] / commit[2:]).unlink()
     site.repos.remove(site.path)  # damaged on purpose: no fsck at teardown
     r = site.call("push", "--json")
     assert r.code == 1, r.out + r.err
