@@ -242,3 +242,22 @@ def test_file_urls_as_git_reads_them_are_repositories(site: Site, tmp_path: Path
         r = site.call("push", "--json")
         assert r.code == 0, r.out + r.err
         assert git(spaced, "show", f"main:posts/url-{i}.md") == article(i)
+
+
+def test_a_trailer_reader_killed_is_no_verdict_on_a_hand_commit(site: Site, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    """``git interpret-trailers`` (how git reads a message's trailers) killed by a signal while
+    ``sync`` checked that a person's commit can carry the proof: the commit was refused —
+    "its message cannot carry gitpub's proof ... reword it" (exit 4, a person acts) — for a
+    passing fault. Exit 5; the next run publishes it."""
+    (site.path / "posts/welcome.md").write_text("# Welcome\n\nFixed.\n")
+    site.git("commit", "-q", "-am", "Fix the welcome page")
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", killing_git(tmp_path, "interpret-trailers"))
+    r = site.call("sync", "--json")
+    assert r.code == 5 and "killed" in r.out and "refused" not in r.out, r.out + r.err
+    assert site.job_refs() == {}
+    monkeypatch.setenv("PATH", path)
+    r = site.call("sync", "--json")
+    assert r.code == 0 and [c["status"] for c in r.json()["commits"]] == ["published"], r.out
