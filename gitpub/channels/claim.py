@@ -118,10 +118,9 @@ class Claims:
         try:
             sha = self.commit_for(job_id, record)
             self.remote.check()
-            proc = self.repo.git("push", "--porcelain", "--no-verify",
-                                 "--no-recurse-submodules", "--no-follow-tags",
-                                 self.remote.remote, f"{sha}:{ref}",
-                                 timeout=CLAIM_TIMEOUT)
+            proc = self.remote.push_git(["push", "--porcelain", "--no-verify",
+                                         "--no-recurse-submodules", "--no-follow-tags",
+                                         self.remote.remote, f"{sha}:{ref}"], CLAIM_TIMEOUT)
         except GitTimeout:
             return Verdict(Claimed.FAILED, "the claim's push timed out")
         except GitpubError as e:

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from gitpub.core.crashpoints import crash_point
+from gitpub.core.errors import CorruptStateError
 from gitpub.git.repo import MODE_EXEC, MODE_FILE, Change, Entry, Repository
 from gitpub.git.worktrees import Worktree, holders
 
@@ -250,8 +251,11 @@ def move_branch(repo: Repository, branch: str, old: str, new: str, *, then: str,
     if why is not None:
         return Moved(False, f"local {branch} left alone: {why}; then run `{then}`")
     if holder is None:
-        if repo.cas_ref(ref, old, new, message):
-            return Moved(True, f"local {branch} {verb} (not checked out in any worktree)")
+        try:
+            if repo.cas_ref(ref, old, new, message):
+                return Moved(True, f"local {branch} {verb} (not checked out in any worktree)")
+        except CorruptStateError as e:
+            return _refused(branch, e, then)
         return Moved(False, f"local {branch} moved meanwhile: left alone")
     done, undo = _update(repo, holder, old, new)
     if not done:
@@ -260,7 +264,12 @@ def move_branch(repo: Repository, branch: str, old: str, new: str, *, then: str,
                             + _index_locked(holder) + "; commit or stash them there, then run "
                             f"`{then}`" + (f" in {holder.path}" if not holder.current else ""))
     crash_point("checkout.worktree-updated")  # push/reconcile finish it: finish_interrupted_move
-    if repo.cas_ref(ref, old, new, message):
+    try:
+        swapped = repo.cas_ref(ref, old, new, message)
+    except CorruptStateError as e:
+        _put_back(holder, old, new, undo)
+        return _refused(branch, e, then)
+    if swapped:
         return Moved(True, f"local {branch} and its working tree{_where(holder)} {verb} to "
                            "the published commit")
     # The branch moved between the two steps. Moved to ``new`` itself, or past it (a person's
@@ -276,6 +285,13 @@ def move_branch(repo: Repository, branch: str, old: str, new: str, *, then: str,
                             "left alone")
     _put_back(holder, old, new, undo)
     return Moved(False, f"local {branch} moved meanwhile: left alone")
+
+
+def _refused(branch: str, error: CorruptStateError, then: str) -> Moved:
+    """git refused to move the branch (a ``reference-transaction`` hook of the person's, a
+    broken ref): the branch is the person's, and what was published stands; a note says
+    why it was left alone (its files as they were)."""
+    return Moved(False, f"local {branch} left alone: {error.message}; then run `{then}`")
 
 
 def fast_forward_local(repo: Repository, branch: str, published: str) -> str:

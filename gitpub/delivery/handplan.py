@@ -248,7 +248,27 @@ def classify(ctx: Context, sha: str, parents: tuple[str, ...], *,
     if problem is not None:
         return refused(problem)
     changes = tuple(repo.diff_entries(repo.commit(parents[0]).tree, info.tree))
+    problem = _named_in_encoding(info.encoding, [c.path for c in changes])
+    if problem is not None:
+        return refused(problem, changes)
     return judge(ctx, sha, parents[0], subject, changes, uncommitted=uncommitted)
+
+
+def _named_in_encoding(encoding: str | None, paths: list[str]) -> str | None:
+    """Why the manifest paragraph gitpub adds cannot name ``paths`` in a message stored in
+    ``encoding`` (an ASCII-compatible one other than UTF-8): it names each path in UTF-8, and
+    git, re-encoding the message to read it, shows a path that is not ASCII as other
+    characters (``naïve`` as ``naÃ¯ve``): no proof. None: nothing to fear."""
+    if encoding is None or codecs.lookup(encoding).name == "utf-8":
+        return None
+    wide = [p for p in paths if not p.isascii()]
+    if not wide:
+        return None
+    return (f"its message is in the encoding {encoding!r} and it changes paths that are not "
+            f"ASCII ({_shown(wide)}): the manifest gitpub adds names them in UTF-8, which git "
+            "would read as other characters; re-commit its changes with a UTF-8 message (for "
+            "the last commit: `git reset --soft HEAD^`, then `git commit` without "
+            "i18n.commitEncoding), or push it yourself")
 
 
 def judge(ctx: Context, sha: str, parent: str, subject: str, changes: tuple[Change, ...], *,

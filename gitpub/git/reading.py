@@ -77,6 +77,15 @@ class ObjectReading:
                 _keep(self._present, sha, (info[1], info[2]), _OBJECTS)
         return answers
 
+    def still_has(self, sha: str) -> bool:
+        """Whether git has object ``sha`` now: asked of git again, not answered from what this
+        command found before. An object the command wrote and nothing refers to yet may be gone
+        meanwhile (a person's ``git gc --prune=now``, git's documented hazard)."""
+        try:
+            return self._cat.info(sha) is not None
+        except Unreadable:
+            return True  # there, but damaged: reading it says so
+
     def object_kind(self, sha: str) -> str | None:
         """The type of object ``sha`` (``commit``, ``tree``, …; None: not here or unreadable),
         without reading it."""

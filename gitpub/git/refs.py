@@ -434,6 +434,8 @@ class RefAccess:
             return True
         if fired.is_set():
             raise _hung(updates)
+        if proc.returncode is not None and proc.returncode < 0:
+            raise _killed(updates, -proc.returncode)
         return self._refused(said)
 
     def _unlogged(self, updates: Sequence[RefUpdate]) -> bool:
@@ -480,6 +482,9 @@ class RefAccess:
                 raise _hung(updates)
             if not sent and attempt == 0:
                 continue  # it had died meanwhile: nothing was asked of it
+            code = session.proc.returncode
+            if code is not None and code < 0:
+                raise _killed(updates, -code)
             return self._refused(said)
         raise AssertionError("unreachable")
 
@@ -535,6 +540,9 @@ class RefAccess:
         detail = " ".join(said.replace("fatal: ", "").split())[:300]
         hint = ("restore it from `git reflog` or a backup, or delete it"
                 if "reference broken" in said
+                else "a reference-transaction hook refused it (`git config core.hooksPath`, "
+                     "else .git/hooks): what it said is above"
+                if "aborted by hook" in said
                 else "`git for-each-ref` and `git fsck` show what is in the way")
         raise CorruptStateError(sanitize(f"git refused to move a ref: {detail}"), hint=hint)
 
@@ -551,6 +559,19 @@ def _hung(updates: Sequence[RefUpdate]) -> TryLaterError:
                  "were or all moved"),
         hint="a reference-transaction hook or the file system hangs; run the command "
              "again when git answers (it reads where the refs stand)")
+
+
+def _killed(updates: Sequence[RefUpdate], signal: int) -> TryLaterError:
+    """``git update-ref`` killed from outside (a signal: the OOM killer, a person) while it
+    moved ``updates``: no refusal of git's, no damage; the refs are as they were or all moved,
+    and a lock it held stays, stale, for the lock policy to heal."""
+    from gitpub.core.sanitize import sanitize
+
+    return TryLaterError(
+        sanitize(f"git update-ref was killed (signal {signal}) while it moved "
+                 f"{', '.join(u.ref for u in updates)}: its refs as they were or all moved"),
+        hint="something on this machine kills git (memory?); run the command again (it "
+             "reads where the refs stand)")
 
 
 class _Session:

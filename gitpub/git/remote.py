@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gitpub.core import pushmark
-from gitpub.core.errors import GitpubError, UsageError
+from gitpub.core.errors import CorruptStateError, GitpubError, UsageError
 from gitpub.core.sanitize import sanitize
 from gitpub.git.push import (
     Pushed,
@@ -74,6 +74,14 @@ NO_REPOSITORY = ("does not appear to be a git repository", "repository not found
                  "not found: did you run git update-server-info")
 
 
+#: What git says when it cannot read an object of this repository that a push must send
+#: (its pack-objects dies; the remote then reports an "unpacker error"): lines of its own,
+#: never a ``remote:`` line of the server's.
+_LOCAL_OBJECT_MISSING = re.compile(
+    r"^(?:error: Could not read [0-9a-f]+|fatal: bad object [0-9a-f]+"
+    r"|fatal: unable to read [0-9a-f]+)\b.*$", re.MULTILINE)
+
+
 #: git over HTTP(S) when the server answers 404: ``fatal: repository 'URL/' not found``.
 _HTTP_NOT_FOUND_RE = re.compile(r"repository '[^'\n]*' not found")
 
@@ -110,9 +118,15 @@ def _last_line(stderr: str) -> str:
 
 
 def local_path(url: str) -> str | None:
-    """The directory a remote URL names on this machine, or None for a network URL."""
+    """The directory a remote URL names on this machine, or None for a network URL. A
+    ``file://`` URL as git reads it: percent-decoded, its host (``localhost``, any) ignored —
+    the path starts at the first ``/`` after ``file://``."""
     if url.startswith("file://"):
-        return url[len("file://"):]
+        from urllib.parse import unquote
+
+        rest = unquote(url[len("file://"):])
+        slash = rest.find("/")
+        return rest if slash < 0 else rest[slash:]
     if "://" in url:
         return None
     head = url.split("/", 1)[0]
@@ -122,6 +136,8 @@ def local_path(url: str) -> str | None:
 
 
 _UNREAD = object()
+#: The variable that carries ``remote.<name>.mirror=false`` to a push (``Remote.push_git``).
+_NO_MIRROR = "GITPUB_NO_MIRROR"
 #: A URL as ``git remote -v`` says it: ``URL (fetch)`` or ``URL (push)``; a promisor remote's
 #: fetch URL is followed by its filter (``URL (fetch) [blob:none]``).
 _URL_LINE = re.compile(r"(.*) \((fetch|push)\)(?: \[[^\]\n]*\])?")
@@ -246,6 +262,18 @@ class Remote:
              ) -> CompletedProcess[bytes]:
         return self.repo.git(*args, timeout=timeout, env=env)
 
+    def push_git(self, args: list[str], timeout: float, env: Mapping[str, str] | None = None
+                 ) -> CompletedProcess[bytes]:
+        """``git ARGS`` (``args``: ``push``, its options, the remote, refspecs) as every gitpub
+        push runs: never as a mirror. ``remote.<name>.mirror`` (a clone that mirrors
+        itself to a backup) makes git refuse any push that names refspecs ("--mirror can't
+        be combined with refspecs"), and gitpub's name exactly the refs they move; it is set
+        to false for the push (``--config-env``: a remote's name may hold a ``=``)."""
+        if self.repo.config_value(f"remote.{self.remote}", "mirror") is None:
+            return self._git(args, timeout, env)
+        return self._git([f"--config-env=remote.{self.remote}.mirror={_NO_MIRROR}", *args],
+                         timeout, {**(env or {}), _NO_MIRROR: "false"})
+
     def fetch_refspecs(self, extra: list[str], refspecs: list[str], git_dir: Path,
                        env: dict[str, str], *, negotiate: Sequence[str] = ()
                        ) -> CompletedProcess[bytes] | None:
@@ -316,13 +344,22 @@ class Remote:
                 for u in updates if u.dst in verified])}
         args = push_args(updates, atomic=atomic) + ([] if verify else ["--no-verify"])
         try:
-            proc = self._git([*args, self.remote, *(u.refspec() for u in updates)],
-                             self.push_timeout, env)
+            proc = self.push_git([*args, self.remote, *(u.refspec() for u in updates)],
+                                 self.push_timeout, env)
         except GitTimeout:
             return Pushed({u.dst: PushOutcome(PushResult.UNKNOWN, "push timed out")
                            for u in updates})
         out, err = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
         pushed = parse_push(proc.returncode, out, err, updates)
+        missing = _LOCAL_OBJECT_MISSING.search(err)
+        if missing is not None and pushed.result != PushResult.SENT:
+            raise CorruptStateError(
+                sanitize(f"this repository lacks an object the push to {self.remote} must send "
+                         f"(git: {missing.group(0).strip()}): the remote refused nothing; "
+                         "`git fsck` names it (a `git gc --prune=now` under a running gitpub?)"),
+                hint="a `git gc --prune=now` (or `git prune`) run while gitpub had written "
+                     "objects and not yet recorded them removes them; `git fsck` names what "
+                     "is missing and what refers to it")
         if pushed.result == PushResult.UNKNOWN and not pushed.atomic_unsupported:
             wrong = misconfiguration(self.remote, err)
             if wrong is not None:
@@ -364,10 +401,10 @@ class Remote:
         self.check()
         dst = f"refs/heads/{self.branch}"
         try:
-            proc = self._git(["push", "--dry-run", "--porcelain", "--no-verify",
-                              "--no-recurse-submodules", "--no-follow-tags", self.remote,
-                              f"{source}:{dst}"],
-                             self.push_timeout)
+            proc = self.push_git(["push", "--dry-run", "--porcelain", "--no-verify",
+                                  "--no-recurse-submodules", "--no-follow-tags", self.remote,
+                                  f"{source}:{dst}"],
+                                 self.push_timeout)
         except GitTimeout:
             return PushOutcome(PushResult.UNKNOWN, "push --dry-run timed out")
         out, err = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")

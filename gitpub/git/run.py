@@ -13,6 +13,8 @@ all of them share one environment:
   never inherited: a caller that names a repository gets ``GIT_DIR`` (and ``GIT_WORK_TREE``) set
   to it explicitly, so a ``GIT_DIR`` left in the environment can never send a write to another
   repository than the one gitpub opened.
+- **Pathspecs as gitpub means them.** The person's ``GIT_*_PATHSPECS`` defaults
+  (``PATHSPEC_DEFAULTS``) are never inherited.
 - **No optional locks.** ``GIT_OPTIONAL_LOCKS=0``: ``git status`` would otherwise refresh the
   user's index opportunistically — take ``.git/index.lock`` and rewrite the index — so a
   read-only command (``doctor``, ``--dry-run``) could make the user's own ``git commit`` fail
@@ -28,11 +30,13 @@ all of them share one environment:
 - **No stale mark.** ``GITPUB_VERIFIED_PUSH`` (``core.pushmark``) is never inherited either: it
   reaches only the one ``git push`` a caller gives it to.
 - **No stdin, output captured, never raises on git's failure** (the caller reads the exit
-  status). A git that does not finish in time (``DEFAULT_TIMEOUT`` unless the caller gives
-  another: a hung hook, file system or server) is killed and ``GitTimeout`` raised: a
-  ``TryLaterError`` (exit 5, "run the same command again later") that the network segment
-  classifies as an unknown outcome, and that leaves a job in the state it was recorded in
-  (``runtime.contain``) — never an internal error, never a job sent to a person.
+  status); a git killed by a signal from outside is no failure of git's: ``GitKilled`` (a
+  ``GitTimeout``), never a status to read. A git that does not finish in time
+  (``DEFAULT_TIMEOUT`` unless the caller gives another: a hung hook, file system or server)
+  is killed and ``GitTimeout`` raised: a ``TryLaterError`` (exit 5, "run the same command
+  again later") that the network segment classifies as an unknown outcome, and that leaves a
+  job in the state it was recorded in (``runtime.contain``) — never an internal error, never
+  a job sent to a person.
 - **git found once.** Its absolute path is looked up on the ``PATH`` once (again when the
   ``PATH`` changes, or when the git found is gone), not by every start walking the ``PATH``
   entry by entry; a ``PATH`` with a relative entry is walked by each start, from where git
@@ -59,8 +63,8 @@ from typing import IO, Any
 from gitpub.core import pushmark
 from gitpub.core.errors import TryLaterError
 
-__all__ = ["CompletedProcess", "GitTimeout", "Popen", "TimeoutExpired", "git_env", "git_program",
-           "popen_git", "run_git", "run_plain", "spawn_git"]
+__all__ = ["CompletedProcess", "GitKilled", "GitTimeout", "Popen", "TimeoutExpired", "git_env",
+           "git_program", "popen_git", "run_git", "run_plain", "spawn_git"]
 
 #: Seconds a git gitpub runs may take unless the caller says otherwise (read at each call).
 DEFAULT_TIMEOUT = 300.0
@@ -71,7 +75,7 @@ class GitTimeout(TryLaterError):
     would have answered, and the same command, run later, may succeed."""
 
     def __init__(self, args: Sequence[str], seconds: float) -> None:
-        command = next((a for a in args if not a.startswith("-") and "=" not in a), "")
+        command = _command_name(args)
         super().__init__(
             f"git {command} did not finish in {seconds:g} seconds (killed)",
             hint="git, one of its hooks or the file system holding the repository hangs; "
@@ -79,10 +83,40 @@ class GitTimeout(TryLaterError):
         self.command = command
         self.seconds = seconds
 
+
+class GitKilled(GitTimeout):
+    """A git gitpub ran was killed by a signal from outside (the OOM killer, a person), not by
+    gitpub's watchdog: its exit status and output are no answer of git's (a ``merge-base
+    --is-ancestor`` killed is no "not an ancestor"), and nothing is known of what it would have
+    answered. A ``GitTimeout``: every caller that takes a git that did not finish for an
+    unknown outcome takes this one so too."""
+
+    def __init__(self, args: Sequence[str], signal: int) -> None:
+        command = _command_name(args)
+        TryLaterError.__init__(
+            self, f"git {command} was killed (signal {signal}) before it answered",
+            hint="something on this machine kills git (memory?); nothing was taken for its "
+                 "answer: run the same command again")
+        self.command = command
+        self.seconds = 0.0
+
+
+def _command_name(args: Sequence[str]) -> str:
+    return next((a for a in args if not a.startswith("-") and "=" not in a), "")
+
+
 #: Variables by which git locates a repository, its index or its objects: never inherited.
 LOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE",
             "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE",
             "GIT_PREFIX", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM")
+
+
+#: Variables that change how git reads every pathspec (``GIT_LITERAL_PATHSPECS``, …): never
+#: inherited. gitpub says how each of its pathspecs is meant (``--literal-pathspecs``, a glob
+#: of ``init``); the person's default would change what it names, or make git refuse a
+#: ``--literal-pathspecs`` ("incompatible with all other global pathspec settings").
+PATHSPEC_DEFAULTS = ("GIT_LITERAL_PATHSPECS", "GIT_GLOB_PATHSPECS", "GIT_NOGLOB_PATHSPECS",
+                     "GIT_ICASE_PATHSPECS")
 
 
 #: A graft file that cannot exist (``/dev/null`` is no directory): git reads no grafts, and
@@ -130,7 +164,8 @@ def git_env(git_dir: Path | None = None, work_tree: Path | None = None,
             extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of every git gitpub runs (see the module docstring)."""
     env = {k: v for k, v in os.environ.items()
-           if k not in LOCATING and k not in PRIVATE_ENV and k != pushmark.ENV}
+           if k not in LOCATING and k not in PRIVATE_ENV and k not in PATHSPEC_DEFAULTS
+           and k != pushmark.ENV}
     env["GIT_TERMINAL_PROMPT"] = "0"
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
     env["LC_ALL"] = "C"
@@ -178,6 +213,8 @@ def run_git(args: Sequence[str], *, cwd: Path, git_dir: Path | None = None,
         watchdog.cancel()
     if fired.is_set():
         raise GitTimeout(args, seconds)
+    if proc.returncode < 0:
+        raise GitKilled(args, -proc.returncode)
     return CompletedProcess(proc.args, proc.returncode, out, err)
 
 

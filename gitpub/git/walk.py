@@ -21,7 +21,7 @@ from gitpub.core.errors import CorruptStateError
 from gitpub.core.files import pub_dir
 from gitpub.git.objects import is_object_id
 from gitpub.git.repo import CommitInfo, Repository
-from gitpub.git.run import Popen, spawn_git
+from gitpub.git.run import GitKilled, Popen, spawn_git
 
 
 def walk_since(
@@ -204,7 +204,11 @@ def _is_sha(data: bytes) -> bool:
     return is_object_id(data.decode("ascii", "replace"))
 
 
-def _log_failed(stderr: bytes) -> CorruptStateError:
+def _log_failed(stderr: bytes, code: int = 1) -> CorruptStateError | GitKilled:
+    """What a walk's git that failed says: killed by a signal from outside (``code``
+    negative), it said nothing (``GitKilled``, as ``git.run`` raises)."""
+    if code < 0:
+        return GitKilled(["log"], -code)
     return CorruptStateError("git log failed: "
                              + stderr.decode("utf-8", "replace").strip()[-300:])
 
@@ -215,7 +219,7 @@ def _listed_scan(repo: Repository, revs: Sequence[str], needle: bytes,
         log = _spawned(repo, _log_args(revs), f, meanwhile)
         _, err = log.communicate()
         if log.returncode != 0:
-            raise _log_failed(err)
+            raise _log_failed(err, log.returncode)
         out = _output(f)
     count, candidates = _records(out, needle)
     return LogScan(count, tuple(candidates), out)
@@ -249,7 +253,7 @@ def _filtered_scan(repo: Repository, revs: Sequence[str], needle: bytes,
         finally:
             _, err = log.communicate()
         if log.returncode != 0:
-            raise _log_failed(err)
+            raise _log_failed(err, log.returncode)
         _, candidates = _records(_output(f), needle)  # git's folding: ours decides
     return LogScan(count, tuple(candidates))
 

@@ -27,7 +27,7 @@ otherwise — every message refused, or another one accepted — while gitpub's 
 from __future__ import annotations
 
 from gitpub.core.manifest import HEADERS
-from gitpub.git.run import GitTimeout, run_plain
+from gitpub.git.run import GitKilled, GitTimeout, run_plain
 from gitpub.proof import trailers
 
 
@@ -53,6 +53,8 @@ def _parse(message: bytes, *, divider: bool) -> bytes:
     args = ["interpret-trailers", "--parse", *([] if divider else ["--no-divider"])]
     try:  # as git reads it, not as the person's configuration makes their git read it
         proc = run_plain(args, input=message, timeout=_PARSE_TIMEOUT)
+    except GitKilled:
+        raise  # killed from outside: no reading of the message at all (exit 5, run again)
     except GitTimeout:
         raise ProofMessageError("git interpret-trailers did not finish reading the "
                                 "message") from None

@@ -416,6 +416,12 @@ class JobStore:
         }
         summary = " ".join(reason.split())[:72]
         message = f"{record.state.value}: {phase}: {summary}\n\n{json.dumps(event)}\n".encode()
+        gone = [sha for sha in keep_alive if not self.repo.still_has(sha)]
+        if gone:  # recorded, it would be a broken link in the job's history for good
+            raise TryLaterError(
+                f"object {gone[0]}, written by this command, is gone before it was recorded "
+                "(a `git gc --prune=now` meanwhile?): nothing was recorded",
+                hint="run the command again: it is written anew")
         parents = ([] if prev is None else [prev.commit]) + list(keep_alive)
         commit = self.repo.write_commit(tree, parents, message, when=int(now))
         return commit, tree
