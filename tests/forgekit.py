@@ -24,6 +24,8 @@ from types import TracebackType
 from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from httpfaults import serve
+
 REPOSITORY = "example/blog"
 
 
@@ -85,7 +87,7 @@ class ForgeServer:
                 forge._handle(self, "POST")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = serve(self.server)
         self.thread.start()
         return self
 

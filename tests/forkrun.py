@@ -102,8 +102,11 @@ def plan(env: Mapping[str, str]) -> list[str] | None:
     with, or a ``PYTHONPATH`` directory with more in it than a ``sitecustomize``."""
     if not ENABLED or env.get("LC_ALL") != "C.UTF-8":
         return None
+    # PYTHONDONTWRITEBYTECODE says only whether a new interpreter writes the .pyc of what it
+    # imports (conftest removes it for the processes it starts, after this process started
+    # with it: a run without xdist would otherwise start every command anew)
     python = {k for k in (*env, *_STARTED) if k.startswith("PYTHON")} - {
-        "PYTHONPATH", "PYTHONHASHSEED"}
+        "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE"}
     if any(env.get(k) != _STARTED.get(k) for k in python):
         return None
     extra = []

@@ -34,11 +34,19 @@ def load(name: str) -> dict[str, Any]:
     return data
 
 
-def validate(name: str, data: Any) -> None:
+@cache
+def validator(name: str) -> Draft202012Validator:
+    """The validator of schema ``name``, the schema itself checked against its meta-schema
+    first: once per test process (the files do not change during a run; the check costs
+    1-25 ms, more than the validation, at every one of thousands of ``Result.json`` calls)."""
     schema = load(name)
     Draft202012Validator.check_schema(schema)
-    Draft202012Validator(schema, registry=registry(),
-                         format_checker=Draft202012Validator.FORMAT_CHECKER).validate(data)
+    return Draft202012Validator(schema, registry=registry(),
+                                format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def validate(name: str, data: Any) -> None:
+    validator(name).validate(data)
 
 
 def positionals(args: Sequence[str]) -> list[str]:

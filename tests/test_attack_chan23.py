@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from channelkit import FAST_RETRY, channel, configure, prepare, webhook_channel
-from conftest import Site, git, spawn, wait_stopped
+from conftest import Clock, Site, git, spawn, wait_stopped
 from httpfaults import Platform, serving
 from test_channels_shared import claim_refs, clone, keys, share_config
 from test_metrics import samples
@@ -432,7 +432,8 @@ def test_without_atomic_push_two_clones_racing_post_once(site: Site, tmp_path: P
 
 # -- a channel whose URL changed between clones ------------------------------------------------
 
-def test_an_unknown_outcome_is_not_resent_to_another_url(site: Site, tmp_path: Path) -> None:
+def test_an_unknown_outcome_is_not_resent_to_another_url(site: Site, tmp_path: Path,
+                                                         clock: Clock) -> None:
     """A's send to URL 1 is unknown (a 500: the post may exist there). B's configuration
     points the channel at URL 2: reconciling it there is not a same-key resend to the
     platform that may hold the post, it is a first post elsewhere — it needs a person
@@ -446,7 +447,7 @@ def test_an_unknown_outcome_is_not_resent_to_another_url(site: Site, tmp_path: P
         other = clone(site, tmp_path)
         configure(other, webhook_channel(second.url, retry=retry))
         assert prepare(other, "k1") == job_id
-        time.sleep(2.5)  # the reconciliation is due
+        clock.advance(2.5)  # the reconciliation is due
         r = other.call("reconcile")
         no_traceback(r.out, r.err)
         assert second.requests == [], "the key went to a platform that never saw it"

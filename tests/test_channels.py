@@ -77,7 +77,8 @@ def test_command_channel_sends_once_then_never_again(site: Site, tmp_path: Path)
 
 
 @pytest.mark.slow
-def test_frozen_payload_is_sent_byte_for_byte_on_every_attempt(site: Site) -> None:
+def test_frozen_payload_is_sent_byte_for_byte_on_every_attempt(site: Site,
+                                                               clock: Clock) -> None:
     with Platform(["503:0", "drop"]) as platform:
         configure(site, webhook_channel(platform.url))
         job_id = prepare(site)
@@ -85,7 +86,7 @@ def test_frozen_payload_is_sent_byte_for_byte_on_every_attempt(site: Site) -> No
             site.call("reconcile")
             if channel(site, job_id, "hook")["status"] == "confirmed":
                 break
-            time.sleep(0.25)
+            clock.advance(0.25)  # the retry falls due
         assert channel(site, job_id, "hook")["status"] == "confirmed"
         bodies = {r.body for r in platform.requests}
         keys = {r.headers["Idempotency-Key"] for r in platform.requests}
@@ -122,7 +123,7 @@ def test_same_intent_racing_sends_once(site: Site, tmp_path: Path, kind: str) ->
 
 # -- a lost response -------------------------------------------------------------------------
 
-def test_server_commits_then_drops_the_response(site: Site) -> None:
+def test_server_commits_then_drops_the_response(site: Site, clock: Clock) -> None:
     with Platform(["drop"]) as platform:
         configure(site, webhook_channel(platform.url))
         job_id = prepare(site)
@@ -131,7 +132,7 @@ def test_server_commits_then_drops_the_response(site: Site) -> None:
         assert hook["status"] in ("unknown", "confirmed")
         if hook["status"] == "unknown":
             assert r.code == 5 and hook["code"] == "connection_lost"
-            time.sleep(0.3)
+            clock.advance(0.3)  # the reconciliation falls due
             assert site.call("reconcile").code == 0
         hook = channel(site, job_id, "hook")
         assert hook["status"] == "confirmed" and hook["remote_id"] == platform.posts[0].id
@@ -231,7 +232,7 @@ def test_killed_after_sending_before_recording_is_probed_not_resent(site: Site,
 @pytest.mark.slow
 @pytest.mark.parametrize("point", CHANNEL_POINTS)
 def test_kill_at_every_channel_point_then_exactly_one_post(site: Site, tmp_path: Path,
-                                                           point: str) -> None:
+                                                           point: str, clock: Clock) -> None:
     platform = tmp_path / "platform.jsonl"
     configure(site, command_channel(platform))
     job_id = prepare(site)
@@ -243,7 +244,7 @@ def test_kill_at_every_channel_point_then_exactly_one_post(site: Site, tmp_path:
     assert r.code == -signal.SIGKILL, (point, r.err)
     for _ in range(4):
         site.call("reconcile")
-        time.sleep(0.2)
+        clock.advance(0.2)  # the next retry or probe falls due
     if point in ("channels.sending-recorded", "channels.claimed"):
         # Killed before the send: nothing went out, but nothing can prove it either (a probe
         # that finds nothing is no evidence): a bounded wait, then a person says so.
@@ -300,7 +301,7 @@ def test_sigstopped_before_the_send_sends_nothing_when_resumed(site: Site, tmp_p
         clock.advance(4.2)  # A's lease runs out while it is frozen
         for _ in range(3):
             site.call("reconcile")
-            time.sleep(0.15)
+            clock.advance(0.15)
         after_b = channel(site, job_id)
         assert after_b["status"] == "needs_manual", after_b
     finally:
@@ -423,14 +424,14 @@ def test_required_channel_refused_needs_a_person_and_can_be_resent(site: Site,
 
 
 @pytest.mark.slow
-def test_retryable_not_sent_is_bounded(site: Site, tmp_path: Path) -> None:
+def test_retryable_not_sent_is_bounded(site: Site, tmp_path: Path, clock: Clock) -> None:
     platform = tmp_path / "platform.jsonl"
     configure(site, command_channel(platform))  # max_attempts 3, backoff 0.05 s
     job_id = prepare(site)
     env = {"CHANNEL_TOOL_MODE": "not_sent"}
     site.run_here("push", env=env)
     for _ in range(6):
-        time.sleep(0.25)
+        clock.advance(0.25)  # the retry falls due
         site.run_here("reconcile", env=env)
     social = channel(site, job_id)
     assert social["status"] == "not_sent" and social["attempts"] == 3

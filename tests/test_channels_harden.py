@@ -23,7 +23,7 @@ from channelkit import (
     settled_intents,
     webhook_channel,
 )
-from conftest import Site, git
+from conftest import Clock, Site, git
 from httpfaults import Platform
 
 from gitpub.channels.adapters import send_outcome
@@ -179,7 +179,8 @@ def test_no_send_without_a_claim_the_remote_holds(site: Site, tmp_path: Path) ->
 # -- r05: a command's output that is not exactly one outcome ---------------------------------
 
 @pytest.mark.slow
-def test_clipped_output_with_two_answers_is_unknown(site: Site, tmp_path: Path) -> None:
+def test_clipped_output_with_two_answers_is_unknown(site: Site, tmp_path: Path,
+                                                    clock: Clock) -> None:
     platform = tmp_path / "plat"
     send = tmp_path / "send.sh"
     send.write_text("#!/bin/sh\ncat >/dev/null; echo \"{\\\"key\\\":\\\"$GITPUB_INTENT_KEY\\\"}\""
@@ -191,7 +192,7 @@ def test_clipped_output_with_two_answers_is_unknown(site: Site, tmp_path: Path) 
     job_id = prepare(site)
     for _ in range(3):
         site.call("push")
-        time.sleep(0.3)
+        clock.advance(0.3)  # the next attempt falls due
     social = channel(site, job_id)
     assert social["status"] == "needs_manual" and social["code"] == "output_too_long"
     assert len(platform.read_text().splitlines()) == 1

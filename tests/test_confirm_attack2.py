@@ -112,10 +112,7 @@ def test_a_link_may_not_leave_through_another_link(site: Site, tmp_path: Path,
                                                    links: dict[str, str],
                                                    existing: dict[str, str] | None,
                                                    bad: bool) -> None:
-    from test_confirm import report_unrecorded
-
-    report_unrecorded(site)
-    anchored(site, tmp_path)
+    anchored(site, tmp_path, report=True)
     commit = push_links(site, tmp_path, links, existing)
     r = keyed_run(site, tmp_path, "ci1")
     assert (r.code == 1) == bad, r.out + r.err

@@ -11,10 +11,11 @@ says so (a forged anchor).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
-from conftest import Site, git
+from conftest import Site, git, set_up_once
 from test_confirm import (
     KEY,
     attacker_clone,
@@ -38,13 +39,27 @@ def keyed_run(site: Site, tmp_path: Path, name: str, *args: str, first_runs: boo
     return ci.run_here("confirm", "--json", *args, env=env)
 
 
-def anchored(site: Site, tmp_path: Path) -> list[str]:
-    """Two publications, confirmed by a first run (a person's) that wrote the anchor."""
-    commits = publish(site, 2)
-    r = keyed_run(site, tmp_path, "ci0", "--first-run")
-    assert r.code == 0, r.out + r.err
+def anchored(site: Site, tmp_path: Path, *, report: bool = False) -> list[str]:
+    """Two publications, confirmed by a first run (a person's) that wrote the anchor (after
+    ``report_unrecorded`` when ``report``): made once per test process and copied in
+    (``set_up_once``), the anchor file with them (it names no path: the notes commit, the
+    serial, the branch, the lineage, a MAC); ``site`` must be as the fixture made it."""
+    assert site.git("rev-list", "--count", "--all").strip() == "1" and not site.job_refs(), \
+        "anchored starts from a fresh site (it copies its set-up over it)"
+
+    def build(template: Site, where: Path) -> tuple[list[str], Path]:
+        if report:
+            report_unrecorded(template)
+        commits = publish(template, 2)
+        r = keyed_run(template, where, "ci0", "--first-run")
+        assert r.code == 0, r.out + r.err
+        return commits, where
+
+    commits, where = set_up_once(site, f"confirm-anchored-{report}", build)
+    if where != tmp_path:  # else made in place (the user's configuration may shape it)
+        shutil.copytree(where / "ci-cache", tmp_path / "ci-cache")
     assert (tmp_path / "ci-cache/confirm-anchor.json").exists()
-    return commits
+    return list(commits)
 
 
 def push_forged(site: Site, tmp_path: Path, files: dict[str, str], name: str = "evil") -> str:
@@ -263,8 +278,7 @@ def test_a_hostile_branch_argument_is_refused(site: Site, tmp_path: Path, value:
 
 def test_a_forged_publication_outside_the_write_scope_is_bad(site: Site,
                                                             tmp_path: Path) -> None:
-    report_unrecorded(site)  # the rule about records is another test's: only scope here
-    anchored(site, tmp_path)
+    anchored(site, tmp_path, report=True)  # records are another test's rule: only scope here
     bad = push_forged(site, tmp_path, {"src/app.py": "import os\n"})
     r = keyed_run(site, tmp_path, "ci1")
     assert r.code == 1, r.out + r.err
@@ -274,8 +288,7 @@ def test_a_forged_publication_outside_the_write_scope_is_bad(site: Site,
 
 def test_a_scope_widened_in_the_same_push_does_not_apply_yet(site: Site,
                                                             tmp_path: Path) -> None:
-    report_unrecorded(site)
-    anchored(site, tmp_path)
+    anchored(site, tmp_path, report=True)
     evil = attacker_clone(site, tmp_path)
     (evil / ".gitpub.yaml").write_text((evil / ".gitpub.yaml").read_text()
                                        + 'publish: ["**"]\n')
@@ -294,8 +307,7 @@ def test_a_published_symlink_must_stay_inside(site: Site, tmp_path: Path, target
                                               bad: bool) -> None:
     from gitpub.core.manifest import Manifest, ManifestEntry, content_sha256
 
-    report_unrecorded(site)
-    anchored(site, tmp_path)
+    anchored(site, tmp_path, report=True)
     evil = attacker_clone(site, tmp_path)
     (evil / "posts").mkdir(exist_ok=True)
     (evil / "posts/link.md").symlink_to(target)

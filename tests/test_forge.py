@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from conftest import git
 from forgekit import REPOSITORY, ForgeServer
+from httpfaults import serve
 
 from gitpub.forge.apis import forge_for
 from gitpub.forge.http import TOKEN_MARK, Http, scrub
@@ -103,7 +104,7 @@ class _Slow(BaseHTTPRequestHandler):
 def slow() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = serve(server)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

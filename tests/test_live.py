@@ -15,7 +15,8 @@ PAGE = "<html><head><title>Post k1</title></head><body><h1>Post k1</h1></body></
 
 
 @pytest.mark.slow
-def test_not_live_yet_then_live_then_the_channel_goes(site: Site, tmp_path: Path) -> None:
+def test_not_live_yet_then_live_then_the_channel_goes(site: Site, tmp_path: Path,
+                                                       clock: Clock) -> None:
     platform = tmp_path / "platform.jsonl"
     with LiveSite(delay=None) as web:  # the build is still running: starts serving below
         web.pages["/hello/"] = PAGE
@@ -32,8 +33,7 @@ def test_not_live_yet_then_live_then_the_channel_goes(site: Site, tmp_path: Path
         assert posts(platform) == []
         web.ready_at = time.time() + 3.0  # the site's build finishes in a few seconds
         assert site.call("reconcile").code == 5, "not yet"
-        while time.time() < web.ready_at:
-            time.sleep(0.1)
+        clock.advance(3.0)  # (the site's clock is this process's: it serves the page now)
         r = site.call("reconcile")
         assert r.code == 0, r.out
         data = status(site, job_id)

@@ -15,7 +15,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import Site, git, make_site
+from conftest import Site, git, make_site, set_up_once
 from test_delivery import article, prepare
 
 from gitpub.core.errors import CorruptStateError
@@ -26,11 +26,16 @@ SHOWN = (["status", "--json"], ["status", "--all", "--json"], ["status", "--all"
 
 
 def jobs_site(site: Site, n: int = 3) -> list[str]:
-    """``n`` prepared jobs, the first one delivered: a store with history, published and not."""
-    ids = [str(prepare(site, f"repo-{i}", f"posts/repo-{i}.md", article(i))["job_id"])
-           for i in range(n)]
-    assert site.call("push", ids[0]).code == 0
-    return ids
+    """``n`` prepared jobs, the first one delivered: a store with history, published and not.
+    Made once per test process and copied in (``set_up_once``): how git stores it and what a
+    test then does to it are the point, not the making."""
+    def build(template: Site, where: Path) -> list[str]:
+        ids = [str(prepare(template, f"repo-{i}", f"posts/repo-{i}.md", article(i))["job_id"])
+               for i in range(n)]
+        assert template.call("push", ids[0]).code == 0
+        return ids
+
+    return list(set_up_once(site, f"repo-jobs-{n}", build))
 
 
 def outputs(site: Site, ids: list[str]) -> list[tuple[int, str, str]]:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Site, git
+from conftest import Site, git, set_up_once
 from netfaults import DropReplyProxy, GitDaemon
 from test_delivery import commit_file as delivery_commit_file
 from test_delivery import other_writer
@@ -53,18 +53,25 @@ def state_of(site: Site, job_id: str) -> str:
 
 @pytest.fixture
 def conflict(site: Site, tmp_path: Path) -> tuple[str, Path]:
-    """Writer B published an edit to docs/issue-2.md; writer A's job on it is CONFLICT."""
-    site.write_config('content: ["docs/**/*.md"]\n')  # docs/ in the write scope
-    site.git("add", ".gitpub.yaml")  # committed with the article below
-    commit_file(site.path, ISSUE, ORIGINAL, "add issue 2")
-    site.git("fetch", "-q", "origin")
-    other = other_writer(tmp_path, site)
-    job_id = prepare(site, "a-issue-2", ISSUE, OURS)
-    commit_file(other, ISSUE, THEIRS, "B edits issue 2")
-    r = site.call("push", "--json")
-    assert r.code == 4, r.out + r.err
-    assert r.json()["jobs"][0]["state"] == "CONFLICT"
-    return job_id, other
+    """Writer B published an edit to docs/issue-2.md; writer A's job on it is CONFLICT. Made
+    once per test process and copied (``set_up_once``: the conflict is where the tests start,
+    not what they test); B's clone (``other``) is a new clone of the copied remote (a test's
+    ``commit_file`` on it pulls first)."""
+
+    def build(template: Site, where: Path) -> str:
+        template.write_config('content: ["docs/**/*.md"]\n')  # docs/ in the write scope
+        template.git("add", ".gitpub.yaml")  # committed with the article below
+        commit_file(template.path, ISSUE, ORIGINAL, "add issue 2")
+        template.git("fetch", "-q", "origin")
+        other = other_writer(where, template)
+        job_id = prepare(template, "a-issue-2", ISSUE, OURS)
+        commit_file(other, ISSUE, THEIRS, "B edits issue 2")
+        r = template.call("push", "--json")
+        assert r.code == 4, r.out + r.err
+        assert r.json()["jobs"][0]["state"] == "CONFLICT"
+        return job_id
+
+    return set_up_once(site, "resolve-conflict", build), other_writer(tmp_path, site)
 
 
 def test_retry_on_conflict_keeps_the_other_writers_version(

@@ -37,10 +37,17 @@ def conflicted_by(site: Site, other: Site) -> str:
 
 
 def node(site: Site, tmp_path: Path, name: str, extra: str = "") -> Site:
-    """Another clone of the same remote (same URL as the site's origin): another node."""
+    """Another clone of the same remote (same URL as the site's origin): another node. One
+    served by ``git daemon`` is cloned from its path over git's pack protocol (``--no-local``:
+    a pack received, as over the network) and given the site's URL: the same clone, without
+    the daemon's two process starts (~80 ms a clone here)."""
     path = tmp_path / name
     url = site.git("remote", "get-url", "origin").strip()
-    git(tmp_path, "clone", "-q", url, str(path))
+    if url == str(site.remote):
+        git(tmp_path, "clone", "-q", url, str(path))
+    else:
+        git(tmp_path, "clone", "-q", "--no-local", str(site.remote), str(path))
+        git(path, "remote", "set-url", "origin", url)
     site.repos.append(path)
     other = Site(path, site.remote, site.env)
     other.write_config(extra)

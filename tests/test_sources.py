@@ -29,13 +29,17 @@ def objects(site: Site) -> set[str]:
 
 
 def refused(site: Site, *args: str, timeout: float = 20, stdin: object = None) -> Result:
-    """``git pub prepare ARGS`` in its own process, under ``timeout``: exit 2, nothing stored."""
+    """``git pub prepare ARGS`` in its own process (a source that hangs it is killed at the
+    ``timeout``), standard input empty or ``stdin`` (a file: a new interpreter's): exit 2,
+    nothing stored."""
     refs, before = site.git("for-each-ref", "refs/pub"), objects(site)
-    proc = subprocess.run(
-        [sys.executable, "-m", "gitpub", "-C", str(site.path), "prepare", "--key", "src",
-         *args], stdin=stdin if stdin is not None else subprocess.DEVNULL,
-        capture_output=True, env=site.env, timeout=timeout)
-    r = Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+    if stdin is None:  # forked (Site.run): no interpreter start-up
+        r = site.run("prepare", "--key", "src", *args, input=b"", timeout=timeout)
+    else:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gitpub", "-C", str(site.path), "prepare", "--key", "src",
+             *args], stdin=stdin, capture_output=True, env=site.env, timeout=timeout)
+        r = Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
     assert r.code == 2, (args, r.code, r.out, r.err)
     assert site.git("for-each-ref", "refs/pub") == refs
     assert objects(site) == before
