@@ -355,6 +355,36 @@ def test_damage_matrix(site: Site, how: str, command: str,
                       jobs_copied_in(site, KINDS, tmp_path_factory))
 
 
+def test_a_truncated_state_object_does_not_stop_the_fetch_for_the_others(
+        site: Site, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Found by the property below: with jobs killed after their push, a truncated state
+    commit here made git's fetch of the job store die ("corrupt loose object"): every job
+    waited for a retry. The corrupt object is set aside into .git/pub/quarantine (its bytes
+    kept, the move said), the fetch is made again, and the other jobs are delivered; the
+    damaged job stays named as unreadable until a person repairs it."""
+    kinds = ("pushing-dead", "pushing-dead", "committing-dead", "pushing-dead")
+    ids = jobs_copied_in(site, kinds, tmp_path_factory)
+    bad = ids[1]
+    tip = site.git("rev-parse", f"refs/pub/jobs/{bad}").strip()
+    repair = damage(site, bad, "truncated-object")
+    truncated = loose_object(site, tip).read_bytes()
+    first = site.call("push")
+    no_traceback(first.out, first.err)
+    assert f"moved the corrupt object {tip} aside to .git/pub/quarantine/" in first.err, \
+        first.out + first.err
+    published = remote_job_ids(site)
+    for job_id in ids:
+        assert published.count(job_id) == 1, (job_id, published, first.out)
+    kept = list((site.path / ".git/pub/quarantine").iterdir())
+    assert [p.name.split(".")[0] for p in kept] == [tip]
+    assert kept[0].read_bytes() == truncated  # kept as it was, for inspection
+    listing = site.call("status")
+    assert listing.code == 1 and f"job {bad}" in listing.out + listing.err
+    repair()  # the person puts the sound bytes back
+    assert site.call("status").code == 0
+    git(site.path, "fsck", "--strict", "--no-progress")
+
+
 @pytest.mark.slow
 @settings(max_examples=int(os.environ.get("DAMAGE_EXAMPLES", rounds(2, 4))), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

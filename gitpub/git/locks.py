@@ -49,5 +49,9 @@ class LockPolicy(Protocol):
     def sweep(self) -> int:
         """Remove every stale lock nobody ran into yet; how many."""
 
+    def set_aside(self, obj: Path) -> bool:
+        """Move ``obj``, a loose object git reads as corrupt, out of the object store, kept
+        for inspection (so that git fetches a sound copy again); whether it is out now."""
+
     def close(self) -> None:
         """This process takes no more locks."""

@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from gitpub.core.errors import CorruptStateError
 from gitpub.git import locks
-from gitpub.git.catfile import CatFile
+from gitpub.git.catfile import CatFile, Unreadable
 from gitpub.git.locate import Location, locate
 from gitpub.git.objects import FORMATS, ObjectFormat
 from gitpub.git.reading import ObjectReading
@@ -220,6 +220,21 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
     def sweep_stale_locks(self) -> int:
         """Remove the stale lock files nobody ran into yet (the lock policy's); how many."""
         return 0 if self.lock_policy is None else self.lock_policy.sweep()
+
+    def set_aside_corrupt(self, sha: str) -> bool:
+        """Move the loose object ``sha`` out of this repository's object store when git, asked
+        again, reads it as corrupt (``LockPolicy.set_aside``); whether it is out now. Never a
+        sound object, nor one of an alternate."""
+        if self.lock_policy is None or not self.object_format.is_id(sha):
+            return False
+        path = self.common_dir / "objects" / sha[:2] / sha[2:]
+        if not path.is_file():
+            return False
+        try:  # read whole: a truncated object's header may still read
+            self._cat.contents(sha)
+        except Unreadable:
+            return self.lock_policy.set_aside(path)
+        return False  # sound after all (or gone): nothing is moved
 
     def heal_lock(self, lock: Path) -> bool:
         """Remove ``lock`` if the lock policy calls it stale; whether it is gone now."""

@@ -275,6 +275,25 @@ class Healer:
         self.notice(f"removed a stale lock {rel} (no process that could hold it is alive)")
         return True
 
+    def set_aside(self, obj: Path) -> bool:
+        """Move a corrupt loose object into ``.git/pub/quarantine/`` (renamed: the bytes are
+        kept, for inspection), so that a fetch brings a sound copy; said once, as a lock's
+        healing is."""
+        quarantine = self.pub_dir / "quarantine"
+        name = f"{obj.parent.name}{obj.name}.{time.time_ns()}"
+        try:
+            ensure_pub_dir(self.pub_dir)
+            quarantine.mkdir(exist_ok=True)
+            os.replace(obj, quarantine / name)
+        except FileNotFoundError:
+            return True  # another process set it aside, or git replaced it meanwhile
+        except OSError:
+            return False  # another file system, say: git's error stands
+        self.notice(f"moved the corrupt object {obj.parent.name}{obj.name} aside to "
+                    f".git/pub/quarantine/{name} (kept for inspection); fetched again from "
+                    "the remote")
+        return True
+
     def sweep(self) -> int:
         """Remove every stale lock file of refs and loose objects (``reconcile``: a leftover
         that no write ran into yet); how many."""

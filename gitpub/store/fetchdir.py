@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -191,8 +192,33 @@ def bring(remote: Remote, net: Path, dst: str, src: str) -> str | None:
 def fetch_refspecs(remote: Remote, extra: list[str], refspecs: list[str], git_dir: Path,
                    env: dict[str, str]) -> CompletedProcess[bytes] | None:
     """``Remote.fetch_refspecs``, negotiating with the mirror of the remote's job store too
-    (``store.mirror``): what this clone last fetched of it, the remote has."""
-    return remote.fetch_refspecs(extra, refspecs, git_dir, env, negotiate=[store_prefix(remote)])
+    (``store.mirror``): what this clone last fetched of it, the remote has.
+
+    A loose object here that git reads as corrupt (a damaged job's state, a truncated file)
+    stops git's fetch whole — every job's delivery with it. Such an object is set aside into
+    ``.git/pub/quarantine/`` (``Repository.set_aside_corrupt``: kept, said) and the fetch made
+    again, which brings a sound copy when the remote has one; at most ``SET_ASIDE_MAX`` per
+    fetch, then git's error stands."""
+    moved: set[str] = set()
+    while True:
+        try:
+            return remote.fetch_refspecs(extra, refspecs, git_dir, env,
+                                         negotiate=[store_prefix(remote)])
+        except RemoteError as e:
+            found = _CORRUPT.search(e.message)
+            sha = None if found is None else found.group(1)
+            if sha is None or sha in moved or len(moved) >= SET_ASIDE_MAX \
+                    or not remote.repo.set_aside_corrupt(sha):
+                raise
+            moved.add(sha)
+
+
+#: How many corrupt loose objects one fetch sets aside before git's error stands.
+SET_ASIDE_MAX = 16
+#: git's words for a corrupt loose object, at a line's start (not ``remote: …``; and only
+#: an object git here, asked again, reads as corrupt is moved).
+_CORRUPT = re.compile(r"(?m)(?:^|failed: )(?:error: corrupt loose object '|fatal: loose object )"
+                      r"([0-9a-f]{40}(?:[0-9a-f]{24})?)\b")
 
 
 def _fetch(remote: Remote, extra: list[str], src: str, dst: str, git_dir: Path,
