@@ -306,7 +306,8 @@ def test_a_split_walk_in_the_history_fixture(history: History) -> None:
 def test_the_split_point_is_a_commit_of_the_packs(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Sampled from the packs' indexes: none in a short history (or with nothing packed); a
-    commit otherwise; and a walk given it is the one walk."""
+    commit otherwise (a damaged one in the packs passed over); and a walk given it is the one
+    walk."""
     from gitpub.git import walk as W
 
     repo = tmp_path / "r"
@@ -322,6 +323,13 @@ def test_the_split_point_is_a_commit_of_the_packs(tmp_path: Path,
         monkeypatch.setattr(W, "_load", lambda: 0.0)
         point = W.split_point(r, tip)
         assert point in commits and point != tip
+        damaged = subprocess.run(["git", "hash-object", "-w", "--literally", "-t", "commit",
+                                  "--stdin"], cwd=repo, input=b"no header\n",
+                                 capture_output=True, check=True).stdout.decode().strip()
+        subprocess.run(["git", "pack-objects", "-q", ".git/objects/pack/pack"], cwd=repo,
+                       input=damaged.encode() + b"\n", capture_output=True, check=True)
+        monkeypatch.setattr(W, "SAMPLE", 10_000)  # every object, the damaged one too
+        assert W.split_point(r, tip) in commits
         count, expected = oracle(repo, [tip])
         scan = log_scan(r, [tip], [], listed=True, split=point)
         assert scan.count == count and {s for s, _ in scan.candidates} == expected

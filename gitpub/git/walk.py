@@ -311,9 +311,14 @@ def split_point(repo: Repository, tip: str) -> str | None:
         return None
     ids = [sha for sha in dict.fromkeys(_sampled_ids(indexes, repo.object_format.name))
            if sha != tip]
-    dated = sorted((repo.commit(sha).commit_time, sha)
-                   for sha, kind in zip(ids, repo.object_kinds(ids), strict=True)
-                   if kind == "commit")
+    dated: list[tuple[int, str]] = []
+    for sha, kind in zip(ids, repo.object_kinds(ids), strict=True):
+        if kind == "commit":
+            try:
+                dated.append((repo.commit(sha).commit_time, sha))
+            except CorruptStateError:  # damaged: passed over (the walk says so if it must)
+                continue
+    dated.sort()
     return dated[len(dated) // 2][1] if dated else None
 
 
