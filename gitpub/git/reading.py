@@ -79,8 +79,9 @@ class ObjectReading:
 
     def object_kinds(self, shas: Sequence[str]) -> list[str | None]:
         """``object_kind`` of each of ``shas``, in order, asked of git together
-        (``CatFile.infos``: one round trip for them all). The answers are not kept: a sample
-        of hundreds of objects (``git.walk.split_point``) would push out the command's own."""
+        (``CatFile.infos``: a round trip per 256, not one each). The answers are not kept: a
+        sample of hundreds of objects (``git.walk.split_point``) would push out the command's
+        own."""
         try:
             found = self._cat.infos(shas)
         except Unreadable:  # one is there, but damaged: each is asked alone, as object_kind
