@@ -15,10 +15,12 @@ reading the source (``os.posix_spawnp`` and its kin are no import the contract c
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import Site
 from test_startup import imported
 
@@ -66,7 +68,8 @@ def test_prepare_of_a_plain_article_loads_no_delivery_fonts_parsers_or_dulwich_i
     assert under(names, "gitpub.delivery", "gitpub.app.common", "gitpub.forge") == set()
     assert under(names, "gitpub.fonts", "logging") == set()
     assert under(names, "tomllib", "yaml", "gitpub.config.yamlread") == set()
-    assert under(names, "dulwich.index", "dulwich.object_store", "ctypes") == set()
+    assert under(names, "dulwich.index", "dulwich.object_store", "dulwich.pack", "ctypes") \
+        == set()
 
 
 def test_push_of_a_committed_job_loads_none_of_the_prepare_pipeline(site: Site) -> None:
@@ -78,14 +81,42 @@ def test_push_of_a_committed_job_loads_none_of_the_prepare_pipeline(site: Site) 
     assert under(names, "gitpub.pipeline.prepare", "gitpub.pipeline.gates",
                  "gitpub.pipeline.request", "gitpub.core.allowlist", "gitpub.runtime.steps") \
         == set()
-    assert under(names, "yaml", "tomllib", "gitpub.fonts", "logging") == set()
+    assert under(names, "yaml", "tomllib", "gitpub.fonts", "logging", "dulwich.pack") == set()
 
 
 def test_prepare_push_of_a_plain_article_loads_no_fonts_parsers_or_dulwich_index(
         site: Site) -> None:
     names = prepared(warmed(site), 1, PLAIN, "--push")
     assert "gitpub.delivery.deliver" in names
-    assert under(names, "gitpub.fonts", "logging", "tomllib", "yaml", "dulwich.index") == set()
+    assert under(names, "gitpub.fonts", "logging", "tomllib", "yaml", "dulwich.index",
+                 "dulwich.pack") == set()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="no split on one core")
+def test_confirm_of_a_short_history_loads_no_pack_reader(site: Site) -> None:
+    """``confirm`` walks a whole history (its first run) in two halves only when the packs
+    hold ``git.walk.SPLIT_OBJECTS`` objects or more, which C git says (``git count-objects
+    -v``): a short history never loads dulwich's pack code. The other side, in a process of
+    its own (the machine's load said to be nil: under load nothing is tried): a threshold it
+    meets loads it, and a split point comes of it."""
+    prepared(warmed(site), 1, PLAIN, "--push")
+    site.git("fetch", "-q", "origin")
+    site.git("repack", "-adq")
+    names = loads(site, "confirm")
+    assert "gitpub.verify.confirm" in names  # it did confirm
+    assert under(names, "dulwich.pack", "dulwich.object_format") == set()
+    script = (
+        "import sys; from pathlib import Path\n"
+        "from gitpub.git import walk as W; from gitpub.git.repo import Repository\n"
+        "W._load = lambda: 0.0\n"
+        "with Repository.discover(Path(sys.argv[1])) as r:\n"
+        "    tip = r.read_ref('refs/remotes/origin/main')\n"
+        "    assert W.split_point(r, tip) is None and 'dulwich.pack' not in sys.modules\n"
+        "    W.SPLIT_OBJECTS = 1\n"
+        "    assert W.split_point(r, tip) is not None and 'dulwich.pack' in sys.modules\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(site.path)], env=site.env,
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
 
 
 def test_front_matter_loads_its_parser_and_a_changed_configuration_is_parsed(

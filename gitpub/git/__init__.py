@@ -14,7 +14,8 @@
 - ``remote``    the network segment with C git: fetch, push and their three outcomes
 - ``push``      what a push did, ref by ref (sent, race, rejected, unknown); atomic and leases
 - ``notes``     append-only notes under ``refs/notes/pub``, merged by line union
-- ``walk``      git's ``tips ^base`` history walk
+- ``walk``      git's ``tips ^base`` history walk; a long one split in two at a commit sampled
+                from the packs (their indexes read by dulwich, imported only then)
 - ``diff``      what a commit changes against its first parent (``git diff-tree``)
 - ``mergefile`` one file's three-way merge, as ``git merge-file`` makes it
 - ``treecheck`` what ``git fsck --strict`` refuses in one tree object

@@ -9,7 +9,7 @@ its diff is the one every clone's checkout agrees with.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
 
 from gitpub.core.errors import CorruptStateError
@@ -85,6 +85,17 @@ class ObjectReading:
             return self._cat.info(sha) is not None
         except Unreadable:
             return True  # there, but damaged: reading it says so
+
+    def object_kinds(self, shas: Sequence[str]) -> list[str | None]:
+        """``object_kind`` of each of ``shas``, in order, asked of git together
+        (``CatFile.infos``: a round trip per 256, not one each). The answers are not kept: a
+        sample of hundreds of objects (``git.walk.split_point``) would push out the command's
+        own."""
+        try:
+            found = self._cat.infos(shas)
+        except Unreadable:  # one is there, but damaged: each is asked alone, as object_kind
+            return [self.object_kind(sha) for sha in shas]
+        return [None if info is None else info[1] for info in found]
 
     def object_kind(self, sha: str) -> str | None:
         """The type of object ``sha`` (``commit``, ``tree``, …; None: not here or unreadable),

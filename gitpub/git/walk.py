@@ -3,7 +3,11 @@
 ``walk_since`` searches the commits after a job's base for its publication (``verify.probe``):
 the walk covers only what a rebase or another writer could have added since the base, so its
 cost follows the number of commits since the job was prepared, not the length of the history.
-``log_scan`` is one ``git log`` for walks that may be long (``git pub confirm`` in CI).
+``log_scan`` is one ``git log`` for walks that may be long (``git pub confirm`` in CI); a
+whole long history is walked as two halves at once on two cores (``split_scan``), split at a
+commit chosen from a sample of the packs' object ids (``split_point``: the ids read by
+dulwich's pack index reader, their types and dates asked of C git; no format of git's is read
+here).
 """
 
 from __future__ import annotations
@@ -284,7 +288,6 @@ SPLIT_OBJECTS = 50_000
 #: How many object ids of the packs the split point is chosen from (the commits among them
 #: are dated: about one in five objects, so some 100 commits).
 SAMPLE = 512
-_IDX_MAGIC = b"\377tOc"
 
 
 def split_point(repo: Repository, tip: str) -> str | None:
@@ -295,16 +298,28 @@ def split_point(repo: Repository, tip: str) -> str | None:
     with the median commit time. A guess: ``split_scan`` is right whatever commit it is given
     — one that is not in ``tip``'s history, or near either end, costs time, never a wrong
     answer; the more commits sampled, the nearer the middle (a walk takes as long as its
-    longer half), so the packs say which sampled objects are commits, without a git (the
-    commits stored whole: git deltifies commits seldom, if ever)."""
+    longer half).
+
+    No format of git's is read here: C git says how many objects the packs hold (``git
+    count-objects -v``: a short history goes no further, and loads no dulwich), dulwich reads
+    the ids from the indexes (``_sampled_ids``), and C git says which of them are commits (one
+    batch of the repository's ``git cat-file``) and their dates."""
     affinity = getattr(os, "sched_getaffinity", None)
     cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
     if cores < 2 or _load() >= cores:  # no core to spare: two gits would take turns
         return None
-    dated = [(repo.commit(sha).commit_time, sha)
-             for sha, kind in _sampled_ids(repo.common_dir / "objects" / "pack",
-                                           repo.object_format.raw_length)
-             if kind == "commit" and sha != tip]
+    indexes = sorted((repo.common_dir / "objects" / "pack").glob("pack-*.idx"))
+    if not indexes or _packed(repo) < SPLIT_OBJECTS:
+        return None
+    ids = [sha for sha in dict.fromkeys(_sampled_ids(indexes, repo.object_format.name))
+           if sha != tip]
+    dated: list[tuple[int, str]] = []
+    for sha, kind in zip(ids, repo.object_kinds(ids), strict=True):
+        if kind == "commit":
+            try:
+                dated.append((repo.commit(sha).commit_time, sha))
+            except CorruptStateError:  # damaged: passed over (the walk says so if it must)
+                continue
     dated.sort()
     return dated[len(dated) // 2][1] if dated else None
 
@@ -318,65 +333,54 @@ def _load() -> float:
         return 0.0
 
 
-def _sampled_ids(packs: Path, raw_length: int) -> list[tuple[str, str | None]]:
-    """``SAMPLE`` object ids read evenly from the version 2 pack indexes in ``packs`` (none
-    when they hold fewer than ``SPLIT_OBJECTS`` objects), each with its type as its pack entry
-    says it (``_entry_type``). Only a sample: an index or a pack that cannot be read is passed
-    over."""
-    indexes: list[tuple[Path, int]] = []
-    for path in sorted(packs.glob("pack-*.idx")):
-        try:
-            with open(path, "rb") as f:
-                head = f.read(8 + 256 * 4)
-        except OSError:
-            continue
-        if len(head) == 8 + 256 * 4 and head[:4] == _IDX_MAGIC and \
-                int.from_bytes(head[4:8], "big") == 2:
-            indexes.append((path, int.from_bytes(head[-4:], "big")))
-    total = sum(n for _, n in indexes)
-    if total < SPLIT_OBJECTS:
-        return []
-    ids: list[tuple[str, str | None]] = []
-    step = total / SAMPLE
-    at = step / 2
-    start = 0
-    for path, n in indexes:
-        try:
-            with open(path, "rb") as f, _pack(path) as pack:
+def _packed(repo: Repository) -> int:
+    """How many objects the repository's own packs hold, as C git counts them (``in-pack``
+    of ``git count-objects -v``); 0 when git does not say."""
+    proc = repo.git("count-objects", "-v")
+    for line in proc.stdout.decode("ascii", "replace").splitlines():
+        key, _, value = line.partition(":")
+        if key == "in-pack" and value.strip().isdigit() and proc.returncode == 0:
+            return int(value)
+    return 0
+
+
+def _sampled_ids(indexes: Sequence[Path], object_format: str) -> list[str]:
+    """``SAMPLE`` object ids read at even steps over the pack indexes ``indexes`` taken as
+    one list (each lists its pack's ids in order), by dulwich (``dulwich.pack``: index
+    versions 1 and 2, SHA-1 and SHA-256, the large offsets' table; imported only here, where
+    a split is considered). Only a sample: an index dulwich cannot read is passed over."""
+    from dulwich.object_format import OBJECT_FORMATS
+    from dulwich.pack import load_pack_index
+
+    hash_format = OBJECT_FORMATS[object_format]
+    hex_length = 2 * hash_format.oid_length
+    opened, sizes = [], []
+    ids: list[str] = []
+    try:
+        for path in indexes:
+            try:  # a guess: whatever dulwich cannot read (or says how) is passed over
+                index = load_pack_index(path, hash_format)
+            except Exception:
+                continue
+            opened.append(index)
+            sizes.append(len(index))
+        step = sum(sizes) / SAMPLE
+        at, start = step / 2, 0
+        for index, n in zip(opened, sizes, strict=True):
+            try:
                 while at < start + n:
-                    i = int(at - start)
-                    f.seek(8 + 256 * 4 + i * raw_length)
-                    raw = f.read(raw_length)
-                    f.seek(8 + 256 * 4 + n * (raw_length + 4) + i * 4)
-                    offset = int.from_bytes(f.read(4), "big")
-                    if len(raw) == raw_length:
-                        ids.append((raw.hex(), _entry_type(pack, offset)))
+                    sha = index.object_sha_at_position(int(at - start)).hex()
+                    if len(sha) == hex_length:
+                        ids.append(sha)
                     at += step
-        except OSError:
-            pass
-        start += n
-        at = max(at, start + step / 2)
+            except Exception:  # damaged past its header: the rest of it is passed over
+                pass
+            start += n
+            at = max(at, start + step / 2)
+    finally:
+        for index in opened:
+            index.close()
     return ids
-
-
-def _pack(index: Path) -> IO[bytes]:
-    return open(index.with_suffix(".pack"), "rb")
-
-
-#: A pack entry's type (the three bits after its first byte's top bit), for the types a
-#: pack stores whole (a delta's type is its base's: None here).
-_ENTRY_TYPES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
-
-
-def _entry_type(pack: IO[bytes], offset: int) -> str | None:
-    """The type of the pack entry at ``offset``; None for a delta (git stores commits whole,
-    all but never as deltas: a sampled delta is passed over) or an offset in the large
-    offsets' table."""
-    if offset & 0x80000000:
-        return None
-    pack.seek(offset)
-    first = pack.read(1)
-    return _ENTRY_TYPES.get((first[0] >> 4) & 7) if first else None
 
 
 #: The first half's records: the commit id and its parents (``%H %P``), NUL, the message.
