@@ -415,7 +415,7 @@ def test_a_split_point_in_either_hash_and_any_index_version(
         point = W.split_point(r, tip)
         assert point in commits and point != tip
         count, expected = oracle(repo, [tip])
-        scan = log_scan(r, [tip], [], listed=True, split=point)
+        scan = log_scan(r, [tip], [], NEEDLE, listed=True, split=point)
         assert scan.count == count == 30 and {s for s, _ in scan.candidates} == expected
 
 
