@@ -49,9 +49,14 @@ class LockPolicy(Protocol):
     def sweep(self) -> int:
         """Remove every stale lock nobody ran into yet; how many."""
 
-    def set_aside(self, obj: Path) -> bool:
+    def set_aside(self, obj: Path) -> Path | None:
         """Move ``obj``, a loose object git reads as corrupt, out of the object store, kept
-        for inspection (so that git fetches a sound copy again); whether it is out now."""
+        for inspection (so that git fetches a sound copy again); where it is kept (None: it
+        is not out)."""
+
+    def put_back(self, obj: Path, kept: Path) -> bool:
+        """Move ``kept`` (``set_aside``'s) back to ``obj`` unless something stands there now
+        (a sound copy fetched); whether it was put back."""
 
     def close(self) -> None:
         """This process takes no more locks."""

@@ -221,20 +221,29 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         """Remove the stale lock files nobody ran into yet (the lock policy's); how many."""
         return 0 if self.lock_policy is None else self.lock_policy.sweep()
 
-    def set_aside_corrupt(self, sha: str) -> bool:
+    def set_aside_corrupt(self, sha: str) -> Path | None:
         """Move the loose object ``sha`` out of this repository's object store when git, asked
-        again, reads it as corrupt (``LockPolicy.set_aside``); whether it is out now. Never a
-        sound object, nor one of an alternate."""
+        again, reads it as corrupt (``LockPolicy.set_aside``); where it is kept (None: it is
+        not out). Never a sound object, nor one of an alternate."""
         if self.lock_policy is None or not self.object_format.is_id(sha):
-            return False
-        path = self.common_dir / "objects" / sha[:2] / sha[2:]
+            return None
+        path = self._loose_path(sha)
         if not path.is_file():
-            return False
+            return None
         try:  # read whole: a truncated object's header may still read
             self._cat.contents(sha)
         except Unreadable:
             return self.lock_policy.set_aside(path)
-        return False  # sound after all (or gone): nothing is moved
+        return None  # sound after all (or gone): nothing is moved
+
+    def put_back_corrupt(self, sha: str, kept: Path) -> bool:
+        """Undo ``set_aside_corrupt`` when no sound copy took the object's place (the remote
+        had none to send); whether it was put back."""
+        return self.lock_policy is not None and self.lock_policy.put_back(
+            self._loose_path(sha), kept)
+
+    def _loose_path(self, sha: str) -> Path:
+        return self.common_dir / "objects" / sha[:2] / sha[2:]
 
     def heal_lock(self, lock: Path) -> bool:
         """Remove ``lock`` if the lock policy calls it stale; whether it is gone now."""

@@ -275,7 +275,7 @@ class Healer:
         self.notice(f"removed a stale lock {rel} (no process that could hold it is alive)")
         return True
 
-    def set_aside(self, obj: Path) -> bool:
+    def set_aside(self, obj: Path) -> Path | None:
         """Move a corrupt loose object into ``.git/pub/quarantine/`` (renamed: the bytes are
         kept, for inspection), so that a fetch brings a sound copy; said once, as a lock's
         healing is."""
@@ -285,13 +285,32 @@ class Healer:
             ensure_pub_dir(self.pub_dir)
             quarantine.mkdir(exist_ok=True)
             os.replace(obj, quarantine / name)
-        except FileNotFoundError:
-            return True  # another process set it aside, or git replaced it meanwhile
+        except FileNotFoundError:  # another process set it aside, or git replaced it
+            return quarantine / name  # (nothing kept here: ``put_back`` finds nothing)
         except OSError:
-            return False  # another file system, say: git's error stands
+            return None  # another file system, say: git's error stands
         self.notice(f"moved the corrupt object {obj.parent.name}{obj.name} aside to "
                     f".git/pub/quarantine/{name} (kept for inspection); fetched again from "
                     "the remote")
+        return quarantine / name
+
+    def put_back(self, obj: Path, kept: Path) -> bool:
+        """Move ``kept`` back to ``obj`` unless a sound copy stands there now; said."""
+        try:
+            os.link(kept, obj)  # never over a sound copy fetched meanwhile
+        except FileNotFoundError:  # another process's (or its directory is gone)
+            if not kept.exists():
+                return False
+            obj.parent.mkdir(exist_ok=True)
+            try:
+                os.link(kept, obj)
+            except OSError:
+                return False
+        except OSError:
+            return False
+        kept.unlink()
+        self.notice(f"put the corrupt object {obj.parent.name}{obj.name} back: the remote "
+                    "sent no sound copy of it")
         return True
 
     def sweep(self) -> int:

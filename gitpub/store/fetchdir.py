@@ -198,8 +198,10 @@ def fetch_refspecs(remote: Remote, extra: list[str], refspecs: list[str], git_di
     stops git's fetch whole — every job's delivery with it. Such an object is set aside into
     ``.git/pub/quarantine/`` (``Repository.set_aside_corrupt``: kept, said) and the fetch made
     again, which brings a sound copy when the remote has one; at most ``SET_ASIDE_MAX`` per
-    fetch, then git's error stands."""
-    moved: set[str] = set()
+    fetch, then git's error stands. When the fetch fails still, each object set aside that no
+    sound copy replaced is put back (``Repository.put_back_corrupt``) and git's error about
+    it stands: moving what the remote cannot send (a commit not pushed yet) heals nothing."""
+    moved: dict[str, tuple[Path, RemoteError]] = {}  # kept where, after which error
     while True:
         try:
             return remote.fetch_refspecs(extra, refspecs, git_dir, env,
@@ -207,10 +209,15 @@ def fetch_refspecs(remote: Remote, extra: list[str], refspecs: list[str], git_di
         except RemoteError as e:
             found = _CORRUPT.search(e.message)
             sha = None if found is None else found.group(1)
-            if sha is None or sha in moved or len(moved) >= SET_ASIDE_MAX \
-                    or not remote.repo.set_aside_corrupt(sha):
-                raise
-            moved.add(sha)
+            kept = None if sha is None or sha in moved or len(moved) >= SET_ASIDE_MAX \
+                else remote.repo.set_aside_corrupt(sha)
+            if sha is None or kept is None:
+                # What the remote sent no sound copy of goes back where it was: moved, it
+                # would be missing, not healed; git's words about it are the error.
+                back = [said for sha_, (path, said) in moved.items()
+                        if remote.repo.put_back_corrupt(sha_, path)]
+                raise back[0] if back else e from None
+            moved[sha] = kept, e
 
 
 #: How many corrupt loose objects one fetch sets aside before git's error stands.
