@@ -8,8 +8,12 @@ process where it can be.
 
 from __future__ import annotations
 
-from conftest import Site
-from test_damage import loose_object, prepare
+import os
+import zlib
+
+import pytest
+from conftest import Site, git
+from test_damage import damage, jobs_copied_in, loose_object, prepare
 
 
 def test_a_corrupt_commit_the_remote_does_not_have_is_not_set_aside(site: Site) -> None:
@@ -39,3 +43,61 @@ def test_a_corrupt_commit_the_remote_does_not_have_is_not_set_aside(site: Site) 
     finally:  # the person's repair, for the fixture's fsck
         obj.parent.mkdir(exist_ok=True)
         obj.write_bytes(sound)
+
+
+def test_a_sound_copy_written_under_the_set_aside_is_not_moved(
+        site: Site, tmp_path_factory: pytest.TempPathFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two gitpub processes of one clone fetch at once and both trip over the same corrupt
+    loose object, a job state the remote has too. One reads it again (corrupt); the other
+    sets it aside first and its fetch writes the sound copy in its place: the first then
+    moved that sound copy into the quarantine, said 'corrupt' (and until its own fetch
+    brought the object once more, the other process found it missing). What is moved is
+    what is judged: bytes that are sound are put back, never quarantined."""
+    from gitpub.git.catfile import CatFile, Unreadable
+    from gitpub.git.repo import Repository
+
+    kinds = ("pushing-dead", "pushing-dead", "committing-dead", "pushing-dead")
+    ids = jobs_copied_in(site, kinds, tmp_path_factory)
+    assert site.call("push").code == 0  # every state on the remote as it is here
+    tip = site.git("rev-parse", f"refs/pub/jobs/{ids[1]}").strip()
+    assert git(site.remote, "rev-parse", f"refs/pub/jobs/{ids[1]}").strip() == tip
+    obj = loose_object(site, tip)
+    sound = obj.read_bytes()
+    damage(site, ids[1], "truncated-object")
+    real, real_set_aside = CatFile.contents, Repository.set_aside_corrupt
+    judging: list[str] = []
+
+    def judged(self: Repository, sha: str) -> object:
+        judging.append(sha)
+        try:
+            return real_set_aside(self, sha)
+        finally:
+            judging.pop()
+
+    def other_process_heals_meanwhile(self: CatFile, oid: str) -> tuple[str, bytes] | None:
+        try:
+            return real(self, oid)
+        except Unreadable:
+            if judging == [tip] == [oid] and obj.exists() and obj.read_bytes() != sound:
+                # the other process's set-aside, then its fetch (a new file renamed in)
+                obj.unlink()
+                spare = obj.with_name("tmp_obj_other")
+                spare.write_bytes(sound)
+                os.replace(spare, obj)
+            raise
+
+    monkeypatch.setattr(CatFile, "contents", other_process_heals_meanwhile)
+    monkeypatch.setattr(Repository, "set_aside_corrupt", judged)
+    prepare(site, "k2", "posts/k2.md")
+    r = site.call("push")
+    monkeypatch.undo()
+    assert r.code == 0, r.out + r.err
+    assert "moved the corrupt object" not in r.err, r.err
+    assert obj.read_bytes() == sound
+    quarantine = site.path / ".git/pub/quarantine"
+    for kept in quarantine.iterdir() if quarantine.exists() else []:
+        data = kept.read_bytes()
+        assert data != sound, f"a sound object was quarantined: {r.err}"
+        with pytest.raises(zlib.error):
+            zlib.decompress(data)
