@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -278,7 +280,11 @@ class Healer:
     def set_aside(self, obj: Path) -> Path | None:
         """Move a corrupt loose object into ``.git/pub/quarantine/`` (renamed: the bytes are
         kept, for inspection), so that a fetch brings a sound copy; said once, as a lock's
-        healing is."""
+        healing is. Where it is kept, None when it is not out (git's error stands). The bytes
+        moved are judged again (``_sound``): a sound copy written in its place since git read
+        it (another process's fetch) goes back, never into the quarantine, and the path
+        returned then holds nothing, as when another process set the object aside first:
+        the fetch is made again."""
         quarantine = self.pub_dir / "quarantine"
         name = f"{obj.parent.name}{obj.name}.{time.time_ns()}"
         try:
@@ -289,6 +295,17 @@ class Healer:
             return quarantine / name  # (nothing kept here: ``put_back`` finds nothing)
         except OSError:
             return None  # another file system, say: git's error stands
+        if _sound(quarantine / name, obj.parent.name + obj.name):
+            # a sound copy took its place since git's reading (another process's fetch):
+            # what is moved is what is judged, and it goes back
+            try:
+                os.link(quarantine / name, obj)  # never over a copy written meanwhile
+            except FileExistsError:
+                pass
+            except OSError:
+                return quarantine / name  # it cannot go back: out, and kept
+            (quarantine / name).unlink()
+            return quarantine / name  # nothing kept: the fetch is made again, as below
         self.notice(f"moved the corrupt object {obj.parent.name}{obj.name} aside to "
                     f".git/pub/quarantine/{name} (kept for inspection); fetched again from "
                     "the remote")
@@ -348,3 +365,16 @@ class Healer:
             f"it may be held by {names})",
             hint="run the command again when they are done; a lock is removed automatically "
                  "only once no process could hold it")
+
+
+def _sound(path: Path, oid: str) -> bool:
+    """Whether the loose object file ``path`` inflates whole to the object named ``oid``."""
+    digest = hashlib.sha1() if len(oid) == 40 else hashlib.sha256()
+    inflate = zlib.decompressobj()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 16):
+                digest.update(inflate.decompress(chunk))
+    except (OSError, zlib.error):
+        return False
+    return inflate.eof and not inflate.unused_data and digest.hexdigest() == oid
