@@ -101,3 +101,20 @@ def test_a_sound_copy_written_under_the_set_aside_is_not_moved(
         assert data != sound, f"a sound object was quarantined: {r.err}"
         with pytest.raises(zlib.error):
             zlib.decompress(data)
+
+
+def test_doctor_names_what_was_set_aside(site: Site) -> None:
+    """An object set aside into .git/pub/quarantine was said once, in the progress of the
+    command that moved it, and never again: doctor and status said everything was fine while
+    a person's corrupt object waited there for inspection. doctor names it (a warning: the
+    fetch healed what it could), with what to do."""
+    name = "0c" + "5" * 38
+    quarantine = site.path / ".git/pub/quarantine"
+    quarantine.mkdir(parents=True)
+    (quarantine / f"{name}.1796526374627270418").write_bytes(b"x\x01truncated")
+    r = site.call("doctor", "--json")
+    checks = {c["name"]: c for c in r.json()["checks"]}
+    found = checks.get("quarantine")
+    assert found is not None and found["status"] == "warn", r.out
+    assert name in found["message"] and ".git/pub/quarantine" in found["message"], found
+    assert "git fsck" in found["fix"], found
