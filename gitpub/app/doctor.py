@@ -32,6 +32,7 @@ from typing import Literal
 
 from gitpub.config.model import Config
 from gitpub.core.errors import EXIT_ERROR, EXIT_OK, CorruptStateError, GitpubError
+from gitpub.core.files import pub_dir
 from gitpub.core.sanitize import sanitize
 from gitpub.core.states import TERMINAL
 from gitpub.delivery.fold import ARCHIVE_REF
@@ -316,6 +317,23 @@ def _lock_files(common_dir: Path) -> list[Path]:
     return sorted(found)
 
 
+def _quarantine(env: _Env) -> Check:
+    """What a fetch set aside as corrupt (``store.fetchdir.fetch_refspecs``): kept for a
+    person, said once when it was moved; named here until that person removes it."""
+    try:
+        kept = sorted(p.name for p in (pub_dir(env.repo.common_dir) / "quarantine").iterdir())
+    except OSError:
+        kept = []
+    if not kept:
+        return Check("quarantine", "ok", "no object set aside as corrupt")
+    names = ", ".join(sanitize(n.split(".")[0]) for n in kept[:5]) + \
+        (", ..." if len(kept) > 5 else "")
+    return Check("quarantine", "warn", f"{len(kept)} loose object(s) git read as corrupt were "
+                 f"set aside into .git/pub/quarantine: {names}",
+                 "`git fsck` shows whether anything still needs them; once it is clean, delete "
+                 ".git/pub/quarantine (or put a sound copy back from another clone)")
+
+
 def _job_refs(env: _Env) -> Check:
     bad = [item.message for item in JobStore(env.repo).iter_jobs()
            if isinstance(item, CorruptStateError)]
@@ -417,6 +435,7 @@ _CHECKS: tuple[tuple[str, Callable[[_Env], Check]], ...] = (
     ("notes refspec", _notes_refspec),
     ("shallow clone", _shallow),
     ("stale locks", _locks),
+    ("quarantine", _quarantine),
     ("job refs", _job_refs),
     ("active index", _active),
     ("font sources", _fonts),
