@@ -14,6 +14,7 @@ import zlib
 import pytest
 from conftest import Site, git
 from test_damage import damage, jobs_copied_in, loose_object, prepare
+from test_delivery import remote_job_ids
 
 
 def test_a_corrupt_commit_the_remote_does_not_have_is_not_set_aside(site: Site) -> None:
@@ -118,3 +119,31 @@ def test_doctor_names_what_was_set_aside(site: Site) -> None:
     assert found is not None and found["status"] == "warn", r.out
     assert name in found["message"] and ".git/pub/quarantine" in found["message"], found
     assert "git fsck" in found["fix"], found
+
+
+def test_more_corrupt_objects_than_one_fetch_sets_aside_heal_over_runs(
+        site: Site, tmp_path_factory: pytest.TempPathFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """More corrupt local job states than one fetch sets aside (``SET_ASIDE_MAX``, 1 here):
+    what one run set aside stays aside when the fetch fails on the next corrupt object (its
+    absence is not why), so the next run goes on from there and the fetch works again; only
+    a fetch that fails for another reason (the object missing now) puts back what it moved."""
+    from gitpub.store import fetchdir
+
+    kinds = ("pushing-dead", "pushing-dead", "committing-dead", "pushing-dead")
+    ids = jobs_copied_in(site, kinds, tmp_path_factory)
+    repairs = [damage(site, ids[i], "truncated-object") for i in (1, 3)]
+    monkeypatch.setattr(fetchdir, "SET_ASIDE_MAX", 1)
+    try:
+        first = site.call("push")
+        assert first.code != 0 and "moved the corrupt object" in first.err, first.out + first.err
+        second = site.call("push")
+        assert "put the corrupt object" not in first.err + second.err, first.err + second.err
+        assert second.code == 1, second.out + second.err  # the two damaged jobs, named
+        published = remote_job_ids(site)
+        for job_id in (ids[0], ids[2]):
+            assert published.count(job_id) == 1, (job_id, published, second.out)
+        assert len(list((site.path / ".git/pub/quarantine").iterdir())) == 2
+    finally:
+        for repair in repairs:
+            repair()

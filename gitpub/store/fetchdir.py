@@ -198,7 +198,8 @@ def fetch_refspecs(remote: Remote, extra: list[str], refspecs: list[str], git_di
     stops git's fetch whole — every job's delivery with it. Such an object is set aside into
     ``.git/pub/quarantine/`` (``Repository.set_aside_corrupt``: kept, said) and the fetch made
     again, which brings a sound copy when the remote has one; at most ``SET_ASIDE_MAX`` per
-    fetch, then git's error stands. When the fetch fails still, each object set aside that no
+    fetch, then git's error stands (what was set aside stays: the next run goes on from
+    there). When the fetch made again fails for another reason, each object set aside that no
     sound copy replaced is put back (``Repository.put_back_corrupt``) and git's error about
     it stands: moving what the remote cannot send (a commit not pushed yet) heals nothing."""
     moved: dict[str, tuple[Path, RemoteError]] = {}  # kept where, after which error
@@ -211,12 +212,15 @@ def fetch_refspecs(remote: Remote, extra: list[str], refspecs: list[str], git_di
             sha = None if found is None else found.group(1)
             kept = None if sha is None or sha in moved or len(moved) >= SET_ASIDE_MAX \
                 else remote.repo.set_aside_corrupt(sha)
-            if sha is None or kept is None:
-                # What the remote sent no sound copy of goes back where it was: moved, it
-                # would be missing, not healed; git's words about it are the error.
+            if sha is None:
+                # The fetch failed for another reason: what it set aside and the remote sent
+                # no sound copy of may be why (missing now, not healed). It goes back where
+                # it was, and git's words about it are the error.
                 back = [said for sha_, (path, said) in moved.items()
                         if remote.repo.put_back_corrupt(sha_, path)]
                 raise back[0] if back else e from None
+            if kept is None:
+                raise  # git's error stands; what is set aside stays (the next run goes on)
             moved[sha] = kept, e
 
 
