@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from pathlib import Path
 
 import pytest
 from conftest import Site, git
@@ -147,3 +148,32 @@ def test_more_corrupt_objects_than_one_fetch_sets_aside_heal_over_runs(
     finally:
         for repair in repairs:
             repair()
+
+
+def test_a_remote_line_naming_an_object_is_not_taken_for_gits_own(
+        site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a server prints comes as ``remote: …`` lines; only git's own lines about a loose
+    object here may make gitpub read that object again and set it aside. A line such as
+    ``remote: hook failed: error: corrupt loose object '<id>'`` was taken for git's: the
+    server chose which object of this clone gitpub read whole again (a big one: its size in
+    memory)."""
+    from gitpub.git.repo import Repository
+
+    sound = site.git("rev-parse", "HEAD").strip()
+    server = tmp_path / "upload-pack"
+    server.write_text("#!/bin/sh\necho \"remote: hook failed: error: corrupt loose object "
+                      f"'{sound}'\" >&2\nexit 1\n")
+    server.chmod(0o755)
+    site.git("config", "remote.origin.uploadpack", str(server))
+    asked: list[str] = []
+    real = Repository.set_aside_corrupt
+
+    def recorded(self: Repository, sha: str) -> Path | None:
+        asked.append(sha)
+        return real(self, sha)
+
+    monkeypatch.setattr(Repository, "set_aside_corrupt", recorded)
+    prepare(site, "k1", "posts/k1.md")
+    r = site.call("push")
+    assert r.code == 5 and "hook failed" in r.out + r.err, r.out + r.err
+    assert asked == [], asked
