@@ -208,8 +208,7 @@ def fetch_refspecs(remote: Remote, extra: list[str], refspecs: list[str], git_di
             return remote.fetch_refspecs(extra, refspecs, git_dir, env,
                                          negotiate=[store_prefix(remote)])
         except RemoteError as e:
-            found = _CORRUPT.search(e.message)
-            sha = None if found is None else found.group(1)
+            sha = _corrupt_named(remote, e.message)
             kept = None if sha is None or sha in moved or len(moved) >= SET_ASIDE_MAX \
                 else remote.repo.set_aside_corrupt(sha)
             if sha is None:
@@ -228,8 +227,19 @@ def fetch_refspecs(remote: Remote, extra: list[str], refspecs: list[str], git_di
 SET_ASIDE_MAX = 16
 #: git's words for a corrupt loose object, at a line's start (not ``remote: …``; and only
 #: an object git here, asked again, reads as corrupt is moved).
-_CORRUPT = re.compile(r"(?m)(?:^|failed: )(?:error: corrupt loose object '|fatal: loose object )"
+_CORRUPT = re.compile(r"(?m)^(?:error: corrupt loose object '|fatal: loose object )"
                       r"([0-9a-f]{40}(?:[0-9a-f]{24})?)\b")
+
+
+def _corrupt_named(remote: Remote, message: str) -> str | None:
+    """The object a failed fetch's ``RemoteError`` says git found corrupt here, at the start
+    of a line of git's own (after the error's prefix, ``Remote.fetch_refspecs``): never in a
+    server's ``remote: …`` line."""
+    prefix = f"fetch from {sanitize(remote.remote)} failed: "
+    if not message.startswith(prefix):
+        return None
+    found = _CORRUPT.search(message[len(prefix):])
+    return None if found is None else found.group(1)
 
 
 def _fetch(remote: Remote, extra: list[str], src: str, dst: str, git_dir: Path,
