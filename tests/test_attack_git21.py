@@ -226,6 +226,23 @@ def test_an_object_a_push_must_send_and_lacks_is_no_refusal_of_the_remote(site: 
     assert "git fsck" in r.out and "--prune=now" in r.out, r.out
 
 
+def test_an_object_a_push_must_send_and_cannot_read_is_no_refusal_of_the_remote(
+        site: Site) -> None:
+    """The same with the content commit's file truncated (damage): git says "loose object …
+    is corrupt" here and the server "unpacker error"; that was a refusal of the remote (exit
+    2, change its permissions) too. It is this repository's object: said so."""
+    job = prepare(site, "k", "posts/k.md", article("k"))
+    commit = str(job["local_commit"])
+    obj = site.path / ".git/objects" / commit[:2] / commit[2:]
+    obj.chmod(0o644)
+    obj.write_bytes(obj.read_bytes()[:20])
+    site.repos.remove(site.path)  # damaged on purpose: no fsck at teardown
+    r = site.call("push", "--json")
+    assert r.code == 1, r.out + r.err
+    assert "refuses gitpub's job store" not in r.out and "cannot read" in r.out, r.out
+    assert "is corrupt" in r.out, r.out
+
+
 def test_file_urls_as_git_reads_them_are_repositories(site: Site, tmp_path: Path) -> None:
     """``file://localhost/srv/my%20blog.git`` is a repository to git (the host of a file URL is
     ignored, the path is percent-decoded), and ``git push`` there works; gitpub's check before

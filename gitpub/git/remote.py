@@ -75,11 +75,13 @@ NO_REPOSITORY = ("does not appear to be a git repository", "repository not found
 
 
 #: What git says when it cannot read an object of this repository that a push must send
-#: (its pack-objects dies; the remote then reports an "unpacker error"): lines of its own,
+#: (missing or corrupt: its pack-objects dies; the remote then reports an "unpacker error"):
+#: lines of its own,
 #: never a ``remote:`` line of the server's.
 _LOCAL_OBJECT_MISSING = re.compile(
-    r"^(?:error: Could not read [0-9a-f]+|fatal: bad object [0-9a-f]+"
-    r"|fatal: unable to read [0-9a-f]+)\b.*$", re.MULTILINE)
+    r"^(?:(?:error: Could not read|fatal: bad object|fatal: unable to read) [0-9a-f]+\b"
+    r"|fatal: loose object [0-9a-f]+ \(stored in .*\) is corrupt"
+    r"|error: corrupt loose object '[0-9a-f]+').*$", re.MULTILINE)
 
 
 #: git over HTTP(S) when the server answers 404: ``fatal: repository 'URL/' not found``.
@@ -354,12 +356,14 @@ class Remote:
         missing = _LOCAL_OBJECT_MISSING.search(err)
         if missing is not None and pushed.result != PushResult.SENT:
             raise CorruptStateError(
-                sanitize(f"this repository lacks an object the push to {self.remote} must send "
-                         f"(git: {missing.group(0).strip()}): the remote refused nothing; "
-                         "`git fsck` names it (a `git gc --prune=now` under a running gitpub?)"),
+                sanitize(f"this repository lacks, or cannot read, an object the push to "
+                         f"{self.remote} must send (git: {missing.group(0).strip()}): the "
+                         "remote refused nothing; `git fsck` names it (a `git gc --prune=now` "
+                         "under a running gitpub? a damaged disk?)"),
                 hint="a `git gc --prune=now` (or `git prune`) run while gitpub had written "
-                     "objects and not yet recorded them removes them; `git fsck` names what "
-                     "is missing and what refers to it")
+                     "objects and not yet recorded them removes them, a damaged file makes "
+                     "one unreadable; `git fsck` names what is missing or corrupt and what "
+                     "refers to it")
         if pushed.result == PushResult.UNKNOWN and not pushed.atomic_unsupported:
             wrong = misconfiguration(self.remote, err)
             if wrong is not None:
