@@ -240,7 +240,7 @@ def test_an_object_a_push_must_send_and_cannot_read_is_no_refusal_of_the_remote(
     r = site.call("push", "--json")
     assert r.code == 1, r.out + r.err
     assert "refuses gitpub's job store" not in r.out and "cannot read" in r.out, r.out
-    assert "is corrupt" in r.out, r.out
+    assert f"object {commit} corrupt" in r.out and "git fsck" in r.out, r.out
 
 
 def test_file_urls_as_git_reads_them_are_repositories(site: Site, tmp_path: Path) -> None:

@@ -84,6 +84,14 @@ _LOCAL_OBJECT_MISSING = re.compile(
     r"|error: corrupt loose object '[0-9a-f]+').*$", re.MULTILINE)
 
 
+def _object_said(line: str) -> str:
+    """What git's line says of the object (its id, and missing or corrupt), without the path
+    it may name."""
+    found = re.search(r"[0-9a-f]{40}(?:[0-9a-f]{24})?", line)
+    what = "corrupt" if "corrupt" in line else "missing"
+    return f"object {found.group(0)} {what}" if found else f"an object {what}"
+
+
 #: git over HTTP(S) when the server answers 404: ``fatal: repository 'URL/' not found``.
 _HTTP_NOT_FOUND_RE = re.compile(r"repository '[^'\n]*' not found")
 
@@ -357,7 +365,7 @@ class Remote:
         if missing is not None and pushed.result != PushResult.SENT:
             raise CorruptStateError(
                 sanitize(f"this repository lacks, or cannot read, an object the push to "
-                         f"{self.remote} must send (git: {missing.group(0).strip()}): the "
+                         f"{self.remote} must send ({_object_said(missing.group(0))}): the "
                          "remote refused nothing; `git fsck` names it (a `git gc --prune=now` "
                          "under a running gitpub? a damaged disk?)"),
                 hint="a `git gc --prune=now` (or `git prune`) run while gitpub had written "
