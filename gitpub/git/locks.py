@@ -10,6 +10,7 @@ a policy a writer only waits, then gives up with ``LockedError``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -49,7 +50,7 @@ class LockPolicy(Protocol):
     def sweep(self) -> int:
         """Remove every stale lock nobody ran into yet; how many."""
 
-    def set_aside(self, obj: Path) -> Path | None:
+    def set_aside(self, obj: Path, sound: Callable[[Path], bool]) -> Path | None:
         """Move ``obj``, a loose object git reads as corrupt, out of the object store, kept
         for inspection (so that git fetches a sound copy again); where it is kept (None: it
         is not out)."""

@@ -42,7 +42,7 @@ from gitpub.git.values import (
     Entry,
     Identity,
 )
-from gitpub.git.writing import _UNREAD, ObjectWriter
+from gitpub.git.writing import _UNREAD, ObjectWriter, loose_object_sound
 
 T = TypeVar("T")
 
@@ -233,7 +233,8 @@ class Repository(ObjectReading, ObjectWriter, RefAccess):
         try:  # read whole: a truncated object's header may still read
             self._cat.contents(sha)
         except Unreadable:
-            return self.lock_policy.set_aside(path)
+            return self.lock_policy.set_aside(
+                path, lambda moved: loose_object_sound(moved, sha, self.object_format))
         return None  # sound after all (or gone): nothing is moved
 
     def put_back_corrupt(self, sha: str, kept: Path) -> bool:

@@ -18,6 +18,7 @@ change; a commit is a new one (``write_commit``) or a person's commit rebased
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import time
 import zlib
@@ -251,6 +252,20 @@ def _split(changes: Mapping[tuple[bytes, ...], Entry | None]) -> tuple[
 
 
 _UNREAD = object()
+
+
+def loose_object_sound(path: Path, sha: str, object_format: ObjectFormat) -> bool:
+    """Whether the loose object file ``path`` inflates whole to the object ``sha`` (the
+    format ``_add_loose`` writes): what a file set aside as corrupt is judged by again."""
+    digest = hashlib.new(object_format.name)
+    inflate = zlib.decompressobj()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 16):
+                digest.update(inflate.decompress(chunk))
+    except (OSError, zlib.error):
+        return False
+    return inflate.eof and not inflate.unused_data and digest.hexdigest() == sha
 
 
 def _add_loose(path: str, kind: bytes, body: bytes, shared: SharedPerm | None) -> None:

@@ -35,10 +35,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import time
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -277,14 +275,14 @@ class Healer:
         self.notice(f"removed a stale lock {rel} (no process that could hold it is alive)")
         return True
 
-    def set_aside(self, obj: Path) -> Path | None:
+    def set_aside(self, obj: Path, sound: Callable[[Path], bool]) -> Path | None:
         """Move a corrupt loose object into ``.git/pub/quarantine/`` (renamed: the bytes are
         kept, for inspection), so that a fetch brings a sound copy; said once, as a lock's
         healing is. Where it is kept, None when it is not out (git's error stands). The bytes
-        moved are judged again (``_sound``): a sound copy written in its place since git read
-        it (another process's fetch) goes back, never into the quarantine, and the path
-        returned then holds nothing, as when another process set the object aside first:
-        the fetch is made again."""
+        moved are judged again (``sound``: the git layer's reading of a loose object): a
+        sound copy written in its place since git read it (another process's fetch) goes
+        back, never into the quarantine, and the path returned then holds nothing, as when
+        another process set the object aside first: the fetch is made again."""
         quarantine = self.pub_dir / "quarantine"
         name = f"{obj.parent.name}{obj.name}.{time.time_ns()}"
         try:
@@ -295,7 +293,7 @@ class Healer:
             return quarantine / name  # (nothing kept here: ``put_back`` finds nothing)
         except OSError:
             return None  # another file system, say: git's error stands
-        if _sound(quarantine / name, obj.parent.name + obj.name):
+        if sound(quarantine / name):
             # a sound copy took its place since git's reading (another process's fetch):
             # what is moved is what is judged, and it goes back
             try:
@@ -366,15 +364,3 @@ class Healer:
             hint="run the command again when they are done; a lock is removed automatically "
                  "only once no process could hold it")
 
-
-def _sound(path: Path, oid: str) -> bool:
-    """Whether the loose object file ``path`` inflates whole to the object named ``oid``."""
-    digest = hashlib.sha1() if len(oid) == 40 else hashlib.sha256()
-    inflate = zlib.decompressobj()
-    try:
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 16):
-                digest.update(inflate.decompress(chunk))
-    except (OSError, zlib.error):
-        return False
-    return inflate.eof and not inflate.unused_data and digest.hexdigest() == oid
