@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Site, git
-from test_damage import damage, jobs_copied_in, loose_object, prepare
+from test_damage import damage, jobs_copied_in, loose_object, no_traceback, prepare
 from test_delivery import remote_job_ids
 
 
@@ -45,6 +45,39 @@ def test_a_corrupt_commit_the_remote_does_not_have_is_not_set_aside(site: Site) 
     finally:  # the person's repair, for the fixture's fsck
         obj.parent.mkdir(exist_ok=True)
         obj.write_bytes(sound)
+
+
+def test_a_run_killed_after_a_set_aside_leaves_it_kept_and_named(site: Site) -> None:
+    """Killed (SIGKILL) right after moving the person's corrupt, unpushed commit into the
+    quarantine, before its fetch was made again: nothing is lost silently. The bytes are
+    kept whole in .git/pub/quarantine, the next run delivers the job, and doctor names the
+    object with what to do, until a person repairs it."""
+    (site.path / "mine.txt").write_text("mine\n")
+    site.git("add", "mine.txt")
+    site.git("commit", "-qm", "mine")
+    tip = site.git("rev-parse", "HEAD").strip()
+    obj = loose_object(site, tip)
+    sound = obj.read_bytes()
+    obj.chmod(0o644)
+    obj.write_bytes(sound[: len(sound) // 2])
+    prepare(site, "k1", "posts/k1.md")
+    try:
+        killed = site.run("push", env={"GITPUB_CRASH_AT": "fetch.set-aside"})
+        assert killed.code == -9, killed.out + killed.err
+        kept = list((site.path / ".git/pub/quarantine").iterdir())
+        assert [p.name.split(".")[0] for p in kept] == [tip]
+        assert kept[0].read_bytes() == sound[: len(sound) // 2]  # kept whole
+        r = site.call("push")
+        no_traceback(r.out, r.err)
+        assert r.code == 0, r.out + r.err
+        checks = {c["name"]: c for c in site.call("doctor", "--json").json()["checks"]}
+        assert checks["quarantine"]["status"] == "warn", checks["quarantine"]
+        assert tip in checks["quarantine"]["message"], checks["quarantine"]
+    finally:  # the person's repair, for the fixture's fsck
+        obj.parent.mkdir(exist_ok=True)
+        obj.write_bytes(sound)
+        for p in (site.path / ".git/pub/quarantine").iterdir():
+            p.unlink()
 
 
 def test_a_sound_copy_written_under_the_set_aside_is_not_moved(
@@ -109,8 +142,9 @@ def test_doctor_names_what_was_set_aside(site: Site) -> None:
     """An object set aside into .git/pub/quarantine was said once, in the progress of the
     command that moved it, and never again: doctor and status said everything was fine while
     a person's corrupt object waited there for inspection. doctor names it (a warning: the
-    fetch healed what it could), with what to do."""
-    name = "0c" + "5" * 38
+    fetch healed what it could), with what to do. (What the quarantine keeps is the corrupt
+    copy of an object the fetch brought back sound: here, the branch's commit.)"""
+    name = site.git("rev-parse", "HEAD").strip()
     quarantine = site.path / ".git/pub/quarantine"
     quarantine.mkdir(parents=True)
     (quarantine / f"{name}.1796526374627270418").write_bytes(b"x\x01truncated")

@@ -65,6 +65,7 @@ CRASH_POINTS: tuple[str, ...] = (
     "sync.uncommitted-adopted",
     "sync.local-rebuilt",
     "checkout.worktree-updated",
+    "fetch.set-aside",  # a corrupt loose object moved into .git/pub/quarantine, not refetched
     "confirm.notes-pushed",
 )
 

@@ -20,6 +20,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from gitpub.core.crashpoints import crash_point
 from gitpub.core.errors import GitpubError
 from gitpub.core.files import ensure_pub_dir, pub_dir, write_atomic
 from gitpub.core.sanitize import sanitize
@@ -221,6 +222,7 @@ def fetch_refspecs(remote: Remote, extra: list[str], refspecs: list[str], git_di
             if kept is None:
                 raise  # git's error stands; what is set aside stays (the next run goes on)
             moved[sha] = kept, e
+            crash_point("fetch.set-aside")
 
 
 #: How many corrupt loose objects one fetch sets aside before git's error stands.
